@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The two commands of the README's quick start:
+#   ./dev.sh demo   run the repair loop on the bundled example (no model, no hardware)
+#   ./dev.sh test   lint, type-check and run the whole test suite
+# Each installs what it needs first (Debian packages via apt-get, Python packages into .venv).
+set -euo pipefail
+cd "$(dirname "$0")"
+VENV=${FWLOOP_VENV:-.venv}
+
+apt_install() {
+    local missing=("$@")
+    [ ${#missing[@]} -eq 0 ] && return 0
+    echo "dev.sh: installing Debian packages: ${missing[*]}"
+    local sudo=()
+    if [ "$(id -u)" -ne 0 ]; then
+        if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then sudo=(sudo -n); else
+            echo "dev.sh: need root (or passwordless sudo) to apt-get install ${missing[*]}; install them and rerun" >&2
+            exit 4
+        fi
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    "${sudo[@]}" apt-get update -qq
+    "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+system_deps() {
+    local missing=()
+    command -v gcc >/dev/null || missing+=(gcc libc6-dev)
+    command -v make >/dev/null || missing+=(make)
+    command -v git >/dev/null || missing+=(git)
+    python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+    apt_install "${missing[@]}"
+}
+
+python_env() {
+    local stamp="$VENV/.fwloop-installed"
+    if [ ! -x "$VENV/bin/python" ]; then
+        python3 -m venv "$VENV"
+    fi
+    if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+        "$VENV/bin/python" -m pip install -q --disable-pip-version-check -U pip
+        "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[dev]'
+        touch "$stamp"
+    fi
+}
+
+demo() {
+    system_deps
+    python_env
+    # The loop edits the tree it runs in and keeps the fix on success: run it on a scratch copy.
+    local scratch python
+    python="$(cd "$VENV" && pwd)/bin/python"
+    scratch=$(mktemp -d "${TMPDIR:-/tmp}/fwloop-demo.XXXXXX")
+    cp -r examples/uart-console/. "$scratch/"
+    rm -rf "$scratch/build" "$scratch/.fwloop"
+    echo "dev.sh: running the loop on a copy of examples/uart-console in $scratch"
+    cd "$scratch"
+    "$python" -m pytest --fwloop --max-iter=10 "$@"
+}
+
+test_suite() {
+    system_deps
+    python_env
+    "$VENV/bin/ruff" check src tests benchmarks
+    "$VENV/bin/ruff" format --check src tests benchmarks
+    "$VENV/bin/mypy"
+    "$VENV/bin/python" -m pytest "$@"
+}
+
+case "${1:-}" in
+    demo) shift; demo "$@" ;;
+    test) shift; test_suite "$@" ;;
+    *) echo "usage: ./dev.sh demo|test [pytest arguments]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,847 @@
+"""The loop's controller: walks the transition table, one state handler per state.
+
+Each handler does its state's work and returns the event that leaves it; `fsm.next_state` decides
+where that leads, and every move is written to the decision trace with its reason and numbers.
+The controller never imports the code under test: each TEST_RUN is a child `python -m pytest`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import pytest
+
+from pytest_fwloop import fsm, recovery
+from pytest_fwloop.agents.errors import AnswerInvalid, ProviderError
+from pytest_fwloop.agents.protocol import (
+    AgentRequest,
+    CoderAnswer,
+    HistoryEntry,
+    MustFix,
+    ReviewerAnswer,
+    load_schema,
+)
+from pytest_fwloop.agents.registry import parse_role_specs
+from pytest_fwloop.agents.role import CallRecord, RoleAgent
+from pytest_fwloop.context import pack_failures
+from pytest_fwloop.convergence import (
+    ConvergenceChecker,
+    ConvergenceType,
+    PlateauAction,
+)
+from pytest_fwloop.fsm import ErrorType, State
+from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG
+from pytest_fwloop.outcomes import Outcome, exit_status
+from pytest_fwloop.procs import run_logged
+from pytest_fwloop.recovery import ErrorState
+from pytest_fwloop.redaction import Redactor
+from pytest_fwloop.results import IterationResults, TestRecord, nodeids
+from pytest_fwloop.rundir import RunRecorder, new_run_id, utc_now
+from pytest_fwloop.settings import LoopSettings, load_settings
+from pytest_fwloop.terminal import Terminal
+from pytest_fwloop.workspace import (
+    PatchApplyError,
+    Workspace,
+    WorkspaceError,
+    check_patch,
+    parse_patch,
+)
+
+#: Diagnostics kept from a failed build for the coder.
+BUILD_DIAGNOSTICS_BYTES = 6000
+
+_VERDICT_OUTCOMES = {
+    ConvergenceType.SUCCESS: Outcome.SUCCESS,
+    ConvergenceType.CONVERGED_WITH_IMPROVEMENT: Outcome.CONVERGED_WITH_IMPROVEMENT,
+    ConvergenceType.PLATEAUED: Outcome.PLATEAUED,
+    ConvergenceType.FAILURE: Outcome.FAILURE,
+    ConvergenceType.TIMEOUT: Outcome.MAX_ITERATIONS_REACHED,
+}
+
+
+@dataclass
+class Iteration:
+    """One pass through the test run, and the patch that led to it."""
+
+    number: int
+    kind: str  # "baseline", "patch" or "confirmation"
+    patch: str = ""
+    patch_summary: str = ""
+    checkpoint: str = ""
+    results: IterationResults | None = None
+    coder_calls: int = 0
+    review_rounds: int = 0
+    convergence_type: str | None = None
+    reason: str = ""
+    score: float | None = None
+    states: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def pass_count(self) -> int:
+        return self.results.pass_count if self.results else 0
+
+    @property
+    def total_count(self) -> int:
+        return self.results.total_count if self.results else 0
+
+
+@dataclass(frozen=True)
+class Step:
+    event: str
+    reason: str
+    evidence: tuple[str, ...] = ()
+
+
+class Controller:
+    def __init__(
+        self,
+        config: pytest.Config,
+        settings: LoopSettings,
+        recorder: RunRecorder,
+        workspace: Workspace,
+        terminal: Terminal,
+        abort: threading.Event,
+    ) -> None:
+        self.config = config
+        self.settings = settings
+        self.recorder = recorder
+        self.workspace = workspace
+        self.terminal = terminal
+        self.abort = abort
+        self.abort_reason = ""
+        self.state = State.IDLE
+        self.iterations: list[Iteration] = [Iteration(1, "baseline")]
+        self.checker = ConvergenceChecker(settings.criteria)
+        self.error: ErrorState | None = None
+        self.retries: dict[ErrorType, int] = {}
+        self.outcome: Outcome | None = None
+        self.final_reason = ""
+        self.convergence_type: ConvergenceType | None = None
+        self.must_fix: list[MustFix] = []
+        self.constraints: list[str] = []
+        self.build_diagnostics = ""
+        self.coder_answer: CoderAnswer | None = None
+        self.pre_patch_checkpoint = ""
+        self.env_rerun: list[str] = []
+        self.partial_results: IterationResults | None = None
+        self.strategy_switches = 0
+        self.coder_calls = 0
+        self.call_counts: dict[tuple[int, str], int] = {}
+        self.test_run_result: tuple[Path, int | None, bool] | None = None
+        self.coder = self._role_agent("coder", settings.coder)
+        self.reviewer = self._role_agent("reviewer", settings.reviewer)
+        self.handlers: dict[State, Callable[[], Step]] = {
+            State.IDLE: self.idle,
+            State.INIT: self.init,
+            State.CODE_ANALYSIS: self.code_analysis,
+            State.PATCH_GENERATION: self.patch_generation,
+            State.PATCH_APPLY: self.patch_apply,
+            State.BUILD_SETUP: self.build_setup,
+            State.BUILD_RUN: self.build_run,
+            State.TEST_SETUP: self.test_setup,
+            State.TEST_RUN: self.test_run,
+            State.RESULT_COLLECTION: self.result_collection,
+            State.RESULT_ANALYSIS: self.result_analysis,
+            State.CONVERGENCE_CHECK: self.convergence_check,
+            State.ERROR_RECOVERY: self.error_recovery,
+        }
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    @property
+    def current(self) -> Iteration:
+        return self.iterations[-1]
+
+    def _role_agent(self, role: str, spec: str) -> RoleAgent:
+        shipped = load_schema(role)  # type: ignore[arg-type]
+        schema = self.config.hook.pytest_fwloop_schema(
+            config=self.config, role=role, schema=shipped
+        )
+        return RoleAgent(
+            role,  # type: ignore[arg-type]
+            parse_role_specs(spec, role, self.settings.rootdir),  # type: ignore[arg-type]
+            schema if schema is not None else shipped,
+            self._record_call,
+            timeout=self.settings.agent_timeout,
+        )
+
+    def _record_call(self, call: CallRecord) -> None:
+        iteration = self.current.number
+        key = (iteration, call.role)
+        self.call_counts[key] = self.call_counts.get(key, 0) + 1
+        stem = f"{call.role}-{self.call_counts[key]}"
+        folder = self.recorder.round_path(iteration)
+        rel = self.recorder.relative(folder)
+        self.recorder.write_json(f"{rel}/{stem}.request.json", call.request)
+        self.recorder.write_text(f"{rel}/{stem}.answer.txt", call.raw)
+        if call.document is not None:
+            self.recorder.write_json(f"{rel}/{stem}.answer.json", call.document)
+        self.recorder.write_json(
+            f"{rel}/{stem}.meta.json",
+            {
+                "provider": call.provider,
+                "attempt": call.attempt,
+                "duration_s": round(call.duration_s, 3),
+                "errors": call.errors,
+                "error_kind": call.error_kind,
+                "stderr_tail": call.stderr[-2000:],
+            },
+        )
+        if call.role == "coder":
+            self.coder_calls += 1
+            self.current.coder_calls += 1
+
+    def move(self, step: Step) -> None:
+        source = self.state
+        target = fsm.next_state(source, step.event)
+        recovering = source is State.ERROR_RECOVERY and self.error is not None
+        event = {
+            "time": utc_now(),
+            "from": source.value,
+            "to": target.value,
+            "event": step.event,
+            "reason": step.reason,
+            "iteration": self.current.number,
+            "evidence": list(step.evidence),
+            "retry_count": self.retries.get(self.error.type, 0)
+            if recovering and self.error
+            else 0,
+            "retry_reason": self.error.reason if recovering and self.error else None,
+        }
+        self.recorder.append_event(event)
+        self.current.states.append(target.value)
+        self.terminal.transition(self.current.number, source, target, step.reason)
+        self.state = target
+
+    def run(self) -> Outcome:
+        while self.state not in fsm.TERMINAL_STATES:
+            if self.abort.is_set():
+                self.outcome = Outcome.CANCELED
+                self.final_reason = f"aborted by the operator ({self.abort_reason})"
+                self.move(Step("abort", self.final_reason))
+                break
+            step = self.handlers[self.state]()
+            if self.abort.is_set():
+                continue
+            self.move(step)
+        assert self.outcome is not None
+        return self.outcome
+
+    def fail(self, error: ErrorState, event: str) -> Step:
+        self.error = error
+        return Step(event, f"{error.type.value}: {error.reason}")
+
+    # -- states ---------------------------------------------------------------------------------
+
+    def idle(self) -> Step:
+        return Step("start", f"run {self.recorder.run_id} in {self.settings.rootdir}")
+
+    def init(self) -> Step:
+        return Step(
+            "baseline",
+            f"baseline snapshot {self.workspace.baseline[:12]}; max_iter={self.settings.max_iter}, "
+            f"mode={self.settings.mode.value}",
+        )
+
+    def build_setup(self) -> Step:
+        build = self.settings.build
+        if build is None:
+            return Step("no_build", "no build command configured")
+        program = "/bin/sh" if isinstance(build, str) else build[0]
+        if shutil.which(program, path=os.environ.get("PATH")) is None and not Path(
+            self.settings.rootdir, program
+        ).is_file():
+            return self.fail(
+                ErrorState(
+                    ErrorType.BUILD_FAILURE,
+                    f"build tool '{program}' not found on PATH; install it or fix --fwloop-build",
+                    "recover_to_build",
+                    terminal_outcome=Outcome.BUILD_FAILED,
+                ),
+                "toolchain_missing",
+            )
+        return Step("build_ready", f"build tool '{program}' found")
+
+    def build_run(self) -> Step:
+        build = self.settings.build
+        assert build is not None
+        log = self.recorder.round_path(self.current.number, "build.log")
+        try:
+            result = run_logged(
+                build,
+                cwd=self.settings.rootdir,
+                log_path=log,
+                timeout=self.settings.build_timeout,
+                abort=self.abort,
+                shell=isinstance(build, str),
+            )
+        except OSError as exc:
+            return self.fail(
+                ErrorState(
+                    ErrorType.BUILD_FAILURE,
+                    f"cannot start the build: {exc}",
+                    "recover_to_build",
+                    terminal_outcome=Outcome.BUILD_FAILED,
+                ),
+                "build_failed",
+            )
+        self.recorder.scrub(log)
+        evidence = (self.recorder.relative(log),)
+        if result.returncode == 0 and not result.timed_out:
+            return Step("build_ok", f"build exited 0 in {result.duration:.1f}s", evidence)
+        diagnostics = build_diagnostics(log.read_text(encoding="utf-8", errors="replace"))
+        if result.timed_out:
+            what = f"build exceeded fwloop_build_timeout={self.settings.build_timeout:g}s"
+            error_type = ErrorType.TIMEOUT
+        else:
+            what = f"build exited {result.returncode}"
+            error_type = ErrorType.BUILD_FAILURE
+        if self.current.kind == "patch" and self.pre_patch_checkpoint:
+            self.workspace.restore(self.pre_patch_checkpoint)
+            self.build_diagnostics = diagnostics
+            self.must_fix = [
+                MustFix(
+                    issue=f"the previous patch broke the build ({what}); fix these errors:\n"
+                    f"{diagnostics}"
+                )
+            ]
+            self.current.notes.append(f"patch rolled back: {what}")
+            self.error = ErrorState(error_type, what, "recover_to_analysis")
+            return Step(
+                "build_failed", f"{what}; patch rolled back, diagnostics go to the coder", evidence
+            )
+        self.error = ErrorState(error_type, what, "recover_to_build")
+        return Step("build_failed", f"{what} without a new patch; retrying the build", evidence)
+
+    def test_setup(self) -> Step:
+        folder = self.recorder.round_path(self.current.number)
+        selection = folder / "selection.txt"
+        if self.env_rerun:
+            self.recorder.write_text(
+                self.recorder.relative(selection), "\n".join(self.env_rerun) + "\n"
+            )
+            return Step(
+                "env_ready", f"environment reset; rerunning {len(self.env_rerun)} test(s)"
+            )
+        selection.unlink(missing_ok=True)
+        return Step("env_ready", "child pytest prepared")
+
+    def test_run(self) -> Step:
+        folder = self.recorder.round_path(self.current.number)
+        attempt = len([p for p in folder.glob("pytest*.log")]) + 1
+        suffix = "" if attempt == 1 else f"-{attempt}"
+        log = folder / f"pytest{suffix}.log"
+        results_path = folder / f"results{suffix}.json"
+        results_path.unlink(missing_ok=True)
+        argv = [
+            sys.executable,
+            "-m",
+            "pytest",
+            *self.settings.child_args,
+            f"{CHILD_REPORT_FLAG}={results_path}",
+            f"--junitxml={folder / f'junit{suffix}.xml'}",
+        ]
+        if self.env_rerun:
+            argv.append(f"{CHILD_SELECT_FLAG}={folder / 'selection.txt'}")
+        env = dict(os.environ)
+        env["FWLOOP_CONSOLE_LOG_DIR"] = str(folder / "console")
+        env["PYTEST_ADDOPTS"] = " ".join(
+            arg for arg in env.get("PYTEST_ADDOPTS", "").split() if arg != "--fwloop"
+        )
+        result = run_logged(
+            argv,
+            cwd=self.settings.invocation_dir,
+            log_path=log,
+            timeout=self.settings.test_timeout,
+            abort=self.abort,
+            env=env,
+        )
+        self.recorder.scrub(log)
+        self.test_run_result = (results_path, result.returncode, result.timed_out)
+        evidence = (self.recorder.relative(log),)
+        if result.timed_out:
+            return Step(
+                "tests_finished",
+                f"test run exceeded fwloop_test_timeout={self.settings.test_timeout:g}s",
+                evidence,
+            )
+        return Step(
+            "tests_finished",
+            f"child pytest exited {result.returncode} in {result.duration:.1f}s",
+            evidence,
+        )
+
+    def result_collection(self) -> Step:
+        assert self.test_run_result is not None
+        path, returncode, timed_out = self.test_run_result
+        if timed_out:
+            return self.fail(
+                ErrorState(
+                    ErrorType.TIMEOUT,
+                    f"TEST_RUN exceeded fwloop_test_timeout={self.settings.test_timeout:g}s",
+                    "recover_to_test_setup",
+                ),
+                "artifacts_missing",
+            )
+        try:
+            results = IterationResults.model_validate_json(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            log = path.with_name(path.name.replace("results", "pytest").replace(".json", ".log"))
+            tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:]
+            return self.fail(
+                ErrorState(
+                    ErrorType.ARTIFACT_MISSING,
+                    f"child pytest exited {returncode} without writing results "
+                    f"({' | '.join(tail) or 'no output'})",
+                    "recover_to_test_setup",
+                ),
+                "artifacts_missing",
+            )
+        if self.partial_results is not None:
+            results = self.partial_results.merged(results)
+            self.partial_results = None
+        self.current.results = results
+        self.current.checkpoint = self.workspace.checkpoint(f"iteration {self.current.number}")
+        self.env_rerun = []
+        self.recorder.write_json(
+            f"{self.recorder.relative(self.recorder.round_path(self.current.number))}/results.json",
+            results.model_dump(mode="json"),
+        )
+        counts = results.counts()
+        return Step(
+            "results_normalized",
+            ", ".join(f"{count} {name}" for name, count in counts.items() if count)
+            or "no tests ran",
+            (self.recorder.relative(path),),
+        )
+
+    def result_analysis(self) -> Step:
+        results = self.current.results
+        assert results is not None
+        if not results.tests:
+            return self.fail(
+                ErrorState(
+                    ErrorType.ARTIFACT_MISSING,
+                    f"the child pytest ran no tests (exit {results.exitstatus}); check the "
+                    "arguments and testpaths",
+                    "recover_to_test_setup",
+                    terminal_outcome=Outcome.FAILURE,
+                ),
+                "environment_failed",
+            )
+        env_failed = results.environment_failures()
+        if env_failed:
+            self.partial_results = results
+            self.env_rerun = nodeids(env_failed)
+            first = env_failed[0].env_failure
+            retries_left = (
+                self.retries.get(ErrorType.TEST_ENV_FAILURE, 0)
+                < recovery.RULES[ErrorType.TEST_ENV_FAILURE].max_retries
+            )
+            if not retries_left and self._patch_broke_environment(env_failed):
+                self.partial_results = None
+                self.env_rerun = []
+                self.workspace.restore(self.pre_patch_checkpoint)
+                self.must_fix = [
+                    MustFix(
+                        issue="the firmware no longer boots after the previous patch: the "
+                        f"environment check passed before it and fails after it ({first})"
+                    )
+                ]
+                self.current.notes.append("patch rolled back: the firmware no longer boots")
+                return self.fail(
+                    ErrorState(
+                        ErrorType.FIRMWARE_NO_BOOT,
+                        f"{len(env_failed)} test(s) lost their environment after the patch "
+                        f"({first}); patch rolled back",
+                        "recover_to_analysis",
+                    ),
+                    "firmware_no_boot",
+                )
+            return self.fail(
+                ErrorState(
+                    ErrorType.TEST_ENV_FAILURE,
+                    f"{len(env_failed)} test(s) failed on the environment ({first})",
+                    "recover_to_test_setup",
+                ),
+                "environment_failed",
+            )
+        self.partial_results = None
+        return Step(
+            "decision_produced",
+            f"pass_count={results.pass_count} total_count={results.total_count}",
+        )
+
+    def _patch_broke_environment(self, env_failed: list[TestRecord]) -> bool:
+        """The environment came up for these tests before this iteration's patch and not after."""
+        if self.current.kind != "patch" or len(self.iterations) < 2:
+            return False
+        before = self.iterations[-2].results
+        if before is None:
+            return False
+        previous = {t.nodeid: t for t in before.tests}
+        return all(
+            t.nodeid in previous and previous[t.nodeid].env_failure is None for t in env_failed
+        )
+
+    def convergence_check(self) -> Step:
+        iteration = self.current
+        self.checker.add_iteration_result(iteration.pass_count, iteration.total_count)
+        stop, verdict, reason = self.checker.check_convergence(
+            iteration.number, self.settings.max_iter
+        )
+        iteration.convergence_type = verdict.value if verdict else None
+        iteration.reason = reason
+        iteration.score = round(self.checker.score(), 4)
+        self.recorder.write_json(
+            f"{self.recorder.relative(self.recorder.round_path(iteration.number))}/"
+            "convergence.json",
+            {
+                "iteration": iteration.number,
+                "pass_counts": self.checker.pass_counts,
+                "total_counts": self.checker.total_counts,
+                "convergence_type": iteration.convergence_type,
+                "reason": reason,
+                "score": iteration.score,
+                "criteria": self.settings.criteria.to_dict(),
+            },
+        )
+        if verdict is None:
+            return self._next_iteration(reason)
+        self.convergence_type = verdict
+        self.final_reason = reason
+        if verdict is ConvergenceType.PLATEAUED:
+            return self._plateau(reason)
+        self.outcome = _VERDICT_OUTCOMES[verdict]
+        if verdict is ConvergenceType.SUCCESS:
+            return Step("converged", reason)
+        return Step("stop", reason)
+
+    def _next_iteration(self, reason: str) -> Step:
+        green = self.current.total_count > 0 and (
+            self.current.pass_count / self.current.total_count
+            >= self.settings.criteria.target_pass_rate
+        )
+        if reason.startswith("slow improvement"):
+            self.constraints = [
+                "progress has slowed: prefer a different hypothesis over another variation"
+            ]
+        self.retries = {}
+        self.error = None
+        self.iterations.append(
+            Iteration(self.current.number + 1, "confirmation" if green else "patch")
+        )
+        if green:
+            return Step("confirm", f"{reason}; green once, confirming with no new patch")
+        return Step("continue", reason)
+
+    def _plateau(self, reason: str) -> Step:
+        rate = self.current.pass_count / max(self.current.total_count, 1)
+        action, why = self.settings.plateau.handle_plateau(rate, self.strategy_switches)
+        full = f"{reason}; {why}"
+        if action is PlateauAction.STRATEGY_SWITCH:
+            self.strategy_switches += 1
+            self.constraints = [
+                f"the last iterations plateaued ({reason}); abandon the current approach and "
+                "try a different root-cause hypothesis"
+            ]
+            self.convergence_type = None
+            return self._next_iteration(f"{full} (switch {self.strategy_switches})")
+        if action is PlateauAction.HUMAN_REVIEW:
+            if sys.stdin.isatty() and self.terminal.ask(f"{full}. Continue iterating? [y/N] "):
+                self.convergence_type = None
+                return self._next_iteration(f"{full}; the operator chose to continue")
+            self.outcome = Outcome.AWAITING_OPERATOR_CONFIRM
+            self.final_reason = f"{full}; waiting for the operator"
+            return Step("await_operator", self.final_reason)
+        self.outcome = Outcome.PLATEAUED
+        self.final_reason = full
+        return Step("stop", full)
+
+    def _request(self, role: str, patch: str = "") -> AgentRequest:
+        latest = self._latest_results()
+        failures = pack_failures(
+            latest.not_passing() if latest else [],
+            self.settings.context_bytes,
+            root=str(self.settings.rootdir),
+        )
+        history = [
+            HistoryEntry(
+                iteration=it.number,
+                pass_count=it.pass_count,
+                total_count=it.total_count,
+                patch_summary=it.patch_summary,
+                outcome="; ".join([it.kind, *it.notes]),
+            )
+            for it in self.iterations
+            if it.results is not None
+        ]
+        return AgentRequest(
+            role=role,  # type: ignore[arg-type]
+            iteration=self.current.number,
+            goal=self.settings.goal,
+            workspace=str(self.settings.rootdir),
+            failures=failures,
+            history=history,
+            must_fix=list(self.must_fix),
+            patch=patch,
+            build_diagnostics=self.build_diagnostics,
+            constraints=list(self.constraints),
+        )
+
+    def _latest_results(self) -> IterationResults | None:
+        for it in reversed(self.iterations):
+            if it.results is not None:
+                return it.results
+        return None
+
+    def code_analysis(self) -> Step:
+        try:
+            answer = self.coder.ask(self._request("coder"))
+        except ProviderError as exc:
+            return self.fail(_provider_error("coder", exc), "analysis_failed")
+        assert isinstance(answer, CoderAnswer)
+        self.coder_answer = answer
+        return Step(
+            "analysis_ready",
+            f"coder: {answer.summary[:120]} (confidence {answer.analysis.confidence:.2f})",
+        )
+
+    def patch_generation(self) -> Step:
+        answer = self.coder_answer
+        assert answer is not None
+        patch = answer.patch
+        if not patch.strip():
+            return self.fail(
+                ErrorState(
+                    ErrorType.MODEL_FAILURE,
+                    f"the coder proposed no patch (root cause given: "
+                    f"{answer.analysis.root_cause[:160]!r})",
+                    "recover_to_analysis",
+                ),
+                "patch_rejected",
+            )
+        violations = check_patch(patch, self.settings.policy)
+        if violations:
+            self.must_fix = [MustFix(issue=v.message, file=v.path or None) for v in violations]
+            self.constraints = [
+                "touch only firmware source files inside the workspace; tests, test "
+                "configuration, CI files, binaries, symlinks and file modes are off limits",
+                f"keep the patch under {self.settings.policy.max_files} files and "
+                f"{self.settings.policy.max_changed_lines} changed lines",
+            ]
+            self._record_rejected(patch, "policy")
+            return self.fail(
+                ErrorState(
+                    ErrorType.POLICY_VIOLATION,
+                    "; ".join(v.message for v in violations[:3]),
+                    "recover_to_analysis",
+                ),
+                "patch_rejected",
+            )
+        problem = self.workspace.check_apply(patch)
+        if problem is not None:
+            self.must_fix = [MustFix(issue=f"the patch does not apply: {problem}")]
+            self._record_rejected(patch, "apply")
+            return self.fail(
+                ErrorState(
+                    ErrorType.PATCH_APPLY_FAILURE,
+                    f"git apply --check: {problem}",
+                    "recover_to_analysis",
+                ),
+                "patch_rejected",
+            )
+        try:
+            review = self.reviewer.ask(self._request("reviewer", patch))
+        except AnswerInvalid as exc:
+            return self.fail(
+                ErrorState(
+                    ErrorType.MODEL_FAILURE,
+                    f"reviewer answer failed the schema twice ({'; '.join(exc.errors[:2])})",
+                    "recover_to_analysis",
+                    terminal_outcome=Outcome.REVIEW_SCHEMA_INVALID,
+                ),
+                "patch_rejected",
+            )
+        except ProviderError as exc:
+            return self.fail(_provider_error("reviewer", exc), "patch_rejected")
+        assert isinstance(review, ReviewerAnswer)
+        if review.decision == "changes_requested":
+            self.current.review_rounds += 1
+            self._record_rejected(patch, "review")
+            if self.current.review_rounds >= self.settings.review_rounds:
+                return self.fail(
+                    ErrorState(
+                        ErrorType.MODEL_FAILURE,
+                        f"the reviewer requested changes {self.current.review_rounds} times in "
+                        f"iteration {self.current.number} (fwloop_review_rounds="
+                        f"{self.settings.review_rounds})",
+                        "recover_to_analysis",
+                        terminal_outcome=Outcome.FAILURE,
+                    ),
+                    "patch_rejected",
+                )
+            self.must_fix = list(review.must_fix) or [MustFix(issue=review.summary)]
+            return Step(
+                "review_changes_requested",
+                f"reviewer requested changes ({len(self.must_fix)} must-fix item(s), round "
+                f"{self.current.review_rounds}/{self.settings.review_rounds})",
+            )
+        if review.risk > self.settings.max_risk:
+            self.must_fix = [
+                MustFix(
+                    issue=f"the reviewer rated the patch's risk {review.risk:.2f}, above "
+                    f"fwloop_max_risk={self.settings.max_risk:.2f}; make a smaller, safer change"
+                )
+            ]
+            self._record_rejected(patch, "risk")
+            return self.fail(
+                ErrorState(
+                    ErrorType.POLICY_VIOLATION,
+                    f"reviewer risk {review.risk:.2f} > fwloop_max_risk "
+                    f"{self.settings.max_risk:.2f}",
+                    "recover_to_analysis",
+                ),
+                "patch_rejected",
+            )
+        self.current.patch = patch
+        files = sorted({c.new_path or c.old_path or "" for c in parse_patch(patch)})
+        self.current.patch_summary = f"{answer.summary[:200]} [{', '.join(files)}]"
+        return Step(
+            "patch_approved",
+            f"policy passed; reviewer approved (risk {review.risk:.2f} <= "
+            f"{self.settings.max_risk:.2f})",
+        )
+
+    def _record_rejected(self, patch: str, why: str) -> None:
+        folder = self.recorder.relative(self.recorder.round_path(self.current.number))
+        count = len(list(self.recorder.round_path(self.current.number).glob("rejected-*.diff")))
+        self.recorder.write_text(f"{folder}/rejected-{count + 1}-{why}.diff", patch)
+
+    def patch_apply(self) -> Step:
+        self.pre_patch_checkpoint = self.workspace.checkpoint(
+            f"before iteration {self.current.number}"
+        )
+        try:
+            touched = self.workspace.apply(self.current.patch)
+        except PatchApplyError as exc:
+            self.must_fix = [MustFix(issue=f"the patch does not apply: {exc}")]
+            return self.fail(
+                ErrorState(ErrorType.PATCH_APPLY_FAILURE, str(exc), "recover_to_analysis"),
+                "apply_failed",
+            )
+        folder = self.recorder.relative(self.recorder.round_path(self.current.number))
+        path = self.recorder.write_text(f"{folder}/patch.diff", self.current.patch)
+        self.must_fix = []
+        self.constraints = []
+        self.build_diagnostics = ""
+        return Step(
+            "patch_applied",
+            f"applied to {len(touched)} file(s): {', '.join(touched[:5])}",
+            (self.recorder.relative(path),),
+        )
+
+    def error_recovery(self) -> Step:
+        error = self.error
+        assert error is not None
+        used = self.retries.get(error.type, 0)
+        decision = recovery.decide(error, used)
+        if decision.outcome is not None:
+            self.outcome = decision.outcome
+            self.final_reason = decision.reason
+        else:
+            self.retries[error.type] = used + 1
+        return Step(decision.event, decision.reason)
+
+
+def _provider_error(role: str, exc: ProviderError) -> ErrorState:
+    outcome = Outcome(exc.kind.value)
+    return ErrorState(
+        ErrorType.MODEL_FAILURE,
+        f"{role} provider {exc.provider}: {exc.message}",
+        "recover_to_analysis",
+        terminal_outcome=outcome,
+    )
+
+
+def build_diagnostics(log: str) -> str:
+    """The compiler's errors first, then the log's tail, within a bound."""
+    lines = log.splitlines()
+    errors = [
+        line
+        for line in lines
+        if any(mark in line for mark in ("error", "Error", "undefined reference", "fatal"))
+    ]
+    head = "\n".join(errors)[: BUILD_DIAGNOSTICS_BYTES // 2]
+    tail = "\n".join(lines[-40:])[-(BUILD_DIAGNOSTICS_BYTES - len(head)) :]
+    return f"{head}\n--- end of build log ---\n{tail}" if head else tail
+
+
+def run_loop(config: pytest.Config) -> int:
+    """Entry from pytest_cmdline_main: the whole controller lifetime, tree always accounted for."""
+    settings = load_settings(config)
+    terminal = Terminal()
+    redact = Redactor(os.environ)
+    workspace = Workspace(settings.rootdir)
+    run_id = new_run_id()
+    try:
+        recovered = workspace.open(run_id)
+    except WorkspaceError as exc:
+        terminal.line(f"fwloop: {exc}")
+        return int(pytest.ExitCode.USAGE_ERROR)
+    recorder = RunRecorder(settings.runs_root, run_id, redact)
+    if recovered is not None:
+        terminal.line(
+            f"fwloop: recovered the tree of interrupted run {recovered.run_id}: restored "
+            f"{len(recovered.restored_paths)} path(s) to its baseline"
+        )
+        recorder.write_json("recovered.json", {
+            "run_id": recovered.run_id,
+            "baseline": recovered.baseline,
+            "restored_paths": recovered.restored_paths,
+        })
+    abort = threading.Event()
+    controller = Controller(config, settings, recorder, workspace, terminal, abort)
+    terminal.header(settings, recorder)
+    previous = _install_abort_handlers(controller)
+    started = time.monotonic()
+    internal_error: BaseException | None = None
+    try:
+        controller.run()
+    except Exception as exc:  # the tree must be restored whatever went wrong
+        internal_error = exc
+        controller.outcome = Outcome.FAILURE
+        controller.final_reason = f"internal error: {type(exc).__name__}: {exc}"
+        controller.state = State.FAILURE
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    from pytest_fwloop.report import finalize
+
+    finalize(controller, time.monotonic() - started)
+    if internal_error is not None:
+        raise internal_error
+    assert controller.outcome is not None
+    return int(exit_status(controller.outcome, advisory=settings.advisory))
+
+
+def _install_abort_handlers(controller: Controller) -> dict[int, Any]:
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        controller.abort_reason = signal.Signals(signum).name
+        controller.abort.set()
+
+    previous: dict[int, Any] = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        previous[sig] = signal.signal(sig, on_signal)
+    return previous

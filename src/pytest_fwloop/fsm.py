@@ -1,0 +1,175 @@
+"""The loop's states and transition table: plain data, the single source of truth.
+
+`docs/fsm.md` is generated from this module (`python -m pytest_fwloop.fsm > docs/fsm.md`) and a test
+fails when the two drift. The controller asks `next_state` for every move, so a transition that is not
+in the table cannot happen.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class State(str, enum.Enum):
+    """Seed 001's top-level states, exactly."""
+
+    IDLE = "IDLE"
+    INIT = "INIT"
+    CODE_ANALYSIS = "CODE_ANALYSIS"
+    PATCH_GENERATION = "PATCH_GENERATION"
+    PATCH_APPLY = "PATCH_APPLY"
+    BUILD_SETUP = "BUILD_SETUP"
+    BUILD_RUN = "BUILD_RUN"
+    TEST_SETUP = "TEST_SETUP"
+    TEST_RUN = "TEST_RUN"
+    RESULT_COLLECTION = "RESULT_COLLECTION"
+    RESULT_ANALYSIS = "RESULT_ANALYSIS"
+    CONVERGENCE_CHECK = "CONVERGENCE_CHECK"
+    ERROR_RECOVERY = "ERROR_RECOVERY"
+    SUCCESS = "SUCCESS"
+    FAILURE = "FAILURE"
+    ABORTED = "ABORTED"
+
+
+TERMINAL_STATES = frozenset({State.SUCCESS, State.FAILURE, State.ABORTED})
+
+
+class ErrorType(str, enum.Enum):
+    """Error classes of seed 001 §4.2 / §5.20 that ERROR_RECOVERY distinguishes."""
+
+    BUILD_FAILURE = "BUILD_FAILURE"
+    TEST_ENV_FAILURE = "TEST_ENV_FAILURE"
+    TIMEOUT = "TIMEOUT"
+    ARTIFACT_MISSING = "ARTIFACT_MISSING"
+    MODEL_FAILURE = "MODEL_FAILURE"
+    POLICY_VIOLATION = "POLICY_VIOLATION"
+    PATCH_APPLY_FAILURE = "PATCH_APPLY_FAILURE"
+    FIRMWARE_NO_BOOT = "FIRMWARE_NO_BOOT"
+
+
+@dataclass(frozen=True)
+class Transition:
+    source: State
+    event: str
+    target: State
+    meaning: str
+
+
+S = State
+#: Every move the controller can make. `abort` and `state_timeout` apply from any non-terminal
+#: state and are listed once in WILDCARD_TRANSITIONS.
+TRANSITIONS: tuple[Transition, ...] = (
+    Transition(S.IDLE, "start", S.INIT, "pytest --fwloop started"),
+    Transition(S.INIT, "baseline", S.BUILD_SETUP, "workspace snapshotted; iteration 1 is the baseline"),
+    Transition(S.CODE_ANALYSIS, "analysis_ready", S.PATCH_GENERATION, "coder answered"),
+    Transition(S.CODE_ANALYSIS, "analysis_failed", S.ERROR_RECOVERY, "coder gave no usable answer"),
+    Transition(S.PATCH_GENERATION, "patch_approved", S.PATCH_APPLY, "policy passed, reviewer approved"),
+    Transition(
+        S.PATCH_GENERATION,
+        "review_changes_requested",
+        S.CODE_ANALYSIS,
+        "reviewer sent the must-fix list back to the coder",
+    ),
+    Transition(
+        S.PATCH_GENERATION, "patch_rejected", S.ERROR_RECOVERY, "empty, unsafe or unappliable patch"
+    ),
+    Transition(S.PATCH_APPLY, "patch_applied", S.BUILD_SETUP, "journalled and applied"),
+    Transition(S.PATCH_APPLY, "apply_failed", S.ERROR_RECOVERY, "git apply refused the patch"),
+    Transition(S.BUILD_SETUP, "build_ready", S.BUILD_RUN, "build tool found"),
+    Transition(S.BUILD_SETUP, "no_build", S.TEST_SETUP, "no build step configured"),
+    Transition(S.BUILD_SETUP, "toolchain_missing", S.ERROR_RECOVERY, "build tool not found"),
+    Transition(S.BUILD_RUN, "build_ok", S.TEST_SETUP, "build succeeded"),
+    Transition(S.BUILD_RUN, "build_failed", S.ERROR_RECOVERY, "build failed"),
+    Transition(S.TEST_SETUP, "env_ready", S.TEST_RUN, "child pytest prepared"),
+    Transition(S.TEST_RUN, "tests_finished", S.RESULT_COLLECTION, "child pytest exited"),
+    Transition(S.RESULT_COLLECTION, "results_normalized", S.RESULT_ANALYSIS, "results read"),
+    Transition(
+        S.RESULT_COLLECTION, "artifacts_missing", S.ERROR_RECOVERY, "child wrote no results"
+    ),
+    Transition(S.RESULT_ANALYSIS, "decision_produced", S.CONVERGENCE_CHECK, "counts computed"),
+    Transition(
+        S.RESULT_ANALYSIS, "environment_failed", S.ERROR_RECOVERY, "tests failed on the environment"
+    ),
+    Transition(
+        S.RESULT_ANALYSIS,
+        "firmware_no_boot",
+        S.ERROR_RECOVERY,
+        "the environment came up before this patch and not after it",
+    ),
+    Transition(S.CONVERGENCE_CHECK, "continue", S.CODE_ANALYSIS, "next iteration"),
+    Transition(
+        S.CONVERGENCE_CHECK, "confirm", S.TEST_SETUP, "green once: rerun with no new patch"
+    ),
+    Transition(S.CONVERGENCE_CHECK, "converged", S.SUCCESS, "target met and confirmed"),
+    Transition(S.CONVERGENCE_CHECK, "stop", S.FAILURE, "verdict: target not met"),
+    Transition(S.CONVERGENCE_CHECK, "await_operator", S.ABORTED, "plateau: operator decides"),
+    Transition(S.ERROR_RECOVERY, "recover_to_analysis", S.CODE_ANALYSIS, "back to the coder"),
+    Transition(S.ERROR_RECOVERY, "recover_to_build", S.BUILD_RUN, "retry the build"),
+    Transition(S.ERROR_RECOVERY, "recover_to_test_setup", S.TEST_SETUP, "reset env, rerun tests"),
+    Transition(S.ERROR_RECOVERY, "unrecoverable", S.FAILURE, "retries exhausted"),
+)
+
+#: Moves allowed from every non-terminal state (seed 001 §5.1).
+WILDCARD_TRANSITIONS: tuple[tuple[str, State, str], ...] = (
+    ("abort", S.ABORTED, "SIGINT, SIGTERM or `fwloop cancel`"),
+    ("state_timeout", S.ERROR_RECOVERY, "state exceeded its timeout (error type TIMEOUT)"),
+)
+
+_TABLE: dict[tuple[State, str], State] = {(t.source, t.event): t.target for t in TRANSITIONS}
+
+
+class IllegalTransition(RuntimeError):
+    """The controller asked for a move the table does not allow: a bug, never user error."""
+
+
+def next_state(current: State, event: str) -> State:
+    """Return the state `event` leads to from `current`, or raise IllegalTransition."""
+    if current in TERMINAL_STATES:
+        raise IllegalTransition(f"{current.value} is terminal; no event '{event}' applies")
+    for wildcard_event, target, _ in WILDCARD_TRANSITIONS:
+        if event == wildcard_event:
+            return target
+    try:
+        return _TABLE[(current, event)]
+    except KeyError:
+        raise IllegalTransition(f"no transition from {current.value} on '{event}'") from None
+
+
+def render_markdown() -> str:
+    """The generated `docs/fsm.md`: a Mermaid diagram and the table, both from TRANSITIONS."""
+    lines = [
+        "# State machine",
+        "",
+        "<!-- Generated by `python -m pytest_fwloop.fsm > docs/fsm.md`; do not edit by hand. -->",
+        "",
+        "The loop's states are seed 001's top-level set. Iteration 1 is the baseline",
+        "(`INIT → BUILD_SETUP → … → CONVERGENCE_CHECK`); each further iteration starts at",
+        "`CODE_ANALYSIS`. The reviewer gate sits inside `PATCH_GENERATION`.",
+        "",
+        "```mermaid",
+        "stateDiagram-v2",
+        "    [*] --> IDLE",
+    ]
+    lines += [f"    {t.source.value} --> {t.target.value}: {t.event}" for t in TRANSITIONS]
+    lines += [f"    {s.value} --> [*]" for s in State if s in TERMINAL_STATES]
+    lines += [
+        "```",
+        "",
+        "| from | event | to | meaning |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| `{t.source.value}` | `{t.event}` | `{t.target.value}` | {t.meaning} |"
+        for t in TRANSITIONS
+    ]
+    lines += [
+        f"| any non-terminal | `{event}` | `{target.value}` | {meaning} |"
+        for event, target, meaning in WILDCARD_TRANSITIONS
+    ]
+    lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(render_markdown(), end="")

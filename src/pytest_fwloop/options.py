@@ -1,0 +1,227 @@
+"""Every fwloop option, once: command line flag, ini twin, environment variable, default, validator.
+
+Precedence is command line > environment (`FWLOOP_<NAME>`) > ini > default, and every bad value
+is a `pytest.UsageError` naming the value and where it came from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+
+def _whole(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError("must be a whole number") from None
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError("must be a number") from None
+
+
+def _positive_int(text: str) -> int:
+    value = _whole(text)
+    if value < 1:
+        raise ValueError("must be a whole number >= 1")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = _whole(text)
+    if value < 0:
+        raise ValueError("must be a whole number >= 0")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = _number(text)
+    if not value > 0:
+        raise ValueError("must be a number > 0")
+    return value
+
+
+def _unit_float(text: str) -> float:
+    value = _number(text)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError("must be a number between 0 and 1")
+    return value
+
+
+def _mode(text: str) -> str:
+    if text not in ("interactive", "ci", "auto"):
+        raise ValueError("must be one of interactive, ci, auto")
+    return text
+
+
+def _terminate_as(text: str) -> str:
+    if text not in ("warning", "failure"):
+        raise ValueError("must be 'warning' or 'failure'")
+    return text
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("must be true or false")
+
+
+def _text(text: str) -> str:
+    return text
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One option. `flag` None means ini/environment only; `kind` 'linelist' reads a list."""
+
+    name: str
+    help: str
+    default: Any
+    parse: Callable[[str], Any] = _text
+    flag: str | None = None
+    kind: str = "string"
+    metavar: str = "VALUE"
+
+    @property
+    def ini(self) -> str:
+        return f"fwloop_{self.name}"
+
+    @property
+    def env(self) -> str:
+        return f"FWLOOP_{self.name.upper()}"
+
+    @property
+    def dest(self) -> str:
+        return f"fwloop_{self.name}"
+
+
+OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec("max_iter", "stop after N iterations (the baseline is iteration 1)", 10,
+               _positive_int, "--max-iter", metavar="N"),
+    OptionSpec("goal", "what the loop is asked to achieve, sent to every agent",
+               "make every selected test pass", flag="--fwloop-goal", metavar="TEXT"),
+    OptionSpec("coder", "coder provider(s), comma-separated failover list "
+               "(command:PATH, scripted:DIR, rules)", "", flag="--fwloop-coder", metavar="SPEC"),
+    OptionSpec("reviewer", "reviewer provider(s); default: the coder's", "",
+               flag="--fwloop-reviewer", metavar="SPEC"),
+    OptionSpec("tester", "tester provider(s); default: none", "", flag="--fwloop-tester",
+               metavar="SPEC"),
+    OptionSpec("build", "command that rebuilds the firmware after each patch (no shell unless "
+               "fwloop_build_shell is true); default: no build step", "", flag="--fwloop-build",
+               metavar="CMD"),
+    OptionSpec("build_shell", "run fwloop_build through /bin/sh", False, _bool, kind="bool"),
+    OptionSpec("mode", "plateau handling: interactive, ci or auto; default ci when $CI is set or "
+               "stdin is not a terminal, else interactive", "", _mode, "--fwloop-mode",
+               metavar="MODE"),
+    OptionSpec("criteria", "convergence criteria: standard, strict, balanced, aggressive, or a "
+               "TOML/JSON file of ConvergenceCriteria fields", "standard",
+               flag="--fwloop-criteria", metavar="PRESET|FILE"),
+    OptionSpec("confirm_runs", "extra runs with no new patch that must stay green before SUCCESS "
+               "(0 turns confirmation off); default: from the criteria (1 for standard)", None,
+               _non_negative_int, "--fwloop-confirm-runs", metavar="N"),
+    OptionSpec("run_dir", "where run records go, relative to the rootdir", ".fwloop/runs",
+               flag="--fwloop-run-dir", metavar="DIR"),
+    OptionSpec("ci_terminate_as", "in ci mode a plateau ends as 'failure' (exit 1) or 'warning' "
+               "(exit 0 with a warning line)", "failure", _terminate_as),
+    OptionSpec("protect", "extra protected globs the coder may not touch (added to the defaults: "
+               "tests, conftest.py, pytest/CI configuration, .git, .fwloop)", [], kind="linelist"),
+    OptionSpec("allow_paths", "if set, the only globs a patch may touch", [], kind="linelist"),
+    OptionSpec("allowed_commands", "argv prefixes the tester's commands may start with", [],
+               kind="linelist"),
+    OptionSpec("max_risk", "highest reviewer risk (0..1) a patch may carry", 0.7, _unit_float),
+    OptionSpec("max_patch_files", "most files one patch may touch", 20, _positive_int),
+    OptionSpec("max_patch_lines", "most lines one patch may add plus remove", 500,
+               _positive_int),
+    OptionSpec("review_rounds", "reviewer rejections allowed per iteration before the run stops",
+               3, _positive_int),
+    OptionSpec("agent_timeout", "seconds one agent call may take", 600.0, _positive_float),
+    OptionSpec("build_timeout", "seconds the build may take", 1800.0, _positive_float),
+    OptionSpec("test_timeout", "seconds one test run may take", 3600.0, _positive_float),
+    OptionSpec("context_bytes", "cap on the failure context sent to the coder", 32768,
+               _positive_int),
+)
+
+_BY_NAME = {spec.name: spec for spec in OPTIONS}
+
+#: Flags whose value is the next argument unless written `--flag=value`.
+VALUE_FLAGS = frozenset(spec.flag for spec in OPTIONS if spec.flag is not None)
+CHILD_REPORT_FLAG = "--fwloop-child-report"
+CHILD_SELECT_FLAG = "--fwloop-child-select"
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("fwloop", "closed-loop firmware repair (pytest-fwloop)")
+    group.addoption(
+        "--fwloop",
+        action="store_true",
+        default=False,
+        help="run the suite as a coder/reviewer repair loop; without it the plugin is inert",
+    )
+    for spec in OPTIONS:
+        if spec.flag is not None:
+            group.addoption(spec.flag, dest=spec.dest, default=None, metavar=spec.metavar,
+                            help=f"{spec.help} (ini: {spec.ini})")
+        ini_type = {"linelist": "linelist", "bool": "bool"}.get(spec.kind, "string")
+        parser.addini(spec.ini, spec.help, type=ini_type, default=spec.default)  # type: ignore[arg-type]
+    group.addoption(CHILD_REPORT_FLAG, default="", help=argparse.SUPPRESS)
+    group.addoption(CHILD_SELECT_FLAG, default="", help=argparse.SUPPRESS)
+
+
+def resolve(config: pytest.Config, name: str) -> Any:
+    """The option's value by precedence, parsed and validated."""
+    spec = _BY_NAME[name]
+    cli = config.getoption(spec.dest) if spec.flag is not None else None
+    if cli is not None:
+        return _parse(spec, cli, spec.flag or "")
+    env = os.environ.get(spec.env)
+    if env is not None and env != "":
+        if spec.kind == "linelist":
+            return [line.strip() for line in env.splitlines() if line.strip()]
+        return _parse(spec, env, f"${spec.env}")
+    raw = config.getini(spec.ini)
+    if spec.kind == "linelist":
+        return list(raw)
+    if spec.kind == "bool" or raw is None:
+        return raw
+    if raw == spec.default or (isinstance(raw, str) and raw.strip() == ""):
+        return spec.default
+    return _parse(spec, str(raw), f"ini {spec.ini}")
+
+
+def _parse(spec: OptionSpec, text: str, source: str) -> Any:
+    try:
+        return spec.parse(text.strip())
+    except ValueError as exc:
+        reason = str(exc)
+        where = f"{source}={text}" if source.startswith("-") else f"{source} = {text!r}"
+        raise pytest.UsageError(f"fwloop: {where}: {reason}") from None
+
+
+def strip_controller_args(args: list[str]) -> list[str]:
+    """The user's arguments minus the controller's own, for the child runs."""
+    kept: list[str] = []
+    skip_next = False
+    for arg in args:
+        if skip_next:
+            skip_next = False
+            continue
+        if arg == "--fwloop":
+            continue
+        flag = arg.split("=", 1)[0]
+        if flag in VALUE_FLAGS:
+            skip_next = "=" not in arg
+            continue
+        kept.append(arg)
+    return kept

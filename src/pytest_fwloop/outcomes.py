@@ -1,0 +1,50 @@
+"""The run outcomes of DESIGN.md §8 and the exit status each one maps to (DESIGN.md §10)."""
+
+from __future__ import annotations
+
+import enum
+
+import pytest
+
+
+class Outcome(str, enum.Enum):
+    """Every way a loop run can end; `summary.json["outcome"]` is one of these values."""
+
+    SUCCESS = "success"
+    CONVERGED_WITH_IMPROVEMENT = "converged_with_improvement"
+    PLATEAUED = "plateaued"
+    FAILURE = "failure"
+    MAX_ITERATIONS_REACHED = "max_iterations_reached"
+    CANCELED = "canceled"
+    AWAITING_OPERATOR_CONFIRM = "awaiting_operator_confirm"
+    REVIEW_SCHEMA_INVALID = "review_schema_invalid"
+    TESTER_COMMAND_BLOCKED = "tester_command_blocked"
+    REPEATED_TEST_FAILURE = "repeated_test_failure"
+    POLICY_VIOLATION = "policy_violation"
+    PATCH_APPLY_FAILED = "patch_apply_failed"
+    BUILD_FAILED = "build_failed"
+    ENV_UNAVAILABLE = "env_unavailable"
+    PROVIDER_NOT_FOUND = "provider_not_found"
+    PROVIDER_PERMISSION_DENIED = "provider_permission_denied"
+    PROVIDER_AUTH_ERROR = "provider_auth_error"
+    PROVIDER_TIMEOUT = "provider_timeout"
+    PROVIDER_NETWORK_ERROR = "provider_network_error"
+    PROVIDER_RATE_LIMITED = "provider_rate_limited"
+    PROVIDER_BAD_OUTPUT = "provider_bad_output"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    REPEATED_PATCH = "repeated_patch"
+
+
+#: Outcomes that ci_terminate_as="warning" may soften to exit 0 (DESIGN.md §10).
+ADVISORY_OUTCOMES = frozenset({Outcome.PLATEAUED, Outcome.CONVERGED_WITH_IMPROVEMENT})
+
+
+def exit_status(outcome: Outcome, *, advisory: bool = False) -> pytest.ExitCode:
+    """Map an outcome to pytest's exit code; only a confirmed green tree exits 0."""
+    if outcome is Outcome.SUCCESS:
+        return pytest.ExitCode.OK
+    if outcome is Outcome.CANCELED:
+        return pytest.ExitCode.INTERRUPTED
+    if advisory and outcome in ADVISORY_OUTCOMES:
+        return pytest.ExitCode.OK
+    return pytest.ExitCode.TESTS_FAILED

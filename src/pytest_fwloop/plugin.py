@@ -1,0 +1,40 @@
+"""The `fwloop` pytest plugin: options always, everything else only when asked.
+
+Without `--fwloop` this module adds its options and hook specs and nothing more, so plain `pytest`
+runs exactly as with `-p no:fwloop`. With `--fwloop` the process becomes the loop's controller in
+`pytest_cmdline_main`, before any collection, as pytest-xdist's looponfail does.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_fwloop import hookspecs
+from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG, add_options
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    if not config.getoption("fwloop") or config.getoption("help") or config.getoption("version"):
+        return None
+    # Imported here so that plain pytest never pays for the controller's imports.
+    from pytest_fwloop.controller import run_loop
+
+    return int(run_loop(config))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    report = config.getoption(CHILD_REPORT_FLAG.lstrip("-").replace("-", "_"))
+    select = config.getoption(CHILD_SELECT_FLAG.lstrip("-").replace("-", "_"))
+    if report or select:
+        from pytest_fwloop.reporter import register_child_plugins
+
+        register_child_plugins(config, report, select)

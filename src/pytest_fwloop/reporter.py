@@ -1,0 +1,145 @@
+"""The child side of an iteration: record each test's outcome for the controller.
+
+Registered only in a child run (`--fwloop-child-report=PATH`). Under pytest-xdist the environment
+marking runs in the workers and the recording in the child's main process, where reports arrive.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator
+from pathlib import Path
+
+import pytest
+
+from pytest_fwloop.envs.classify import environment_error_name
+from pytest_fwloop.results import IterationResults, TestRecord
+
+#: Bounds on what one record keeps; the coder's context is packed from these later.
+LONGREPR_HEAD = 1024
+LONGREPR_TAIL = 3072
+SECTIONS_TAIL = 2048
+
+
+def bounded(text: str, head: int, tail: int) -> str:
+    """Keep the start and the (more telling) end of a long text."""
+    if len(text) <= head + tail:
+        return text
+    return f"{text[:head]}\n… [{len(text) - head - tail} characters cut] …\n{text[-tail:]}"
+
+
+class EnvironmentMarker:
+    """Tags setup errors caused by a known transport exception (DESIGN.md §7)."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        if call.when == "setup" and call.excinfo is not None and report.failed:
+            name = environment_error_name(call.excinfo.value)
+            if name is not None:
+                message = str(call.excinfo.value).strip().splitlines()
+                report.fwloop_env_failure = f"{name}: {message[0] if message else ''}"[:300]
+        return report
+
+
+class Selection:
+    """Narrows a run to the listed node ids (env retries, tester selections)."""
+
+    def __init__(self, wanted: set[str]) -> None:
+        self.wanted = wanted
+
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        keep = [item for item in items if item.nodeid in self.wanted]
+        dropped = [item for item in items if item.nodeid not in self.wanted]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = keep
+
+
+class ResultsRecorder:
+    """Folds the per-phase reports into one TestRecord per test and writes results.json."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.records: dict[str, TestRecord] = {}
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.records[report.nodeid] = TestRecord(
+                nodeid=report.nodeid,
+                outcome="error",
+                phase="collect",
+                longrepr=bounded(report.longreprtext, LONGREPR_HEAD, LONGREPR_TAIL),
+                crash=_crash(report),
+            )
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        previous = self.records.get(report.nodeid)
+        duration = report.duration + (previous.duration if previous else 0.0)
+        if previous is not None and previous.outcome in ("failed", "error"):
+            self.records[report.nodeid] = previous.model_copy(update={"duration": duration})
+            return
+        outcome = _outcome(report)
+        if report.when == "teardown" and outcome == "passed" and previous is not None:
+            self.records[report.nodeid] = previous.model_copy(update={"duration": duration})
+            return
+        if report.when == "teardown" and report.failed:
+            outcome = "error"
+        self.records[report.nodeid] = TestRecord(
+            nodeid=report.nodeid,
+            outcome=outcome,
+            phase=report.when,
+            duration=duration,
+            strict_xpass=outcome == "xpassed" and report.failed,
+            longrepr=bounded(report.longreprtext, LONGREPR_HEAD, LONGREPR_TAIL)
+            if report.failed
+            else "",
+            crash=_crash(report),
+            sections=_sections(report) if report.failed else "",
+            env_failure=getattr(report, "fwloop_env_failure", None),
+        )
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        results = IterationResults(exitstatus=int(exitstatus), tests=list(self.records.values()))
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        partial = self.path.with_suffix(".partial")
+        partial.write_text(results.model_dump_json(indent=1), encoding="utf-8")
+        os.replace(partial, self.path)
+
+
+def _outcome(report: pytest.TestReport) -> str:
+    wasxfail = hasattr(report, "wasxfail")
+    if report.when == "setup" and report.failed:
+        return "error"
+    if report.skipped:
+        return "xfailed" if wasxfail else "skipped"
+    if report.passed:
+        return "xpassed" if wasxfail else "passed"
+    if str(report.longrepr).startswith("[XPASS(strict)]"):  # xdist prefixes longreprtext
+        return "xpassed"
+    return "failed"
+
+
+def _crash(report: pytest.TestReport | pytest.CollectReport) -> str:
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is None:
+        return ""
+    return f"{crash.path}:{crash.lineno}: {crash.message}"[:500]
+
+
+def _sections(report: pytest.TestReport) -> str:
+    text = "\n".join(f"--- {title} ---\n{content}" for title, content in report.sections)
+    return bounded(text, 0, SECTIONS_TAIL)
+
+
+def register_child_plugins(config: pytest.Config, report_path: str, select_path: str) -> None:
+    """Called from the main plugin's pytest_configure when this process is a loop child."""
+    manager = config.pluginmanager
+    manager.register(EnvironmentMarker(), "fwloop-env-marker")
+    if select_path:
+        wanted = set(Path(select_path).read_text(encoding="utf-8").split("\n")) - {""}
+        manager.register(Selection(wanted), "fwloop-selection")
+    if report_path and not hasattr(config, "workerinput"):
+        manager.register(ResultsRecorder(Path(report_path)), "fwloop-results")

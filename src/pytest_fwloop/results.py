@@ -1,0 +1,78 @@
+"""What one iteration's child pytest run produced, and how DESIGN.md §4 counts it.
+
+The child writes `IterationResults` as `results.json`; the controller loads it with the same model,
+so a truncated or foreign file is rejected at the boundary instead of miscounted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+TestOutcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed"]
+Phase = Literal["collect", "setup", "call", "teardown"]
+
+
+class TestRecord(BaseModel):
+    """One test's final outcome; `env_failure` names the transport error when it was the env's."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    nodeid: str
+    outcome: TestOutcome
+    phase: Phase
+    duration: float = 0.0
+    strict_xpass: bool = False
+    longrepr: str = ""
+    crash: str = ""
+    sections: str = ""
+    env_failure: str | None = None
+
+
+class IterationResults(BaseModel):
+    """Everything the controller needs from one child run."""
+
+    exitstatus: int
+    tests: list[TestRecord] = Field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        totals = dict.fromkeys(("passed", "failed", "error", "skipped", "xfailed", "xpassed"), 0)
+        for record in self.tests:
+            totals[record.outcome] += 1
+        return totals
+
+    @property
+    def pass_count(self) -> int:
+        """passed + xfailed (DESIGN.md §4)."""
+        return sum(1 for t in self.tests if t.outcome in ("passed", "xfailed"))
+
+    @property
+    def total_count(self) -> int:
+        """pass_count + failed + error + strict xpasses; skips and lenient xpasses count nowhere."""
+        return self.pass_count + sum(1 for t in self.tests if not_passing(t))
+
+    def not_passing(self) -> list[TestRecord]:
+        return [t for t in self.tests if not_passing(t)]
+
+    def environment_failures(self) -> list[TestRecord]:
+        return [t for t in self.tests if t.env_failure is not None]
+
+    def merged(self, rerun: IterationResults) -> IterationResults:
+        """This run with the records of a partial rerun (env retry) taking precedence."""
+        replaced = {t.nodeid: t for t in rerun.tests}
+        tests = [replaced.pop(t.nodeid, t) for t in self.tests]
+        tests.extend(replaced.values())
+        return IterationResults(exitstatus=rerun.exitstatus, tests=tests)
+
+
+def not_passing(record: TestRecord) -> bool:
+    """A test that counts against the pass rate: the set the coder is asked to fix."""
+    if record.outcome in ("failed", "error"):
+        return True
+    return record.outcome == "xpassed" and record.strict_xpass
+
+
+def nodeids(records: Iterable[TestRecord]) -> list[str]:
+    return [r.nodeid for r in records]

@@ -1,0 +1,68 @@
+"""The run directory of DESIGN.md §8, and the one place anything is written into it.
+
+Every text passes through the redactor on its way to disk, including the logs that subprocesses
+wrote directly (scrubbed in place when they finish).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import secrets as random_tokens
+from pathlib import Path
+from typing import Any
+
+from pytest_fwloop.redaction import Redactor
+
+
+def new_run_id(now: dt.datetime | None = None) -> str:
+    stamp = (now or dt.datetime.now(dt.timezone.utc)).strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{random_tokens.token_hex(2)}"
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+class RunRecorder:
+    """Writes `.fwloop/runs/<run-id>/`; paths given to it are relative to that directory."""
+
+    def __init__(self, runs_root: Path, run_id: str, redact: Redactor) -> None:
+        self.run_id = run_id
+        self.path = runs_root / run_id
+        self.path.mkdir(parents=True, exist_ok=False)
+        self._redact = redact
+        self._events = self.path / "task-events.jsonl"
+
+    def round_path(self, iteration: int, name: str = "") -> Path:
+        folder = self.path / "rounds" / f"{iteration:02d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / name if name else folder
+
+    def relative(self, path: Path) -> str:
+        return path.relative_to(self.path).as_posix()
+
+    def write_text(self, relpath: str | Path, text: str) -> Path:
+        target = self.path / relpath
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(target.name + ".partial")
+        partial.write_text(self._redact(text), encoding="utf-8")
+        os.replace(partial, target)
+        return target
+
+    def write_json(self, relpath: str | Path, document: Any) -> Path:
+        return self.write_text(relpath, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+
+    def append_event(self, event: dict[str, Any]) -> None:
+        line = self._redact(json.dumps(event, ensure_ascii=False))
+        with self._events.open("a", encoding="utf-8") as stream:
+            stream.write(line + "\n")
+
+    def scrub(self, path: Path) -> None:
+        """Redact a file a subprocess wrote straight into the run directory."""
+        if path.is_file():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            cleaned = self._redact(text)
+            if cleaned != text:
+                path.write_text(cleaned, encoding="utf-8")

@@ -1,0 +1,137 @@
+"""The controller's settings, resolved and validated before anything runs.
+
+Every problem a user can fix (a bad option, an unknown provider, a missing criteria file) is a
+one-line `pytest.UsageError` here, so a run never dies halfway on a typo.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pytest_fwloop.agents.errors import SpecError
+from pytest_fwloop.agents.registry import PROVIDER_SYNTAX, parse_role_specs
+from pytest_fwloop.convergence import (
+    ConvergenceCriteria,
+    CriteriaError,
+    ExecutionMode,
+    PlateauHandlingStrategy,
+    load_criteria,
+)
+from pytest_fwloop.options import resolve, strip_controller_args
+from pytest_fwloop.workspace import DEFAULT_PROTECTED, PatchPolicy
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    rootdir: Path
+    invocation_dir: Path
+    child_args: list[str]
+    max_iter: int
+    goal: str
+    coder: str
+    reviewer: str
+    tester: str
+    build: list[str] | str | None
+    mode: ExecutionMode
+    criteria: ConvergenceCriteria
+    plateau: PlateauHandlingStrategy
+    runs_root: Path
+    policy: PatchPolicy
+    max_risk: float
+    review_rounds: int
+    agent_timeout: float
+    build_timeout: float
+    test_timeout: float
+    context_bytes: int
+
+    @property
+    def advisory(self) -> bool:
+        """ci_terminate_as=warning: plateau-like verdicts exit 0 with a warning (DESIGN.md §10)."""
+        return self.plateau.ci_terminate_as == "warning"
+
+
+def detect_mode(explicit: str) -> ExecutionMode:
+    """DESIGN.md §4: ci when $CI is set or stdin is not a terminal, else interactive."""
+    if explicit:
+        return ExecutionMode(explicit)
+    ci = os.environ.get("CI", "").strip().lower()
+    if ci not in ("", "0", "false", "no") or not sys.stdin.isatty():
+        return ExecutionMode.CI
+    return ExecutionMode.INTERACTIVE
+
+
+def load_settings(config: pytest.Config) -> LoopSettings:
+    rootdir = config.rootpath
+    if config.getoption("looponfail", False):
+        raise pytest.UsageError("fwloop: --fwloop cannot be combined with --looponfail")
+    coder = resolve(config, "coder").strip()
+    if not coder:
+        raise pytest.UsageError(
+            "fwloop: no coder configured; set --fwloop-coder=SPEC or ini fwloop_coder, "
+            f"one of: {', '.join(PROVIDER_SYNTAX)}"
+        )
+    reviewer = resolve(config, "reviewer").strip() or coder
+    tester = resolve(config, "tester").strip()
+    for role, spec in (("coder", coder), ("reviewer", reviewer), ("tester", tester)):
+        if spec:
+            try:
+                parse_role_specs(spec, role, rootdir)  # type: ignore[arg-type]
+            except SpecError as exc:
+                raise pytest.UsageError(str(exc)) from None
+
+    try:
+        criteria = load_criteria(resolve(config, "criteria"), rootdir)
+    except CriteriaError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    confirm_runs = resolve(config, "confirm_runs")
+    if confirm_runs is not None:
+        criteria = dataclasses.replace(criteria, stable_iterations_required=confirm_runs + 1)
+
+    mode = detect_mode(resolve(config, "mode"))
+    plateau = PlateauHandlingStrategy(
+        mode=mode, ci_terminate_as=resolve(config, "ci_terminate_as")
+    )
+
+    build_text = resolve(config, "build").strip()
+    build: list[str] | str | None = None
+    if build_text:
+        try:
+            build = build_text if resolve(config, "build_shell") else shlex.split(build_text)
+        except ValueError as exc:
+            raise pytest.UsageError(f"fwloop: --fwloop-build={build_text}: {exc}") from None
+
+    policy = PatchPolicy(
+        protected=DEFAULT_PROTECTED + tuple(resolve(config, "protect")),
+        allow_paths=tuple(resolve(config, "allow_paths")),
+        max_files=resolve(config, "max_patch_files"),
+        max_changed_lines=resolve(config, "max_patch_lines"),
+    )
+    return LoopSettings(
+        rootdir=rootdir,
+        invocation_dir=config.invocation_params.dir,
+        child_args=strip_controller_args(list(config.invocation_params.args)),
+        max_iter=resolve(config, "max_iter"),
+        goal=resolve(config, "goal"),
+        coder=coder,
+        reviewer=reviewer,
+        tester=tester,
+        build=build,
+        mode=mode,
+        criteria=criteria,
+        plateau=plateau,
+        runs_root=rootdir / resolve(config, "run_dir"),
+        policy=policy,
+        max_risk=resolve(config, "max_risk"),
+        review_rounds=resolve(config, "review_rounds"),
+        agent_timeout=resolve(config, "agent_timeout"),
+        build_timeout=resolve(config, "build_timeout"),
+        test_timeout=resolve(config, "test_timeout"),
+        context_bytes=resolve(config, "context_bytes"),
+    )

@@ -1,0 +1,70 @@
+"""Without --fwloop the plugin only adds options: plain pytest behaves as with -p no:fwloop."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+SUITE = """
+import pytest
+
+def test_pass():
+    assert 1 + 1 == 2
+
+def test_fail():
+    assert "0x12" == "0xF4"
+
+@pytest.mark.xfail(strict=True)
+def test_xfail():
+    assert 0
+
+@pytest.fixture
+def board():
+    raise ConnectionRefusedError("board at 127.0.0.1:1 refused")
+
+def test_env(board):
+    pass
+"""
+
+
+def _normalise(lines: list[str]) -> list[str]:
+    """Drop what legitimately differs: timings, and the header line listing the plugins."""
+    return [
+        re.sub(r"\d+\.\d+s", "N.NNs", line)
+        for line in lines
+        if not line.startswith(("plugins:", "rootdir:"))
+    ]
+
+
+def test_plain_run_is_identical_with_and_without_the_plugin(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_suite=SUITE)
+    with_plugin = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    without = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:fwloop")
+    assert with_plugin.ret == without.ret == pytest.ExitCode.TESTS_FAILED
+    with_plugin.assert_outcomes(passed=1, failed=1, xfailed=1, errors=1)
+    without.assert_outcomes(passed=1, failed=1, xfailed=1, errors=1)
+    assert _normalise(with_plugin.outlines) == _normalise(without.outlines)
+    assert not (pytester.path / ".fwloop").exists()
+
+
+def test_plugin_is_registered_under_the_name_fwloop(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("--help")
+    result.stdout.fnmatch_lines(["*closed-loop firmware repair (pytest-fwloop)*", "*--fwloop *"])
+    disabled = pytester.runpytest_subprocess("-p", "no:fwloop", "--fwloop")
+    assert disabled.ret == pytest.ExitCode.USAGE_ERROR
+    disabled.stderr.fnmatch_lines(["*unrecognized arguments: --fwloop*"])
+
+
+def test_ini_options_are_known_so_strict_config_accepts_them(pytester: pytest.Pytester) -> None:
+    pytester.makeini(
+        """
+        [pytest]
+        fwloop_coder = rules
+        fwloop_max_iter = 3
+        fwloop_protect = firmware/boot/**
+        """
+    )
+    pytester.makepyfile(test_ok="def test_ok():\n    pass\n")
+    result = pytester.runpytest_subprocess("--strict-config")
+    assert result.ret == pytest.ExitCode.OK

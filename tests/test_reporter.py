@@ -1,0 +1,141 @@
+"""The child side: one structured record per test, counted as DESIGN.md §4 says."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_fwloop.results import IterationResults
+
+SUITE = """
+import pytest
+
+def test_passed():
+    pass
+
+def test_failed():
+    assert "0x12" == "0xF4"
+
+@pytest.fixture
+def board():
+    raise ConnectionRefusedError("board at 127.0.0.1:1 refused")
+
+def test_env_error(board):
+    pass
+
+@pytest.fixture
+def broken_fixture():
+    raise ValueError("fixture bug")
+
+def test_code_error(broken_fixture):
+    pass
+
+@pytest.fixture
+def bad_teardown():
+    yield
+    raise RuntimeError("teardown failed")
+
+def test_teardown_error(bad_teardown):
+    pass
+
+@pytest.mark.skip(reason="no board")
+def test_skipped():
+    pass
+
+@pytest.mark.xfail(reason="known")
+def test_xfailed():
+    assert 0
+
+@pytest.mark.xfail(reason="lenient", strict=False)
+def test_xpassed():
+    pass
+
+@pytest.mark.xfail(reason="strict", strict=True)
+def test_strict_xpass():
+    pass
+
+def test_prints_then_fails():
+    print("UART> garbage")
+    assert False, "no prompt"
+"""
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> IterationResults:
+    pytester.makepyfile(test_suite=SUITE)
+    report = pytester.path / "out" / "results.json"
+    pytester.runpytest_subprocess(f"--fwloop-child-report={report}", "-p", "no:cacheprovider", *args)
+    return IterationResults.model_validate_json(report.read_text())
+
+
+@pytest.mark.parametrize("extra", [(), ("-n", "2")], ids=["serial", "xdist"])
+def test_every_outcome_and_phase_is_recorded(pytester: pytest.Pytester, extra: tuple[str, ...]) -> None:
+    results = _run(pytester, *extra)
+    by_id = {t.nodeid.split("::")[-1]: t for t in results.tests}
+    expected = {
+        "test_passed": ("passed", "call"),
+        "test_failed": ("failed", "call"),
+        "test_env_error": ("error", "setup"),
+        "test_code_error": ("error", "setup"),
+        "test_teardown_error": ("error", "teardown"),
+        "test_skipped": ("skipped", "setup"),
+        "test_xfailed": ("xfailed", "call"),
+        "test_xpassed": ("xpassed", "call"),
+        "test_strict_xpass": ("xpassed", "call"),
+        "test_prints_then_fails": ("failed", "call"),
+    }
+    assert {name: (t.outcome, t.phase) for name, t in by_id.items()} == expected
+    assert by_id["test_env_error"].env_failure is not None
+    assert by_id["test_env_error"].env_failure.startswith("builtins.ConnectionError")
+    assert by_id["test_code_error"].env_failure is None
+    assert by_id["test_strict_xpass"].strict_xpass
+    assert not by_id["test_xpassed"].strict_xpass
+    assert "0xF4" in by_id["test_failed"].longrepr
+    assert "UART> garbage" in by_id["test_prints_then_fails"].sections
+    # pass = passed + xfailed; total adds failed, error and strict xpasses (DESIGN.md §4).
+    assert results.pass_count == 2
+    assert results.total_count == 2 + 2 + 3 + 1
+    assert results.exitstatus == pytest.ExitCode.TESTS_FAILED
+
+
+def test_collection_error_is_an_error_record(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_broken_import="import no_such_module_fwloop\n")
+    report = pytester.path / "results.json"
+    result = pytester.runpytest_subprocess(f"--fwloop-child-report={report}")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    results = IterationResults.model_validate_json(report.read_text())
+    [record] = results.tests
+    assert (record.nodeid, record.outcome, record.phase) == ("test_broken_import.py", "error", "collect")
+    assert "no_such_module_fwloop" in record.longrepr
+    assert (results.pass_count, results.total_count) == (0, 1)
+
+
+def test_selection_file_narrows_the_run(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_a="def test_one():\n    pass\n\ndef test_two():\n    assert 0\n")
+    selection = pytester.path / "selection.txt"
+    selection.write_text("test_a.py::test_two\n")
+    report = pytester.path / "results.json"
+    result = pytester.runpytest_subprocess(
+        f"--fwloop-child-report={report}", f"--fwloop-child-select={selection}"
+    )
+    result.assert_outcomes(failed=1, deselected=1)
+    results = IterationResults.model_validate_json(report.read_text())
+    assert [t.nodeid for t in results.tests] == ["test_a.py::test_two"]
+
+
+def test_merge_prefers_the_rerun(tmp_path: Path) -> None:
+    first = IterationResults.model_validate(
+        {
+            "exitstatus": 1,
+            "tests": [
+                {"nodeid": "a", "outcome": "passed", "phase": "call"},
+                {"nodeid": "b", "outcome": "error", "phase": "setup", "env_failure": "x"},
+            ],
+        }
+    )
+    rerun = IterationResults.model_validate(
+        {"exitstatus": 0, "tests": [{"nodeid": "b", "outcome": "passed", "phase": "call"}]}
+    )
+    merged = first.merged(rerun)
+    assert [(t.nodeid, t.outcome) for t in merged.tests] == [("a", "passed"), ("b", "passed")]
+    assert merged.environment_failures() == []
