@@ -588,7 +588,7 @@ class Controller:
             if it.results is not None
         ]
         return AgentRequest(
-            role=role,  # type: ignore[arg-type]
+            role=role,
             iteration=self.current.number,
             goal=self.settings.goal,
             workspace=str(self.settings.rootdir),
@@ -798,7 +798,7 @@ def run_loop(config: pytest.Config) -> int:
     try:
         recovered = workspace.open(run_id)
     except WorkspaceError as exc:
-        terminal.line(f"fwloop: {exc}")
+        terminal.line(str(exc))
         return int(pytest.ExitCode.USAGE_ERROR)
     recorder = RunRecorder(settings.runs_root, run_id, redact)
     if recovered is not None:

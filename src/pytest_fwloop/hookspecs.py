@@ -8,7 +8,7 @@ import pytest
 
 
 @pytest.hookspec(firstresult=True)
-def pytest_fwloop_schema(  # type: ignore[empty-body]
+def pytest_fwloop_schema(
     config: pytest.Config, role: str, schema: dict[str, Any]
 ) -> dict[str, Any] | None:
     """Return a JSON Schema replacing the shipped one for `role` ("coder", "reviewer", "tester").

@@ -48,7 +48,7 @@ def finalize(controller: Controller, duration: float) -> None:
             c.recorder.write_text("best.patch", c.workspace.diff(c.workspace.baseline, best.checkpoint))
             patch_name = "best.patch"
         restored = c.workspace.restore_baseline()
-        c.workspace.close(keep_tree=False)
+        c.workspace.close(keep_tree=True)  # already restored just above
         tree = f"the tree is restored to its baseline ({len(restored)} path(s) reverted)"
 
     measured = [it for it in c.iterations if it.results is not None]

@@ -19,6 +19,7 @@ from pytest_fwloop.results import IterationResults, TestRecord
 LONGREPR_HEAD = 1024
 LONGREPR_TAIL = 3072
 SECTIONS_TAIL = 2048
+ENV_ATTRIBUTE = "fwloop_env_failure"
 
 
 def bounded(text: str, head: int, tail: int) -> str:
@@ -40,7 +41,8 @@ class EnvironmentMarker:
             name = environment_error_name(call.excinfo.value)
             if name is not None:
                 message = str(call.excinfo.value).strip().splitlines()
-                report.fwloop_env_failure = f"{name}: {message[0] if message else ''}"[:300]
+                # A plain attribute survives pytest-xdist's report serialisation.
+                setattr(report, ENV_ATTRIBUTE, f"{name}: {message[0] if message else ''}"[:300])
         return report
 
 
@@ -98,7 +100,7 @@ class ResultsRecorder:
             else "",
             crash=_crash(report),
             sections=_sections(report) if report.failed else "",
-            env_failure=getattr(report, "fwloop_env_failure", None),
+            env_failure=getattr(report, ENV_ATTRIBUTE, None),
         )
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:

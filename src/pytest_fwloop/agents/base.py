@@ -1,0 +1,124 @@
+"""What every provider is: something that turns an AgentRequest into answer text, or fails.
+
+Also what the model providers (claude, codex, openai) share: the one way a request is put to a
+model, so the three ask the same question and differ only in transport.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind
+from pytest_fwloop.agents.protocol import extract_json
+
+if TYPE_CHECKING:
+    from pytest_fwloop.agents.protocol import AgentRequest
+
+
+@dataclass(frozen=True)
+class RawAnswer:
+    """The provider's answer before the JSON gate.
+
+    `usage` has whichever of `input_tokens` (all prompt tokens, cached included),
+    `cached_input_tokens`, `output_tokens` and `cost_usd` the provider reports.
+    """
+
+    text: str
+    stderr: str = ""
+    usage: dict[str, float] = field(default_factory=dict)
+
+
+class Provider(Protocol):
+    """One entry of a role's failover list (`claude`, `command:PATH`, `rules`, …)."""
+
+    @property
+    def spec(self) -> str:
+        """The spec as the user wrote it; names the provider in errors and run files."""
+
+    def call(self, request: AgentRequest, timeout: float) -> RawAnswer:
+        """Answer one request within `timeout` seconds; raise ProviderError when it cannot.
+
+        Validation is the caller's job: a provider returns whatever text the model gave.
+        """
+
+
+def find_cli(name: str, provider: str, remedy: str) -> str:
+    """The path of the `name` executable on PATH; looked up at each call, so failover stays lazy
+    and installing the tool mid-run works."""
+    found = shutil.which(name)
+    if found is None:
+        raise ProviderError(
+            ProviderErrorKind.PROVIDER_NOT_FOUND,
+            provider,
+            f"the '{name}' executable is not on PATH; {remedy}",
+        )
+    return found
+
+
+def has_json_object(text: str) -> bool:
+    """Whether `text` holds an answer-shaped JSON object, valid or not: tells "answered badly"
+    (re-ask) from "never answered" (a CLI agent stuck on refused tools)."""
+    try:
+        extract_json(text)
+    except ValueError:
+        return False
+    return True
+
+
+_ROLE_TASKS = {
+    "coder": (
+        "You are the coder of a firmware repair loop. The tests in `failures` do not pass. "
+        "Find the root cause and fix the firmware source; never change tests, test "
+        "configuration or CI files. Address every `must_fix` item and every line of "
+        "`build_diagnostics`, obey `constraints`, and do not repeat a change that `history` "
+        "shows did not help. Put the fix in `patch` as a unified diff in `git apply` format, "
+        "paths relative to the workspace."
+    ),
+    "reviewer": (
+        "You are the reviewer of a firmware repair loop. Review the unified diff in `patch` "
+        "against the `goal` and the `failures`. Approve only a change that plausibly fixes "
+        "them without breaking other behaviour; otherwise request changes and name each "
+        "problem in `must_fix`. `risk` is your estimate from 0 (safe) to 1 (likely to break "
+        "the firmware)."
+    ),
+    "tester": (
+        "You are the tester of a firmware repair loop. Given the `patch` and the `failures`, "
+        "choose pytest node ids to run in `select` and extra checks in `commands`, each an argv "
+        "list (never a shell string) with its reason; commands outside the project's allowlist "
+        "are skipped."
+    ),
+}
+_MAY_EDIT = (
+    " You may instead edit the files in the workspace (your current directory) yourself; "
+    "then leave `patch` empty and describe the change in `summary`."
+)
+_ANSWER_FORMAT = (
+    "Answer with exactly one JSON object that satisfies the JSON Schema below: no prose before "
+    "or after it. If `validation_errors` is not empty, your previous answer was rejected for "
+    "those reasons; correct them."
+)
+
+
+def instructions(request: AgentRequest, *, may_edit: bool = False) -> str:
+    """The standing orders of a model: its role, the answer format, and the schema to satisfy.
+
+    `may_edit` says the coder may change the workspace itself (a CLI agent allowed to write).
+    """
+    task = _ROLE_TASKS[request.role] + (_MAY_EDIT if may_edit and request.role == "coder" else "")
+    schema = json.dumps(request.schema_, indent=2, ensure_ascii=False)
+    return f"{task}\n\n{_ANSWER_FORMAT}\n\nJSON Schema of the answer:\n{schema}\n"
+
+
+def request_json(request: AgentRequest) -> str:
+    """The request as a model reads it: the wire JSON, less the schema it was given above."""
+    wire = request.to_wire()
+    del wire["schema"]
+    return json.dumps(wire, indent=2, ensure_ascii=False)
+
+
+def render_prompt(request: AgentRequest, *, may_edit: bool = False) -> str:
+    """One prompt for a CLI agent: the instructions, then the request."""
+    return f"{instructions(request, may_edit=may_edit)}\nThe request:\n{request_json(request)}\n"

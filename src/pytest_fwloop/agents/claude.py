@@ -1,0 +1,192 @@
+"""`claude` / `claude:MODEL`: Claude Code in headless mode, `claude -p --output-format json`.
+
+The prompt goes on stdin (a single argv string is capped at 128 KiB on Linux, a request with
+failures and a diff can be larger). Success is judged from the result object the CLI prints,
+never from its exit status: it reports API errors with exit 0 and `is_error: true`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+
+from pytest_fwloop.agents.base import RawAnswer, find_cli, has_json_object, render_prompt
+from pytest_fwloop.agents.command import _exit_description, _last_line, run_agent_process
+from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind, classify_failure
+
+if TYPE_CHECKING:
+    from pytest_fwloop.agents.command import AgentProcessResult
+    from pytest_fwloop.agents.protocol import AgentRequest
+
+
+class ClaudeUsage(BaseModel):
+    """Token counts as the Anthropic API reports them: `input_tokens` excludes the cache."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+
+class PermissionDenial(BaseModel):
+    """A tool call the permission mode refused (`tool_use_id` and `tool_input` are ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    tool_name: str = "?"
+
+
+class ClaudeResult(BaseModel):
+    """The object `--output-format json` prints when the run ends; fields we do not use are
+    ignored, so newer CLI versions with more fields still parse."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["result"]
+    subtype: str  # success, error_max_turns, error_during_execution, …
+    is_error: bool = False
+    result: str | None = None
+    structured_output: JsonValue = None  # present when --json-schema was given
+    errors: list[JsonValue] = Field(default_factory=list)  # details of the error_* subtypes
+    permission_denials: list[PermissionDenial] = Field(default_factory=list)
+    usage: ClaudeUsage | None = None
+    total_cost_usd: float | None = None
+
+    def answer(self) -> str:
+        if self.structured_output is not None:
+            return json.dumps(self.structured_output, ensure_ascii=False)
+        return self.result or ""
+
+    def usage_report(self) -> dict[str, float]:
+        report: dict[str, float] = {}
+        if self.usage is not None:
+            cached = self.usage.cache_read_input_tokens
+            report["input_tokens"] = (
+                self.usage.input_tokens + self.usage.cache_creation_input_tokens + cached
+            )
+            report["cached_input_tokens"] = cached
+            report["output_tokens"] = self.usage.output_tokens
+        if self.total_cost_usd is not None:
+            report["cost_usd"] = self.total_cost_usd
+        return report
+
+
+def parse_result(stdout: str) -> ClaudeResult | None:
+    """The result object of a run, or None when stdout has none (the CLI failed before it).
+
+    With `--verbose` the CLI prints every message as one JSON array; the result is the last.
+    """
+    try:
+        document = json.loads(stdout)
+    except ValueError:
+        return None
+    candidates = document if isinstance(document, list) else [document]
+    for candidate in reversed(candidates):
+        if isinstance(candidate, dict) and candidate.get("type") == "result":
+            try:
+                return ClaudeResult.model_validate(candidate)
+            except ValidationError:
+                return None
+    return None
+
+
+def schema_for_cli(schema: dict[str, object]) -> dict[str, object]:
+    """The answer schema as `--json-schema` takes it: without `$schema`/`$id`, which only name
+    the draft and the document, and which the CLI's validator may not resolve."""
+    return {key: value for key, value in schema.items() if key not in ("$schema", "$id")}
+
+
+class ClaudeProvider:
+    """Runs `claude -p` in the workspace. `permission_mode` (e.g. `acceptEdits`) is passed to
+    coder calls only, letting the coder edit the workspace; reviewers and testers never get it."""
+
+    def __init__(
+        self, model: str = "", *, permission_mode: str | None = None, max_turns: int | None = None
+    ) -> None:
+        self.spec = f"claude:{model}" if model else "claude"
+        self._model = model
+        self._permission_mode = permission_mode
+        self._max_turns = max_turns
+
+    def argv(self, executable: str, request: AgentRequest) -> list[str]:
+        argv = [executable, "-p", "--output-format", "json"]
+        argv += ["--json-schema", json.dumps(schema_for_cli(request.schema_), ensure_ascii=False)]
+        if self._model:
+            argv += ["--model", self._model]
+        if self._max_turns is not None:
+            argv += ["--max-turns", str(self._max_turns)]
+        if self._may_edit(request):
+            assert self._permission_mode is not None
+            argv += ["--permission-mode", self._permission_mode]
+        return argv
+
+    def _may_edit(self, request: AgentRequest) -> bool:
+        return request.role == "coder" and bool(self._permission_mode)
+
+    def call(self, request: AgentRequest, timeout: float) -> RawAnswer:
+        executable = find_cli("claude", self.spec, "install Claude Code or choose another provider")
+        prompt = render_prompt(request, may_edit=self._may_edit(request))
+        process = run_agent_process(
+            self.argv(executable, request),
+            stdin=prompt.encode("utf-8"),
+            cwd=request.workspace,
+            timeout=timeout,
+            provider=self.spec,
+        )
+        return self.judge(process)
+
+    def judge(self, process: AgentProcessResult) -> RawAnswer:
+        """The answer of a finished run, or the ProviderError its result object describes."""
+        outcome = parse_result(process.stdout)
+        if outcome is None:
+            detail = _last_line(process.stderr) or _last_line(process.stdout) or "no output"
+            raise ProviderError(
+                classify_failure(f"{process.stderr}\n{process.stdout}")
+                or ProviderErrorKind.PROVIDER_BAD_OUTPUT,
+                self.spec,
+                f"claude {_exit_description(process.returncode)} without a result object: "
+                f"{detail}",
+                stderr=process.stderr,
+            )
+        usage = outcome.usage_report()
+        answer = outcome.answer()
+        denied = sorted({denial.tool_name for denial in outcome.permission_denials})
+        denials = (
+            f"; {len(outcome.permission_denials)} tool call(s) denied ({', '.join(denied)}): "
+            "let the coder edit with a permission mode such as acceptEdits, or have it answer "
+            "with a patch"
+        )
+        if outcome.is_error or outcome.subtype != "success":
+            reason = (
+                outcome.result
+                or "; ".join(json.dumps(error, ensure_ascii=False) for error in outcome.errors)
+                or "no detail"
+            )
+            kind = classify_failure(reason) or (
+                ProviderErrorKind.PROVIDER_PERMISSION_DENIED
+                if denied
+                else ProviderErrorKind.PROVIDER_BAD_OUTPUT
+            )
+            raise ProviderError(
+                kind,
+                self.spec,
+                f"claude reported {outcome.subtype} (is_error={str(outcome.is_error).lower()}): "
+                f"{reason[:300]}" + (denials if kind is ProviderErrorKind.PROVIDER_PERMISSION_DENIED else ""),
+                stderr=process.stderr,
+                usage=usage,
+            )
+        if denied and not has_json_object(answer):
+            # It kept asking for tools it may not use and never answered: a permission problem,
+            # not a bad answer that re-asking would fix.
+            raise ProviderError(
+                ProviderErrorKind.PROVIDER_PERMISSION_DENIED,
+                self.spec,
+                f"claude gave no JSON answer{denials}",
+                stderr=process.stderr,
+                usage=usage,
+            )
+        return RawAnswer(text=answer, stderr=process.stderr, usage=usage)

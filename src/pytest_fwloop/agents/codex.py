@@ -1,0 +1,173 @@
+"""`codex` / `codex:MODEL`: the OpenAI Codex CLI, `codex exec --json … -`.
+
+stdout is JSONL events (`thread.started`, `turn.started`, `item.*`, `turn.completed`,
+`turn.failed`, `error`); the events decide success, not the exit status. The answer is the text
+of the last `agent_message` item. The prompt goes on stdin (`-`), as for claude.
+
+`--output-schema` is not used: Codex sends it as an OpenAI strict structured-output schema,
+which needs `additionalProperties: false` and every property required, and rejects `if`/`then`;
+the shipped schemas (optional `file`/`line`, the reviewer's rule) are not of that form, so the
+schema travels in the prompt and the JSON gate enforces it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from pytest_fwloop.agents.base import RawAnswer, find_cli, has_json_object, render_prompt
+from pytest_fwloop.agents.command import _exit_description, _last_line, run_agent_process
+from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind, classify_failure
+
+if TYPE_CHECKING:
+    from pytest_fwloop.agents.command import AgentProcessResult
+    from pytest_fwloop.agents.protocol import AgentRequest
+
+
+class CodexItem(BaseModel):
+    """A thread item; only the fields of the types read here (agent_message, command_execution,
+    file_change) are kept."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    type: str
+    text: str = ""
+    status: str = ""
+    command: str = ""
+
+
+class CodexUsage(BaseModel):
+    """`input_tokens` includes the cached ones (OpenAI's convention)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class CodexError(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    message: str = ""
+
+
+class CodexEvent(BaseModel):
+    """One line of `codex exec --json`, whatever its `type`."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    type: str
+    item: CodexItem | None = None
+    usage: CodexUsage | None = None
+    error: CodexError | None = None  # turn.failed
+    message: str = ""  # error
+
+
+@dataclass
+class CodexTurn:
+    """What the events of one `codex exec` run add up to."""
+
+    message: str | None = None  # the last agent_message
+    completed: bool = False
+    failure: str | None = None  # turn.failed's message
+    errors: list[str] = field(default_factory=list)  # `error` events, often retries in flight
+    refused: list[str] = field(default_factory=list)  # declined commands, failed file changes
+    usage: dict[str, float] = field(default_factory=dict)
+    events: int = 0
+
+
+def read_events(stdout: str) -> CodexTurn:
+    """Fold the JSONL events into a CodexTurn; lines that are not events are skipped."""
+    turn = CodexTurn()
+    for line in stdout.splitlines():
+        try:
+            event = CodexEvent.model_validate(json.loads(line))
+        except (ValueError, ValidationError):
+            continue
+        turn.events += 1
+        if event.type == "item.completed" and event.item is not None:
+            item = event.item
+            if item.type == "agent_message":
+                turn.message = item.text
+            elif item.type == "command_execution" and item.status == "declined":
+                turn.refused.append(f"command {item.command!r} declined")
+            elif item.type == "file_change" and item.status == "failed":
+                turn.refused.append("file change failed")
+        elif event.type == "turn.completed":
+            turn.completed = True
+            if event.usage is not None:
+                turn.usage = {
+                    "input_tokens": event.usage.input_tokens,
+                    "cached_input_tokens": event.usage.cached_input_tokens,
+                    "output_tokens": event.usage.output_tokens,
+                }
+        elif event.type == "turn.failed":
+            turn.failure = event.error.message if event.error is not None else "no detail"
+        elif event.type == "error":
+            turn.errors.append(event.message)
+    return turn
+
+
+class CodexProvider:
+    """Runs `codex exec` in the workspace. Its sandbox comes from the user's Codex config
+    (read-only unless they set otherwise), so a codex coder normally answers with a patch."""
+
+    def __init__(self, model: str = "") -> None:
+        self.spec = f"codex:{model}" if model else "codex"
+        self._model = model
+
+    def argv(self, executable: str) -> list[str]:
+        # The loop snapshots the tree itself, so the workspace need not be a git repository.
+        argv = [executable, "exec", "--json", "--skip-git-repo-check"]
+        if self._model:
+            argv += ["--model", self._model]
+        return [*argv, "-"]
+
+    def call(self, request: AgentRequest, timeout: float) -> RawAnswer:
+        executable = find_cli("codex", self.spec, "install the Codex CLI or choose another provider")
+        process = run_agent_process(
+            self.argv(executable),
+            stdin=render_prompt(request).encode("utf-8"),
+            cwd=request.workspace,
+            timeout=timeout,
+            provider=self.spec,
+        )
+        return self.judge(process)
+
+    def judge(self, process: AgentProcessResult) -> RawAnswer:
+        """The answer of a finished run, or the ProviderError its events describe."""
+        turn = read_events(process.stdout)
+        if turn.failure is not None or not turn.completed:
+            if turn.failure is not None:
+                reason = f"turn failed: {turn.failure}"
+            elif turn.errors:
+                reason = f"error: {turn.errors[-1]}"
+            else:
+                detail = _last_line(process.stderr) or "no stderr"
+                reason = (
+                    f"{_exit_description(process.returncode)} after {turn.events} event(s) "
+                    f"and no turn.completed: {detail}"
+                )
+            raise ProviderError(
+                classify_failure(reason) or ProviderErrorKind.PROVIDER_BAD_OUTPUT,
+                self.spec,
+                f"codex {reason}",
+                stderr=process.stderr,
+                usage=turn.usage,
+            )
+        answer = turn.message or ""
+        if turn.refused and not has_json_object(answer):
+            raise ProviderError(
+                ProviderErrorKind.PROVIDER_PERMISSION_DENIED,
+                self.spec,
+                f"codex gave no JSON answer; its sandbox refused {len(turn.refused)} action(s) "
+                f"({'; '.join(turn.refused[:3])}): have it answer with a patch, or widen sandbox_mode in "
+                "the Codex config",
+                stderr=process.stderr,
+                usage=turn.usage,
+            )
+        return RawAnswer(text=answer, stderr=process.stderr, usage=turn.usage)

@@ -1,0 +1,119 @@
+"""How a provider call can fail (DESIGN.md §5); each kind is also a run outcome of §8."""
+
+from __future__ import annotations
+
+import enum
+import re
+
+
+class ProviderErrorKind(str, enum.Enum):
+    PROVIDER_NOT_FOUND = "provider_not_found"
+    PROVIDER_PERMISSION_DENIED = "provider_permission_denied"
+    PROVIDER_AUTH_ERROR = "provider_auth_error"
+    PROVIDER_TIMEOUT = "provider_timeout"
+    PROVIDER_NETWORK_ERROR = "provider_network_error"
+    PROVIDER_RATE_LIMITED = "provider_rate_limited"
+    PROVIDER_BAD_OUTPUT = "provider_bad_output"
+
+    @property
+    def transient(self) -> bool:
+        """Worth retrying the same provider after a pause; the others fail over at once."""
+        return self in _TRANSIENT_KINDS
+
+
+_TRANSIENT_KINDS = frozenset(
+    {
+        ProviderErrorKind.PROVIDER_TIMEOUT,
+        ProviderErrorKind.PROVIDER_NETWORK_ERROR,
+        ProviderErrorKind.PROVIDER_RATE_LIMITED,
+    }
+)
+
+
+class ProviderError(Exception):
+    """One provider call failed; `provider` is its spec, `message` one line for the user.
+
+    `stderr` and `usage` keep what the call still produced (diagnostics, tokens and cost a failed
+    call was billed), so the run directory and the budget see failed calls too.
+    """
+
+    def __init__(
+        self,
+        kind: ProviderErrorKind,
+        provider: str,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        stderr: str = "",
+        usage: dict[str, float] | None = None,
+    ) -> None:
+        # Messages quote stderr and model output; the one-line promise is kept here, once.
+        self.message = " ".join(message.split())
+        super().__init__(f"{provider}: {self.message}")
+        self.kind = kind
+        self.provider = provider
+        self.retry_after = retry_after
+        self.stderr = stderr
+        self.usage = dict(usage or {})
+
+
+class AnswerInvalid(ProviderError):
+    """The provider answered, but not with JSON that passes the schema, even when re-asked."""
+
+    def __init__(self, provider: str, message: str, errors: list[str], raw: str) -> None:
+        super().__init__(ProviderErrorKind.PROVIDER_BAD_OUTPUT, provider, message)
+        self.errors = errors
+        self.raw = raw
+
+
+class SpecError(ValueError):
+    """A provider spec that cannot work (unknown name, missing directory); one line."""
+
+
+class SecretInSpec(SpecError):
+    """A spec that seems to carry a credential; its text must not be echoed back."""
+
+
+# Checked in order on the error text a CLI or server gave; first match wins. Credentials come
+# first: "401 … rate limit docs" is still an auth problem, and retrying it cannot help.
+_FAILURE_PATTERNS: tuple[tuple[ProviderErrorKind, re.Pattern[str]], ...] = (
+    (
+        ProviderErrorKind.PROVIDER_AUTH_ERROR,
+        re.compile(
+            r"invalid[ _-]?(?:x-)?api[ _-]?key|please run /login|not logged in|log ?in required|"
+            r"\b40[13]\b|unauthori[sz]ed|forbidden|authentication[ _]error|"
+            r"invalid[ _]authentication|incorrect api key|oauth token has expired",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        ProviderErrorKind.PROVIDER_RATE_LIMITED,
+        re.compile(
+            r"\b429\b|rate[ _-]?limit|too many requests|overloaded|\b529\b|usage limit|quota",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        ProviderErrorKind.PROVIDER_TIMEOUT,
+        re.compile(r"timed out|time ?out|etimedout|deadline exceeded", re.IGNORECASE),
+    ),
+    (
+        ProviderErrorKind.PROVIDER_NETWORK_ERROR,
+        re.compile(
+            r"connection (?:refused|reset|error|closed|aborted)|econn(?:refused|reset)|enotfound|"
+            r"getaddrinfo|stream disconnected|error sending request|network error|fetch failed|"
+            r"internal server error|bad gateway|service unavailable|api error: 5\d\d|"
+            r"status:? 5\d\d",
+            re.IGNORECASE,
+        ),
+    ),
+)
+
+
+def classify_failure(text: str) -> ProviderErrorKind | None:
+    """The kind an error message points to (auth, rate limit, timeout, network), or None.
+
+    Only for text already known to describe a failure: a model's answer may mention "timeout"
+    because the firmware has one.
+    """
+    return next((kind for kind, pattern in _FAILURE_PATTERNS if pattern.search(text)), None)

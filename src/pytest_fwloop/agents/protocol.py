@@ -1,0 +1,215 @@
+"""The `command:` wire protocol of DESIGN.md §5: the request every provider is sent, the answers it
+may give, and the strict-JSON gate those answers pass (seeds 000/003/004).
+
+Pure: no subprocess or network here, so the gate can be property-tested on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib import resources
+from pathlib import PurePath
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias, cast
+
+import jsonschema
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+Role = Literal["coder", "reviewer", "tester"]
+
+#: Longest error line handed back to a model or a user; jsonschema quotes whole documents.
+MAX_ERROR_CHARS = 240
+
+
+class Failure(BaseModel):
+    """A test that did not pass, as the coder sees it."""
+
+    nodeid: str
+    signature: str
+    excerpt: str
+
+
+class HistoryEntry(BaseModel):
+    """What an earlier iteration achieved, so the coder does not repeat a failed idea."""
+
+    iteration: int
+    pass_count: int
+    total_count: int
+    patch_summary: str = ""
+    outcome: str = ""
+
+
+class MustFix(BaseModel):
+    """One thing the next patch has to address: a reviewer demand or a build diagnostic."""
+
+    issue: str = Field(min_length=1)
+    file: str | None = None
+    line: int | None = None
+
+
+class AgentRequest(BaseModel):
+    """The JSON object a provider receives on stdin; later fields slot in as extras."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    role: Role
+    iteration: int = Field(ge=1)
+    goal: str
+    workspace: str
+    failures: list[Failure] = Field(default_factory=list)
+    history: list[HistoryEntry] = Field(default_factory=list)
+    must_fix: list[MustFix] = Field(default_factory=list)
+    patch: str = ""
+    # `schema` would shadow BaseModel.schema(); the wire name is kept through the alias.
+    schema_: dict[str, object] = Field(default_factory=dict, alias="schema")
+    build_diagnostics: str = ""
+    validation_errors: list[str] = Field(default_factory=list)
+    constraints: list[str] = Field(default_factory=list)
+
+    @field_validator("workspace")
+    @classmethod
+    def _absolute(cls, workspace: str) -> str:
+        if not PurePath(workspace).is_absolute():
+            raise ValueError(f"workspace must be an absolute path, got {workspace!r}")
+        return workspace
+
+    def to_wire(self) -> dict[str, object]:
+        """The request as sent on stdin, with the schema under its wire name `schema`."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class Analysis(BaseModel):
+    root_cause: str
+    hypotheses: list[str]
+    confidence: float = Field(ge=0, le=1)
+
+
+class CoderAnswer(BaseModel):
+    """`patch` is a `git apply` diff relative to the workspace, or "" when the coder edited it."""
+
+    analysis: Analysis
+    patch: str
+    summary: str
+
+
+class ReviewerAnswer(BaseModel):
+    decision: Literal["approve", "changes_requested"]
+    must_fix: list[MustFix]
+    risk: float = Field(ge=0, le=1)
+    summary: str
+
+
+class TestCommand(BaseModel):
+    """An extra command the tester wants run; only ever through the allowlist runner."""
+
+    __test__: ClassVar[bool] = False  # a domain name, not a pytest test class
+
+    argv: list[str] = Field(min_length=1)
+    reason: str
+
+
+class TesterAnswer(BaseModel):
+    __test__: ClassVar[bool] = False
+
+    select: list[str]
+    commands: list[TestCommand]
+    notes: str
+
+
+Answer: TypeAlias = CoderAnswer | ReviewerAnswer | TesterAnswer
+
+_ANSWER_MODELS: dict[str, type[CoderAnswer] | type[ReviewerAnswer] | type[TesterAnswer]] = {
+    "coder": CoderAnswer,
+    "reviewer": ReviewerAnswer,
+    "tester": TesterAnswer,
+}
+
+
+class AnswerParseError(ValueError):
+    """A document the answer model rejects; `errors` are one-line `$.path: message` strings."""
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("; ".join(errors))
+        self.errors = errors
+
+
+def load_schema(role: Role) -> dict[str, object]:
+    """The JSON Schema shipped for `role`'s answer; a fresh copy the caller may change."""
+    text = (resources.files("pytest_fwloop") / "schemas" / f"{role}.json").read_text("utf-8")
+    schema: dict[str, object] = json.loads(text)
+    return schema
+
+
+def validate_answer(role: Role, document: object, schema: dict[str, object]) -> list[str]:
+    """Every way `document` fails `schema`, one short line each; [] means it passes.
+
+    A broken schema (say, from a conftest hook) raises jsonschema's SchemaError: that is a
+    configuration bug, not a bad answer.
+    """
+    validator_class = jsonschema.validators.validator_for(
+        schema, default=jsonschema.Draft202012Validator
+    )
+    validator_class.check_schema(schema)
+    # The stubs want a JSON value; any object is fine at runtime, and that is what is checked.
+    found = validator_class(schema).iter_errors(cast("Any", document))
+    errors = sorted(found, key=lambda error: error.json_path)
+    return [_error_line(error.absolute_path, error.message) for error in errors]
+
+
+def parse_answer(role: Role, document: object) -> Answer:
+    """The answer model for an already validated document; AnswerParseError if it still fails."""
+    try:
+        return _ANSWER_MODELS[role].model_validate(document)
+    except ValidationError as exc:
+        raise AnswerParseError(
+            [_error_line(error["loc"], error["msg"]) for error in exc.errors()]
+        ) from None
+
+
+_FENCED = re.compile(r"```(?:json)?[ \t]*\n(?P<body>.*?)\n?[ \t]*```", re.DOTALL | re.IGNORECASE)
+
+
+def extract_json(text: str) -> dict[str, object]:
+    """The one JSON object of an answer: bare, or as a single ```json fenced block.
+
+    Anything else (prose, two objects, NaN, an array) raises ValueError with a one-line reason.
+    """
+    body = text.strip()
+    if not body:
+        raise ValueError("the answer is empty; expected one JSON object on stdout")
+    fenced = _FENCED.fullmatch(body)
+    if fenced is not None:
+        body = fenced.group("body").strip()
+    try:
+        document = json.loads(body, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"the answer is not one JSON object: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"the answer is not one JSON object: {_one_line(str(exc))}") from None
+    if not isinstance(document, dict):
+        raise ValueError(f"the answer is a JSON {type(document).__name__}, not one JSON object")
+    return document
+
+
+def _reject_constant(name: str) -> object:
+    # Python's json accepts NaN and Infinity; JSON does not, and NaN slips past min/max checks.
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _error_line(path: Iterable[str | int], message: str) -> str:
+    return _one_line(f"{_json_path(path)}: {message}")
+
+
+def _json_path(path: Iterable[str | int]) -> str:
+    """`$.must_fix[0].issue`, the form jsonschema uses, for pydantic locations too."""
+    return "$" + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path)
+
+
+def _one_line(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"

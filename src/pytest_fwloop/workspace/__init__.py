@@ -1,0 +1,155 @@
+"""The user's tree as the loop sees it: snapshot, journalled edits, recovery (DESIGN.md §6).
+
+`Workspace` is the controller's one handle: it recovers what a killed controller left, snapshots
+the baseline, and journals every write before making it. Whatever a restore overwrites or deletes
+is snapshotted first, so it stays in `.fwloop/shadow.git` (`git --git-dir .fwloop/shadow.git log`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pytest_fwloop.workspace.journal import Journal, JournalEntry, JournalRecord, WorkspaceLocked
+from pytest_fwloop.workspace.policy import (
+    DEFAULT_PROTECTED,
+    FileChange,
+    PatchParseError,
+    PatchPolicy,
+    Violation,
+    check_patch,
+    glob_match,
+    normalize_path,
+    parse_patch,
+    touched_paths,
+)
+from pytest_fwloop.workspace.shadow import PatchApplyError, ShadowRepo, WorkspaceError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+__all__ = [
+    "DEFAULT_PROTECTED",
+    "FileChange",
+    "Journal",
+    "JournalEntry",
+    "JournalRecord",
+    "PatchApplyError",
+    "PatchParseError",
+    "PatchPolicy",
+    "RecoveryReport",
+    "ShadowRepo",
+    "Violation",
+    "Workspace",
+    "WorkspaceError",
+    "WorkspaceLocked",
+    "check_patch",
+    "glob_match",
+    "normalize_path",
+    "parse_patch",
+    "touched_paths",
+]
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    """What `Workspace.open` undid for a controller that died mid-run.
+
+    `salvage` is the snapshot of the tree as the dead run left it, so its edits can be recovered.
+    """
+
+    run_id: str
+    baseline: str
+    restored_paths: tuple[str, ...]
+    salvage: str
+
+
+class Workspace:
+    """Snapshots, journalled patching and restore of the tree at `root`."""
+
+    def __init__(self, root: Path) -> None:
+        self.shadow = ShadowRepo(root)
+        self.root = self.shadow.root
+        self.journal = Journal(self.shadow.state_dir)
+        self._baseline: str | None = None
+        # Only what the loop wrote is ever diffed or restored: build products and the user's own
+        # edits during a run are none of its business.
+        self.touched: set[str] = set()
+
+    @property
+    def baseline(self) -> str:
+        """The snapshot taken by `open()`: what the tree returns to unless the run succeeds."""
+        if self._baseline is None:
+            raise RuntimeError("Workspace.open() must be called first")
+        return self._baseline
+
+    def open(self, run_id: str) -> RecoveryReport | None:
+        """Lock the workspace, recover a dead run's leftovers, snapshot the baseline."""
+        self.journal.check_lock()
+        self.shadow.ensure()
+        report = self._recover()
+        baseline = self.shadow.snapshot(f"baseline of run {run_id}")
+        self.journal.begin(run_id, baseline)
+        self._baseline = baseline
+        return report
+
+    def apply(self, patch: str) -> list[str]:
+        """Apply a patch (paths relative to the root), journalled; the paths it touched."""
+        intended = touched_paths(patch)
+        self.journal.intend("apply", intended)
+        self.touched.update(intended)
+        paths = self.shadow.apply(patch)
+        self.touched.update(paths)
+        self.journal.done()
+        return paths
+
+    def checkpoint(self, label: str) -> str:
+        """Snapshot the current tree under `label`; its commit id."""
+        return self.shadow.snapshot(label)
+
+    def diff_from_baseline(self) -> str:
+        """The cumulative diff of the loop's writes, from the baseline to the current tree."""
+        return self.diff(self.baseline)
+
+    def diff(self, from_commit: str, to_commit: str | None = None) -> str:
+        """The diff of the loop's writes between two snapshots (None: the current tree)."""
+        if not self.touched:
+            return ""
+        return self.shadow.diff(from_commit, to_commit, paths=self.touched)
+
+    def check_apply(self, patch: str) -> str | None:
+        """None when the patch would apply to the current tree, else git's one-line reason."""
+        return self.shadow.check_apply(patch)
+
+    def restore_baseline(self) -> list[str]:
+        """Put what the loop wrote back to the baseline; the paths that changed."""
+        return self.restore(self.baseline)
+
+    def restore(self, commit: str) -> list[str]:
+        """Put what the loop wrote back to a snapshot, journalled; the paths that changed."""
+        if not self.touched:
+            return []
+        before = self.shadow.snapshot(f"before restoring {commit}")
+        paths = sorted(set(self.shadow.changed_paths(commit, before)) & self.touched)
+        self.journal.intend("restore", paths)
+        restored = self.shadow.restore(commit, paths)
+        self.journal.done()
+        return restored
+
+    def close(self, keep_tree: bool) -> None:
+        """End the run: keep the tree (success) or restore the baseline, then drop the journal."""
+        if not keep_tree:
+            self.restore_baseline()
+        # `baseline` stays readable for the run's report; further writes need a new open().
+        self.journal.finish()
+
+    def _recover(self) -> RecoveryReport | None:
+        record = self.journal.pending()
+        if record is None:
+            return None
+        salvage = self.shadow.snapshot(f"tree left by run {record.run_id} (pid {record.pid})")
+        written = {path for entry in record.entries for path in entry.paths}
+        restored = self.shadow.restore(record.baseline, sorted(written))
+        # The dead run's journal goes only now: a crash during recovery recovers again.
+        self.journal.finish()
+        return RecoveryReport(record.run_id, record.baseline, tuple(restored), salvage)

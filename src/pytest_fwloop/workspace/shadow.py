@@ -1,0 +1,399 @@
+"""A private git repository in `.fwloop/` that snapshots and restores the user's tree (DESIGN §6).
+
+Every git call runs with a scrubbed environment that points GIT_DIR at `.fwloop/shadow.git`,
+GIT_WORK_TREE at the root and GIT_INDEX_FILE at the shadow's own index, so the user's `.git` (refs,
+index, stash, config, hooks) is never written. The one read of it is `git ls-files` with optional
+locks off, to keep files the user tracks even though a `.gitignore` matches them.
+
+A snapshot holds the files git would call tracked or untracked-not-ignored, judged by the tree's
+`.gitignore` files and the checkout's `.git/info/exclude`; `.git` and `.fwloop` are never in it.
+Nested git repositories (submodules, vendored checkouts) are snapshotted as plain files, so edits
+inside them are restored like any other; their own `.git` is never touched. Attribute-driven
+conversions (eol, filters) are switched off so a restore gives back the exact bytes. Git records
+only the executable bit, so other permission bits of a rewritten file follow the umask.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pytest_fwloop.workspace.policy import normalize_path, touched_paths
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from pathlib import Path
+
+STATE_DIR_NAME = ".fwloop"
+_IDENTITY = ("fwloop", "fwloop@localhost")
+_MISSING = "000000"
+_GITLINK = "160000"
+# Highest-precedence attributes: store and restore bytes exactly, whatever .gitattributes says.
+_ATTRIBUTES = "* -text -eol -filter -ident -working-tree-encoding\n"
+_MESSAGE_LIMIT = 400
+
+
+class WorkspaceError(Exception):
+    """The workspace cannot be snapshotted, restored or locked; the message says what to do."""
+
+
+class PatchApplyError(WorkspaceError):
+    """`git apply` refused the patch; the tree was left unchanged."""
+
+
+@dataclass(frozen=True)
+class _Change:
+    old_mode: str
+    new_mode: str
+    path: str
+
+
+class ShadowRepo:
+    """Snapshots of `root` in `<root>/.fwloop/shadow.git`; every method calls `ensure()` first."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        self.state_dir = self.root / STATE_DIR_NAME
+        self.git_dir = self.state_dir / "shadow.git"
+        self._ready = False
+
+    def ensure(self) -> None:
+        """Create the shadow repository and `.fwloop/.gitignore` if missing; idempotent."""
+        if self._ready:
+            return
+        self.state_dir.mkdir(exist_ok=True)
+        _write_if_changed(self.state_dir / ".gitignore", "*\n")
+        if not (self.git_dir / "HEAD").is_file():
+            # An empty template: no sample hooks, nothing we did not ask for.
+            self._git("init", "--quiet", "--template=", "--initial-branch=snapshots")
+        (self.git_dir / "info").mkdir(exist_ok=True)
+        _write_if_changed(self.git_dir / "info" / "exclude", f"{STATE_DIR_NAME}/\n")
+        _write_if_changed(self.git_dir / "info" / "attributes", _ATTRIBUTES)
+        self._ready = True
+
+    def snapshot(self, label: str) -> str:
+        """Commit the current tree (parent: the previous snapshot, message: `label`); its id."""
+        self.ensure()
+        tree = self._current_tree()
+        parent = self._git("rev-parse", "--quiet", "--verify", "HEAD^{commit}", check=False)
+        parent_args = ["-p", parent.stdout.decode().strip()] if parent.returncode == 0 else []
+        commit = self._git("commit-tree", tree, *parent_args, stdin=label.encode())
+        commit_id = commit.stdout.decode().strip()
+        self._git("update-ref", "HEAD", commit_id)
+        return commit_id
+
+    def diff(
+        self, from_commit: str, to_commit: str | None = None, paths: Iterable[str] | None = None
+    ) -> str:
+        """Git-format diff from a snapshot to another or (None) to the current tree.
+
+        `paths` (files or directories) limits the diff to them; None means every path.
+
+        Binary changes come as `GIT binary patch` so the diff applies; bytes that are not UTF-8
+        are kept as surrogate escapes (write it with `errors="surrogateescape"`).
+        """
+        self.ensure()
+        target = self._commit(to_commit) if to_commit is not None else self._current_tree()
+        result = self._git(
+            "diff-tree",
+            "-r",
+            "-p",
+            "--binary",
+            "--full-index",
+            "--no-renames",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--src-prefix=a/",
+            "--dst-prefix=b/",
+            self._commit(from_commit),
+            target,
+            *(["--", *sorted({normalize_path(p) for p in paths})] if paths is not None else []),
+        )
+        return result.stdout.decode("utf-8", "surrogateescape")
+
+    def changed_paths(self, from_commit: str, to_commit: str | None = None) -> list[str]:
+        """Paths that differ between a snapshot and another or (None) the current tree.
+
+        New and deleted paths are included.
+        """
+        self.ensure()
+        return sorted(change.path for change in self._changes(from_commit, to_commit))
+
+    def restore(self, commit: str, paths: Iterable[str] | None = None) -> list[str]:
+        """Make the tree match the snapshot for `paths` (a path may name a directory) or all.
+
+        Rewrites content and mode, recreates deleted files and deletes files the snapshot lacks;
+        ignored files and nested repositories' `.git` are left alone. Returns the changed paths.
+        """
+        self.ensure()
+        changes = self._changes(commit)
+        if paths is not None:
+            wanted = [normalize_path(p) for p in paths]
+            changes = [c for c in changes if any(_is_within(c.path, w) for w in wanted)]
+        changes = [c for c in changes if _GITLINK not in (c.old_mode, c.new_mode)]
+        # Deletions first: a file may be coming back where a directory now stands, or vice versa.
+        for change in changes:
+            if change.old_mode == _MISSING:
+                self._remove(change.path)
+        rewritten = [c.path for c in changes if c.old_mode != _MISSING]
+        if rewritten:
+            self._git(
+                "checkout",
+                self._commit(commit),
+                "--pathspec-from-file=-",
+                "--pathspec-file-nul",
+                stdin=_join_z(rewritten),
+            )
+        return sorted(c.path for c in changes)
+
+    def check_apply(self, patch: str) -> str | None:
+        """None when the patch applies cleanly to the tree, else git's reason on one line."""
+        self.ensure()
+        result = self._git(
+            "apply", "--check", "--whitespace=nowarn", "-", stdin=_encode(patch), check=False
+        )
+        return None if result.returncode == 0 else _one_line(result.stderr)
+
+    def apply(self, patch: str) -> list[str]:
+        """Apply a patch with paths relative to the root; the paths it touches, sorted.
+
+        Raises `PatchParseError` for text that is not a diff and `PatchApplyError` (tree unchanged:
+        git checks every hunk before writing) when it does not apply.
+        """
+        self.ensure()
+        paths = touched_paths(patch)
+        result = self._git("apply", "--whitespace=nowarn", "-", stdin=_encode(patch), check=False)
+        if result.returncode != 0:
+            raise PatchApplyError(
+                f"fwloop: the patch does not apply to {self.root}: {_one_line(result.stderr)}; "
+                "regenerate it against the current tree"
+            )
+        return paths
+
+    def _current_tree(self) -> str:
+        """Stage the current tree into the shadow index and return its tree id."""
+        untracked = _split_z(self._git("ls-files", "-z", "--others", "--exclude-standard").stdout)
+        files = [p for p in untracked if not p.endswith("/")]
+        # git lists a nested repository it has never seen as "dir/"; take its files one by one.
+        nested = [p for p in untracked if p.endswith("/")]
+        if nested:
+            files += self._not_ignored(self._walk(nested))
+        tracked = _split_z(self._git("ls-files", "-z", "--cached").stdout)
+        # Tracked paths go first so a file replaced by a directory leaves the index before its
+        # new children arrive.
+        staged = list(dict.fromkeys([*tracked, *self._user_tracked_ignored(), *files]))
+        self._git(
+            "update-index", "--add", "--remove", "--replace", "-z", "--stdin", stdin=_join_z(staged)
+        )
+        return self._git("write-tree").stdout.decode().strip()
+
+    def _changes(self, commit: str, target: str | None = None) -> list[_Change]:
+        after = self._commit(target) if target is not None else self._current_tree()
+        raw = self._git(
+            "diff-tree", "-r", "-z", "--raw", "--no-renames", self._commit(commit), after
+        ).stdout
+        fields = _split_z(raw)
+        changes = []
+        for meta, path in zip(fields[::2], fields[1::2], strict=True):
+            old_mode, new_mode = meta.lstrip(":").split(" ")[:2]
+            changes.append(_Change(old_mode, new_mode, path))
+        return changes
+
+    def _walk(self, directories: list[str]) -> list[str]:
+        found: list[str] = []
+        for directory in directories:
+            for dirpath, dirnames, filenames in os.walk(self.root / directory):
+                here = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
+                links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+                dirnames[:] = [
+                    d for d in dirnames if d not in (".git", STATE_DIR_NAME) and d not in links
+                ]
+                found += [f"{here}/{name}" for name in [*filenames, *links] if name != ".git"]
+        return found
+
+    def _not_ignored(self, paths: list[str]) -> list[str]:
+        # check-ignore reads plain path names and rejects the literal-pathspec switch.
+        result = self._git(
+            "check-ignore", "-z", "--stdin", stdin=_join_z(paths), check=False, literal=False
+        )
+        if result.returncode not in (0, 1):
+            raise WorkspaceError(f"fwloop: git check-ignore failed: {_one_line(result.stderr)}")
+        ignored = set(_split_z(result.stdout))
+        return [p for p in paths if p not in ignored]
+
+    def _user_tracked_ignored(self) -> list[str]:
+        """Files the user's checkout tracks although a .gitignore matches them (read-only)."""
+        user_git_dir = _user_git_dir(self.root)
+        if user_git_dir is None:
+            return []
+        env = _git_env(user_git_dir, self.root)
+        env["GIT_OPTIONAL_LOCKS"] = "0"  # never refresh or rewrite the user's index
+        args = ["ls-files", "-z", "--stage", "--cached", "--ignored", "--exclude-standard"]
+        listing = _run_git([*self._config(), *args], env=env, cwd=self.root)
+        if listing.returncode != 0:
+            raise WorkspaceError(
+                f"fwloop: cannot list the files tracked in {user_git_dir}: "
+                f"{_one_line(listing.stderr)}; fix the checkout or run fwloop outside it"
+            )
+        kept = []
+        for entry in _split_z(listing.stdout):
+            meta, _, path = entry.partition("\t")
+            if meta.startswith(_GITLINK) or STATE_DIR_NAME in path.split("/"):
+                continue
+            if os.path.lexists(self.root / path):
+                kept.append(path)
+        return kept
+
+    def _remove(self, path: str) -> None:
+        target = self.root / path
+        target.unlink(missing_ok=True)
+        parent = target.parent
+        # Drop directories the deletion emptied, never the root itself.
+        while parent != self.root:
+            try:
+                parent.rmdir()
+            except OSError:
+                return
+            parent = parent.parent
+
+    def _commit(self, commit: str) -> str:
+        result = self._git(
+            "rev-parse",
+            "--quiet",
+            "--verify",
+            "--end-of-options",
+            f"{commit}^{{commit}}",
+            check=False,
+        )
+        if result.returncode != 0:
+            raise WorkspaceError(
+                f"fwloop: snapshot {commit!r} is not in {self.git_dir}; check the tree by hand, "
+                f"then delete {self.state_dir / 'journal.json'} if it names this snapshot"
+            )
+        return result.stdout.decode().strip()
+
+    def _config(self) -> list[str]:
+        user_git_dir = _user_git_dir(self.root)
+        excludes = _exclude_file(user_git_dir) if user_git_dir is not None else os.devnull
+        settings = [
+            "core.autocrlf=false",
+            "core.fileMode=true",
+            f"core.hooksPath={os.devnull}",
+            "commit.gpgsign=false",
+            f"core.excludesFile={excludes}",
+            f"core.attributesFile={os.devnull}",
+            "core.fsmonitor=false",
+            "core.untrackedCache=false",
+            "core.quotePath=false",
+            "gc.auto=0",
+            "maintenance.auto=false",
+        ]
+        return [arg for setting in settings for arg in ("-c", setting)]
+
+    def _git(
+        self, *args: str, stdin: bytes | None = None, check: bool = True, literal: bool = True
+    ) -> subprocess.CompletedProcess[bytes]:
+        env = _git_env(self.git_dir, self.root)
+        if not literal:
+            del env["GIT_LITERAL_PATHSPECS"]
+        env["GIT_INDEX_FILE"] = str(self.git_dir / "fwloop-index")
+        stamp = f"{int(time.time())} +0000"
+        for role in ("AUTHOR", "COMMITTER"):
+            env[f"GIT_{role}_NAME"], env[f"GIT_{role}_EMAIL"] = _IDENTITY
+            env[f"GIT_{role}_DATE"] = stamp
+        result = _run_git([*self._config(), *args], env=env, cwd=self.root, stdin=stdin)
+        if check and result.returncode != 0:
+            raise WorkspaceError(
+                f"fwloop: git {args[0]} failed in the shadow repository {self.git_dir}: "
+                f"{_one_line(result.stderr)}; check the tree, then delete {self.state_dir} "
+                "if no run needs recovering"
+            )
+        return result
+
+
+def _git_env(git_dir: Path, work_tree: Path) -> dict[str, str]:
+    """The caller's environment without any GIT_* variable, plus ours: no user or system config."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
+    env.update(
+        GIT_DIR=str(git_dir),
+        GIT_WORK_TREE=str(work_tree),
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL=os.devnull,
+        GIT_TERMINAL_PROMPT="0",
+        # Paths we pass are file names, never globs.
+        GIT_LITERAL_PATHSPECS="1",
+    )
+    return env
+
+
+def _run_git(
+    args: list[str], *, env: dict[str, str], cwd: Path, stdin: bytes | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    git = shutil.which("git", path=env.get("PATH"))
+    if git is None:
+        raise WorkspaceError(
+            "fwloop: git is not on PATH; install git (2.32 or newer) so fwloop can snapshot "
+            "and restore the workspace"
+        )
+    return subprocess.run(
+        [git, *args],
+        input=stdin if stdin is not None else b"",
+        capture_output=True,
+        env=env,
+        cwd=cwd,
+        check=False,
+    )
+
+
+def _user_git_dir(root: Path) -> Path | None:
+    """The git directory of a checkout whose top is `root` (a `.git` dir or `gitdir:` file)."""
+    dot_git = root / ".git"
+    if dot_git.is_dir():
+        return dot_git
+    if dot_git.is_file():
+        first_line = dot_git.read_text(errors="replace").partition("\n")[0]
+        if first_line.startswith("gitdir: "):
+            git_dir = root / first_line[len("gitdir: ") :].strip()
+            return git_dir if git_dir.is_dir() else None
+    return None
+
+
+def _exclude_file(git_dir: Path) -> str:
+    """`info/exclude` lives in the common directory, which linked worktrees point to."""
+    common = git_dir / "commondir"
+    base = git_dir / common.read_text().strip() if common.is_file() else git_dir
+    return str(base / "info" / "exclude")
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    if not path.is_file() or path.read_text() != text:
+        path.write_text(text)
+
+
+def _is_within(path: str, prefix: str) -> bool:
+    return not prefix or path == prefix or path.startswith(prefix + "/")
+
+
+def _encode(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+def _split_z(raw: bytes) -> list[str]:
+    return [os.fsdecode(item) for item in raw.split(b"\0") if item]
+
+
+def _join_z(paths: list[str]) -> bytes:
+    return b"".join(os.fsencode(p) + b"\0" for p in paths)
+
+
+def _one_line(stderr: bytes) -> str:
+    """Git's message without hints, on one bounded line."""
+    lines = [line.strip() for line in stderr.decode("utf-8", "replace").splitlines()]
+    text = "; ".join(line for line in lines if line and not line.startswith("hint:"))
+    text = text or "no message from git"
+    return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 1] + "…"

@@ -1,0 +1,1 @@
+"""Real rigs for the envs tests: a pty board, a tiny ARM firmware, a private sshd."""

@@ -1,0 +1,22 @@
+"""Finding the host tools the rigs need; under CI a missing tool fails instead of skipping."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+#: sshd lives in sbin, which is not on every user's PATH.
+_EXTRA_PATH = "/usr/sbin:/sbin"
+
+
+def require(program: str, package: str) -> str:
+    """The program's path; skip the test when it is missing, fail when the CI variable is set."""
+    path = shutil.which(program, path=f"{os.environ.get('PATH', '')}:{_EXTRA_PATH}")
+    if path is not None:
+        return path
+    reason = f"{program} not found; apt-get install --no-install-recommends {package}"
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason} (CI is set, so missing tools fail)")
+    pytest.skip(reason)

@@ -1,0 +1,207 @@
+"""Building blocks for acceptance tests: a small project, real agent executables, a runner.
+
+The agents are real executables speaking the `command:` protocol; only their judgement is
+scripted (a list of answers, one per call, the last repeated). Each logs the requests it receives
+so a test can assert what the coder was and was not told.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import stat
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CALC = '''\
+"""A tiny stand-in for firmware logic: three functions, three seeded bugs."""
+
+
+def add(a, b):
+    return a - b
+
+
+def scale(value, factor):
+    return value * factor + 1
+
+
+def clamp(value, low, high):
+    return max(low, value)
+'''
+
+CALC_TESTS = '''\
+from fw import calc
+
+
+def test_add_small():
+    assert calc.add(2, 3) == 5
+
+
+def test_add_negative():
+    assert calc.add(-2, -3) == -5
+
+
+def test_scale_double():
+    assert calc.scale(4, 2) == 8
+
+
+def test_scale_zero():
+    assert calc.scale(7, 0) == 0
+
+
+def test_clamp_high():
+    assert calc.clamp(12, 0, 10) == 10
+
+
+def test_clamp_inside():
+    assert calc.clamp(5, 0, 10) == 5
+'''
+
+FIXES = (
+    ("return a - b", "return a + b"),
+    ("return value * factor + 1", "return value * factor"),
+    ("return max(low, value)", "return max(low, min(value, high))"),
+)
+
+AGENT = """\
+import json, pathlib, sys
+here = pathlib.Path(__file__).parent
+name = pathlib.Path(__file__).stem
+request = json.load(sys.stdin)
+log = here / f"{name}.requests.jsonl"
+with log.open("a") as stream:
+    stream.write(json.dumps(request) + "\\n")
+role = request["role"]
+calls = sum(json.loads(line)["role"] == role for line in log.read_text().splitlines())
+answers = json.loads((here / f"{name}.answers.json").read_text())[role]
+answer = answers[min(calls, len(answers)) - 1]
+if isinstance(answer, dict) and "__exit__" in answer:
+    sys.stderr.write(answer.get("stderr", "agent failed") + "\\n")
+    sys.exit(answer["__exit__"])
+if isinstance(answer, dict) and "__sleep__" in answer:
+    import time
+    time.sleep(answer["__sleep__"])
+print(answer if isinstance(answer, str) else json.dumps(answer))
+"""
+
+
+def unified_diff(path: str, before: str, after: str) -> str:
+    """A git-style diff of one file, as a coder would send it."""
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True),
+        after.splitlines(keepends=True),
+        fromfile=f"a/{path}",
+        tofile=f"b/{path}",
+    )
+    return f"diff --git a/{path} b/{path}\n" + "".join(lines)
+
+
+def coder_answer(patch: str, summary: str = "fix") -> dict[str, Any]:
+    return {
+        "analysis": {"root_cause": summary, "hypotheses": [summary], "confidence": 0.8},
+        "patch": patch,
+        "summary": summary,
+    }
+
+
+APPROVE: dict[str, Any] = {"decision": "approve", "must_fix": [], "risk": 0.1, "summary": "ok"}
+
+
+def calc_fix_patches() -> list[str]:
+    """Three patches, each fixing one bug of CALC, applicable in order."""
+    patches = []
+    text = CALC
+    for old, new in FIXES:
+        fixed = text.replace(old, new)
+        patches.append(unified_diff("fw/calc.py", text, fixed))
+        text = fixed
+    return patches
+
+
+@dataclass
+class Agent:
+    path: Path
+
+    @property
+    def spec(self) -> str:
+        return f"command:{self.path}"
+
+    def requests(self, role: str = "coder") -> list[dict[str, Any]]:
+        log = self.path.with_name(self.path.stem + ".requests.jsonl")
+        if not log.exists():
+            return []
+        requests = [json.loads(line) for line in log.read_text().splitlines()]
+        return [r for r in requests if r["role"] == role]
+
+
+class LoopProject:
+    """A project directory (the rootdir the loop edits) and agents living outside it."""
+
+    def __init__(self, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.pytester = pytester
+        self.root = pytester.path / "proj"
+        self.agents_dir = pytester.path / "agents"
+        self.root.mkdir()
+        self.agents_dir.mkdir()
+        monkeypatch.chdir(self.root)
+        monkeypatch.setenv("CI", "true")
+        for name in [n for n in os.environ if n.startswith("FWLOOP_")]:
+            monkeypatch.delenv(name)
+
+    def write(self, relpath: str, text: str) -> Path:
+        target = self.root / relpath
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        return target
+
+    def calc_suite(self, ini_extra: str = "") -> None:
+        self.write("fw/__init__.py", "")
+        self.write("fw/calc.py", CALC)
+        self.write("tests/test_calc.py", CALC_TESTS)
+        self.write("pytest.ini", f"[pytest]\ntestpaths = tests\npythonpath = .\n{ini_extra}")
+
+    def agent(
+        self, name: str, coder: list[Any], reviewer: list[Any] | None = None
+    ) -> Agent:
+        """An executable answering each role from its own list (the last answer repeats)."""
+        path = self.agents_dir / f"{name}.py"
+        path.write_text(f"#!{sys.executable}\n{AGENT}")
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+        answers = {"coder": coder, "reviewer": reviewer or [APPROVE]}
+        path.with_name(f"{name}.answers.json").write_text(json.dumps(answers))
+        return Agent(path)
+
+    def run(self, *args: str, timeout: float = 300) -> pytest.RunResult:
+        return self.pytester.runpytest_subprocess("--fwloop", *args, timeout=timeout)
+
+    def summary(self) -> dict[str, Any]:
+        [run_dir] = self.run_dirs()
+        return json.loads((run_dir / "summary.json").read_text())  # type: ignore[no-any-return]
+
+    def run_dirs(self) -> list[Path]:
+        runs = self.root / ".fwloop" / "runs"
+        return sorted(runs.iterdir()) if runs.exists() else []
+
+    def events(self) -> list[dict[str, Any]]:
+        [run_dir] = self.run_dirs()
+        lines = (run_dir / "task-events.jsonl").read_text().splitlines()
+        return [json.loads(line) for line in lines]
+
+
+def tree_state(root: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file under root (but .fwloop and .git) with its bytes and mode."""
+    state = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if rel.parts[0] in (".fwloop", ".git", ".pytest_cache", "__pycache__") or (
+            "__pycache__" in rel.parts
+        ):
+            continue
+        if path.is_file():
+            state[rel.as_posix()] = (path.read_bytes(), path.stat().st_mode)
+    return state

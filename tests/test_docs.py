@@ -1,0 +1,22 @@
+"""Docs that are generated or enumerate code-defined sets must not drift from the code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_fwloop import options
+from pytest_fwloop.outcomes import Outcome
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def test_configuration_reference_is_generated_from_the_options() -> None:
+    assert (DOCS / "configuration.md").read_text(encoding="utf-8") == options.render_markdown(), (
+        "regenerate with `python -m pytest_fwloop.options > docs/configuration.md`"
+    )
+
+
+def test_every_outcome_is_explained_in_troubleshooting() -> None:
+    text = (DOCS / "troubleshooting.md").read_text(encoding="utf-8")
+    missing = [o.value for o in Outcome if f"| `{o.value}` |" not in text]
+    assert missing == []

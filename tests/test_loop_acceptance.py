@@ -1,0 +1,426 @@
+"""`pytest --fwloop` end to end, in real subprocesses, one outcome per story."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from loopkit import (
+    APPROVE,
+    CALC,
+    CALC_TESTS,
+    FIXES,
+    LoopProject,
+    calc_fix_patches,
+    coder_answer,
+    tree_state,
+    unified_diff,
+)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> LoopProject:
+    return LoopProject(pytester, monkeypatch)
+
+
+def test_red_to_green_one_fix_per_iteration(project: LoopProject) -> None:
+    project.calc_suite()
+    coder = project.agent("coder", [coder_answer(p, f"fix {i}") for i, p in
+                                    enumerate(calc_fix_patches(), 1)])
+    reviewer = project.agent("reviewer", [], [APPROVE])
+    result = project.run(f"--fwloop-coder={coder.spec}", f"--fwloop-reviewer={reviewer.spec}")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    summary = project.summary()
+    assert summary["outcome"] == "success"
+    assert summary["final_state"] == "SUCCESS"
+    assert summary["convergence_type"] == "success"
+    assert summary["pass_counts"] == [1, 3, 5, 6, 6]
+    assert summary["total_counts"] == [6] * 5
+    assert summary["coder_calls"] == 3
+    assert summary["unresolved"] == []
+    [run_dir] = project.run_dirs()
+    final = (run_dir / "final.patch").read_text()
+    assert "+    return a + b" in final and "return max(low, min(value, high))" in final
+    assert "return a + b" in (project.root / "fw/calc.py").read_text()
+    for name in ("task-events.jsonl", "task-timeline.json", "report.md"):
+        assert (run_dir / name).is_file()
+    for n in ("01", "02", "03", "04", "05"):
+        assert (run_dir / "rounds" / n / "results.json").is_file()
+        assert (run_dir / "rounds" / n / "convergence.json").is_file()
+    assert (run_dir / "rounds" / "02" / "patch.diff").is_file()
+    assert (run_dir / "rounds" / "02" / "coder-1.request.json").is_file()
+    assert not (run_dir / "rounds" / "05" / "patch.diff").exists()  # confirmation: no patch
+    result.stdout.fnmatch_lines(
+        [
+            "*fwloop:*CONVERGENCE_CHECK -> SUCCESS: SUCCESS: pass_rate=100.0% >= target=100.0%*",
+            "*outcome: success (SUCCESS)*",
+            "*iter*kind*passed/total*",
+            "*5*confirmation*6/6*success*",
+        ]
+    )
+    # The coder saw the reviewer's verdict path: every request carries the protocol's fields.
+    request = coder.requests()[0]
+    for key in ("role", "iteration", "goal", "workspace", "failures", "history", "must_fix",
+                "patch", "schema"):
+        assert key in request
+    assert request["iteration"] == 2
+    assert {f["nodeid"] for f in request["failures"]} == {
+        f"tests/test_calc.py::{name}"
+        for name in ("test_add_small", "test_add_negative", "test_scale_double", "test_scale_zero",
+                     "test_clamp_high", "test_clamp_inside")
+    } - {"tests/test_calc.py::test_clamp_inside"}
+
+
+def test_confirm_runs_zero_ends_at_the_first_green(project: LoopProject) -> None:
+    project.calc_suite()
+    coder = project.agent("coder", [coder_answer(p) for p in calc_fix_patches()])
+    result = project.run(f"--fwloop-coder={coder.spec}", "--fwloop-confirm-runs=0")
+    assert result.ret == pytest.ExitCode.OK
+    assert project.summary()["pass_counts"] == [1, 3, 5, 6]
+
+
+def test_a_coder_that_never_helps_converges_with_improvement_at_5(
+    project: LoopProject, pytester: pytest.Pytester
+) -> None:
+    project.calc_suite()
+    # Only the clamp bug left: 5 of 6 pass, a failure rate well under seed 001's 70% threshold.
+    one_bug = CALC
+    for old, new in FIXES[:2]:
+        one_bug = one_bug.replace(old, new)
+    project.write("fw/calc.py", one_bug)
+    subprocess.run(["git", "init", "-q"], cwd=project.root, check=True)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "add", "-A"], cwd=project.root, check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], cwd=project.root, check=True)
+    subprocess.run([*git, "branch", "feature"], cwd=project.root, check=True)
+    project.write("fw/notes.txt", "stash me\n")
+    subprocess.run([*git, "stash", "-u", "-q"], cwd=project.root, check=True)
+    project.write("fw/calc.py", one_bug + "\n# an uncommitted edit\n")
+    project.write("fw/untracked.py", "UNTRACKED = True\n")
+    subprocess.run([*git, "add", "fw/untracked.py"], cwd=project.root, check=True)
+    project.write("fw/also_untracked.txt", "scratch\n")
+    before_tree = tree_state(project.root)
+
+    def git_state() -> tuple[bytes, ...]:
+        outputs = [
+            subprocess.run(cmd, cwd=project.root, capture_output=True, check=True).stdout
+            for cmd in (
+                ["git", "rev-parse", "HEAD"],
+                ["git", "for-each-ref"],
+                ["git", "stash", "list"],
+                ["git", "status", "--porcelain=v2"],
+            )
+        ]
+        return (*outputs, (project.root / ".git" / "index").read_bytes())
+
+    before_git = git_state()
+    current = one_bug + "\n# an uncommitted edit\n"
+    useless = []
+    for i in range(1, 10):
+        changed = current + f"# attempt {i}\n"
+        useless.append(coder_answer(unified_diff("fw/calc.py", current, changed), f"try {i}"))
+        current = changed
+    coder = project.agent("coder", useless)
+    result = project.run(f"--fwloop-coder={coder.spec}")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    summary = project.summary()
+    assert summary["outcome"] == "converged_with_improvement"
+    assert summary["iterations"] == 5
+    assert summary["pass_counts"] == [5] * 5
+    assert summary["final_state"] == "FAILURE"
+    assert "CONVERGED_WITH_IMPROVEMENT: best_pass_count=5" in summary["reason"]
+    assert tree_state(project.root) == before_tree
+    assert git_state() == before_git
+    [run_dir] = project.run_dirs()
+    assert not (run_dir / "best.patch").exists()  # nothing beat the baseline
+    result.stdout.fnmatch_lines(["*outcome: converged_with_improvement (FAILURE)*",
+                                 "*restored to its baseline*"])
+
+
+@pytest.mark.parametrize(
+    ("path", "what"),
+    [("tests/test_calc.py", "protected"), ("../outside.py", "outside")],
+)
+def test_policy_violations_are_never_applied(project: LoopProject, path: str, what: str) -> None:
+    project.calc_suite()
+    before = tree_state(project.root)
+    hostile = f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-x\n+y\n"
+    if what == "protected":
+        hostile = unified_diff(path, CALC_TESTS, "def test_nothing():\n    pass\n")
+    coder = project.agent("coder", [coder_answer(hostile)])
+    reviewer = project.agent("reviewer", [], [APPROVE])
+    result = project.run(f"--fwloop-coder={coder.spec}", f"--fwloop-reviewer={reviewer.spec}")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    summary = project.summary()
+    assert summary["outcome"] == "policy_violation"
+    assert len(coder.requests()) == 3  # first try + two regenerations under tighter constraints
+    assert reviewer.requests("reviewer") == []  # the reviewer never sees a patch the policy refused
+    assert tree_state(project.root) == before
+    assert not (project.pytester.path / "outside.py").exists()
+    retry = coder.requests()[1]
+    assert retry["must_fix"] and retry["constraints"]
+    [run_dir] = project.run_dirs()
+    assert len(list((run_dir / "rounds" / "02").glob("rejected-*-policy.diff"))) == 3
+
+
+def test_environment_failure_is_retried_and_never_sent_to_the_coder(
+    project: LoopProject,
+) -> None:
+    project.calc_suite()
+    flag = project.pytester.path / "board-was-down"
+    project.write(
+        "tests/conftest.py",
+        f"""
+import pathlib
+import pytest
+
+FLAG = pathlib.Path({str(flag)!r})
+
+@pytest.fixture
+def board():
+    if not FLAG.exists():
+        FLAG.write_text("down once")
+        raise ConnectionRefusedError("board at 127.0.0.1:4444 refused the connection")
+    return "up"
+""",
+    )
+    project.write(
+        "tests/test_board.py",
+        "def test_board_answers(board):\n    assert board == 'up'\n",
+    )
+    coder = project.agent("coder", [coder_answer(p) for p in calc_fix_patches()])
+    result = project.run(f"--fwloop-coder={coder.spec}")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    summary = project.summary()
+    assert summary["outcome"] == "success"
+    assert summary["pass_counts"][0] == 2  # clamp_inside, and the board test on its rerun
+    for request in coder.requests():
+        assert all("test_board" not in f["nodeid"] for f in request["failures"])
+    recoveries = [e for e in project.events() if e["from"] == "ERROR_RECOVERY"]
+    assert [e["to"] for e in recoveries] == ["TEST_SETUP"]
+    assert recoveries[0]["retry_count"] == 1
+    assert "TEST_ENV_FAILURE" in recoveries[0]["reason"]
+
+
+def test_environment_that_stays_down_ends_env_unavailable(project: LoopProject) -> None:
+    project.calc_suite()
+    project.write(
+        "tests/test_board.py",
+        """
+import pytest
+
+@pytest.fixture
+def board():
+    raise ConnectionRefusedError("board at 127.0.0.1:4444 refused the connection")
+
+def test_board_answers(board):
+    pass
+""",
+    )
+    coder = project.agent("coder", [coder_answer(p) for p in calc_fix_patches()])
+    result = project.run(f"--fwloop-coder={coder.spec}")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    summary = project.summary()
+    assert summary["outcome"] == "env_unavailable"
+    assert "ConnectionRefusedError" in summary["reason"] or "ConnectionError" in summary["reason"]
+    assert coder.requests() == []
+
+
+def test_broken_build_is_rolled_back_and_diagnostics_reach_the_coder(
+    project: LoopProject,
+) -> None:
+    project.calc_suite()
+    project.write(
+        "build.py",
+        "import py_compile, sys\n"
+        "try:\n    py_compile.compile('fw/calc.py', doraise=True)\n"
+        "except py_compile.PyCompileError as exc:\n    print(f'error: {exc.msg}')\n    sys.exit(2)\n",
+    )
+    broken = unified_diff("fw/calc.py", CALC, CALC.replace("return a - b", "return a +* b"))
+    good = calc_fix_patches()
+    coder = project.agent("coder", [coder_answer(broken), *[coder_answer(p) for p in good]])
+    result = project.run(
+        f"--fwloop-coder={coder.spec}", f"--fwloop-build={sys.executable} build.py"
+    )
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    retry = coder.requests()[1]
+    assert "broke the build" in retry["must_fix"][0]["issue"]
+    assert "SyntaxError" in retry["must_fix"][0]["issue"] or "invalid" in retry["must_fix"][0]["issue"]
+    assert project.summary()["coder_calls"] == 4
+
+
+def test_baseline_build_failure_ends_build_failed(project: LoopProject) -> None:
+    project.calc_suite()
+    coder = project.agent("coder", [coder_answer(calc_fix_patches()[0])])
+    result = project.run(f"--fwloop-coder={coder.spec}", "--fwloop-build=false")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert project.summary()["outcome"] == "build_failed"
+    missing = project.run(f"--fwloop-coder={coder.spec}", "--fwloop-build=no-such-make-xyz")
+    assert missing.ret == pytest.ExitCode.TESTS_FAILED
+    missing.stdout.fnmatch_lines(["*build tool 'no-such-make-xyz' not found on PATH*"])
+
+
+def test_unappliable_patch_ends_patch_apply_failed(project: LoopProject) -> None:
+    project.calc_suite()
+    stale = unified_diff("fw/calc.py", CALC.replace("a - b", "a * b"), CALC)
+    coder = project.agent("coder", [coder_answer(stale)])
+    result = project.run(f"--fwloop-coder={coder.spec}")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert project.summary()["outcome"] == "patch_apply_failed"
+    assert "does not apply" in coder.requests()[1]["must_fix"][0]["issue"]
+
+
+def test_reviewer_changes_requested_goes_back_to_the_coder(project: LoopProject) -> None:
+    project.calc_suite()
+    patches = calc_fix_patches()
+    coder = project.agent("coder", [coder_answer(p) for p in [patches[0], *patches]])
+    reviewer = project.agent(
+        "reviewer",
+        [],
+        [
+            {"decision": "changes_requested", "must_fix": [{"issue": "add a comment"}],
+             "risk": 0.3, "summary": "nearly"},
+            APPROVE,
+        ],
+    )
+    result = project.run(f"--fwloop-coder={coder.spec}", f"--fwloop-reviewer={reviewer.spec}")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert coder.requests()[1]["must_fix"] == [{"issue": "add a comment", "file": None,
+                                                "line": None}]
+    assert reviewer.requests("reviewer")[0]["patch"] == patches[0]
+
+
+def test_reviewer_invalid_twice_is_review_schema_invalid(project: LoopProject) -> None:
+    project.calc_suite()
+    coder = project.agent("coder", [coder_answer(calc_fix_patches()[0])])
+    reviewer = project.agent("reviewer", [], [{"decision": "maybe", "risk": 3}])
+    result = project.run(f"--fwloop-coder={coder.spec}", f"--fwloop-reviewer={reviewer.spec}")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert project.summary()["outcome"] == "review_schema_invalid"
+    assert len(reviewer.requests("reviewer")) == 2
+    assert reviewer.requests("reviewer")[1]["validation_errors"]
+    assert tree_state(project.root)["fw/calc.py"][0].decode() == CALC
+
+
+def test_garbage_coder_is_retried_once_then_provider_bad_output(project: LoopProject) -> None:
+    project.calc_suite()
+    coder = project.agent("coder", ["this is not json"])
+    result = project.run(f"--fwloop-coder={coder.spec}")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert project.summary()["outcome"] == "provider_bad_output"
+    assert len(coder.requests()) == 2
+
+
+def test_missing_coder_executable_is_provider_not_found(project: LoopProject) -> None:
+    project.calc_suite()
+    result = project.run("--fwloop-coder=command:/no/such/agent")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert project.summary()["outcome"] == "provider_not_found"
+
+
+def test_no_coder_is_a_usage_error_naming_the_providers(project: LoopProject) -> None:
+    project.calc_suite()
+    result = project.run()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*fwloop: no coder configured*command:PATH*scripted:DIR*"])
+    assert project.run_dirs() == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--max-iter=0"], "*--max-iter=0: must be a whole number >= 1*"),
+        (["--fwloop-mode=sometimes"], "*--fwloop-mode=sometimes: must be one of*"),
+        (["--fwloop-criteria=nope.toml"], "*nope.toml*"),
+        (["--fwloop-coder=bogus"], "*unknown provider 'bogus'*"),
+    ],
+)
+def test_bad_options_are_one_line_usage_errors(
+    project: LoopProject, args: list[str], message: str
+) -> None:
+    project.calc_suite("fwloop_coder = rules\n")
+    result = project.run(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_high_failure_rate_ends_as_failure_at_iteration_3(project: LoopProject) -> None:
+    project.calc_suite()
+    current = CALC
+    answers = []
+    for i in range(1, 5):
+        changed = current + f"# try {i}\n"
+        answers.append(coder_answer(unified_diff("fw/calc.py", current, changed)))
+        current = changed
+    # 1 of 6 passes: failure rate 83% > 70% for three iterations (seed 001 example 3).
+    coder = project.agent("coder", answers)
+    result = project.run(f"--fwloop-coder={coder.spec}")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    summary = project.summary()
+    assert summary["outcome"] == "failure"
+    assert summary["iterations"] == 3
+    assert summary["reason"].startswith("FAILURE: failure_rate=83.3% > threshold=70.0%")
+
+
+def test_max_iter_reached(project: LoopProject) -> None:
+    project.calc_suite()
+    coder = project.agent("coder", [coder_answer(p) for p in calc_fix_patches()])
+    result = project.run(f"--fwloop-coder={coder.spec}", "--max-iter=2")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    summary = project.summary()
+    assert summary["outcome"] == "max_iterations_reached"
+    assert summary["convergence_type"] == "timeout"
+    [run_dir] = project.run_dirs()
+    assert "return a + b" in (run_dir / "best.patch").read_text()
+    assert (project.root / "fw/calc.py").read_text() == CALC
+
+
+def test_sigterm_aborts_restores_the_tree_and_exits_2(project: LoopProject) -> None:
+    project.calc_suite()
+    project.write("tests/test_slow.py", "import time\n\ndef test_slow():\n    time.sleep(60)\n")
+    before = tree_state(project.root)
+    coder = project.agent("coder", [coder_answer(calc_fix_patches()[0])])
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "--fwloop", f"--fwloop-coder={coder.spec}"],
+        cwd=project.root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert process.stdout is not None
+    for line in process.stdout:
+        if "TEST_SETUP -> TEST_RUN" in line:
+            break
+    time.sleep(0.5)
+    process.send_signal(signal.SIGTERM)
+    output = process.communicate(timeout=60)[0]
+    assert process.returncode == pytest.ExitCode.INTERRUPTED, output
+    summary = project.summary()
+    assert summary["outcome"] == "canceled"
+    assert summary["final_state"] == "ABORTED"
+    assert tree_state(project.root) == before
+    assert "-> ABORTED" in output
+
+
+def test_events_carry_the_decision_trace_fields(project: LoopProject) -> None:
+    project.calc_suite()
+    coder = project.agent("coder", [coder_answer(p) for p in calc_fix_patches()])
+    project.run(f"--fwloop-coder={coder.spec}")
+    events = project.events()
+    assert events[0]["from"] == "IDLE" and events[0]["to"] == "INIT"
+    assert events[-1]["to"] == "SUCCESS"
+    for event in events:
+        assert set(event) >= {"time", "from", "to", "event", "reason", "iteration", "evidence",
+                              "retry_count", "retry_reason"}
+    [run_dir] = project.run_dirs()
+    timeline = json.loads((run_dir / "task-timeline.json").read_text())
+    assert [it["kind"] for it in timeline["iterations"]] == [
+        "baseline", "patch", "patch", "patch", "confirmation"
+    ]
