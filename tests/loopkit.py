@@ -34,7 +34,7 @@ def clamp(value, low, high):
     return max(low, value)
 '''
 
-CALC_TESTS = '''\
+CALC_TESTS = """\
 from fw import calc
 
 
@@ -60,7 +60,7 @@ def test_clamp_high():
 
 def test_clamp_inside():
     assert calc.clamp(5, 0, 10) == 5
-'''
+"""
 
 FIXES = (
     ("return a - b", "return a + b"),
@@ -165,9 +165,7 @@ class LoopProject:
         self.write("tests/test_calc.py", CALC_TESTS)
         self.write("pytest.ini", f"[pytest]\ntestpaths = tests\npythonpath = .\n{ini_extra}")
 
-    def agent(
-        self, name: str, coder: list[Any], reviewer: list[Any] | None = None
-    ) -> Agent:
+    def agent(self, name: str, coder: list[Any], reviewer: list[Any] | None = None) -> Agent:
         """An executable answering each role from its own list (the last answer repeats)."""
         path = self.agents_dir / f"{name}.py"
         path.write_text(f"#!{sys.executable}\n{AGENT}")

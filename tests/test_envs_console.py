@@ -12,7 +12,7 @@ import pytest
 import serial
 
 from envs_support.board import Board
-from envs_support.tools import require
+from envs_support.tools import INNER_ARGS, require
 from pytest_fwloop.envs.console import Console
 from pytest_fwloop.envs.errors import ConsoleTimeout, EnvironmentFailure
 from pytest_fwloop.envs.fixtures import log_file_name
@@ -24,6 +24,13 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 TIMEOUT = 10.0
+
+
+@pytest.fixture(autouse=True)
+def not_an_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The in-process pytester runs must not see this run's own xdist worker variables."""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
 
 
 @pytest.fixture
@@ -234,7 +241,7 @@ def test_fwloop_serial_fixture_logs_and_reports(
     )
     logs = tmp_path / "console-logs"
     monkeypatch.setenv("FWLOOP_CONSOLE_LOG_DIR", str(logs))
-    result = pytester.runpytest("-p", "pytest_fwloop.envs.fixtures")
+    result = pytester.runpytest(*INNER_ARGS)
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(
         ["*ConsoleTimeout: fwloop: console*", "*- fwloop console -*", "*marker-for-the-report*"]
@@ -251,7 +258,7 @@ def test_fwloop_serial_fixture_logs_and_reports(
 
 def test_fwloop_serial_without_url_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_it(fwloop_serial): pass")
-    result = pytester.runpytest("-p", "pytest_fwloop.envs.fixtures")
+    result = pytester.runpytest(*INNER_ARGS)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
         ["*UsageError: fwloop: the fwloop_serial fixture needs ini fwloop_serial_url*e.g.*"]
@@ -279,9 +286,9 @@ def test_pool_entry_per_worker(
         for worker in ("gw0", "gw1"):
             monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
             monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
-            pytester.runpytest("-p", "pytest_fwloop.envs.fixtures").assert_outcomes(passed=1)
+            pytester.runpytest(*INNER_ARGS).assert_outcomes(passed=1)
         monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "3")
-        result = pytester.runpytest("-p", "pytest_fwloop.envs.fixtures")
+        result = pytester.runpytest(*INNER_ARGS)
         result.assert_outcomes(errors=1)
         result.stdout.fnmatch_lines(
             ["*UsageError: fwloop: ini fwloop_serial_pool: 2 entries for 3 pytest-xdist workers*"]
@@ -308,7 +315,7 @@ def test_pool_under_real_xdist(pytester: pytest.Pytester, tmp_path: Path) -> Non
                 fwloop_serial.expect(str(n))
             """
         )
-        result = pytester.runpytest_subprocess("-p", "pytest_fwloop.envs.fixtures", "-n", "2")
+        result = pytester.runpytest_subprocess(*INNER_ARGS, "-n", "2")
         result.assert_outcomes(passed=4)
     finally:
         for board in boards:

@@ -9,11 +9,24 @@ from pytest_fwloop.fsm import State
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "fsm.md"
 
-SEED_STATES = (
-    "IDLE INIT CODE_ANALYSIS PATCH_GENERATION PATCH_APPLY BUILD_SETUP BUILD_RUN TEST_SETUP "
-    "TEST_RUN RESULT_COLLECTION RESULT_ANALYSIS CONVERGENCE_CHECK ERROR_RECOVERY SUCCESS FAILURE "
-    "ABORTED"
-).split()
+SEED_STATES = [
+    "IDLE",
+    "INIT",
+    "CODE_ANALYSIS",
+    "PATCH_GENERATION",
+    "PATCH_APPLY",
+    "BUILD_SETUP",
+    "BUILD_RUN",
+    "TEST_SETUP",
+    "TEST_RUN",
+    "RESULT_COLLECTION",
+    "RESULT_ANALYSIS",
+    "CONVERGENCE_CHECK",
+    "ERROR_RECOVERY",
+    "SUCCESS",
+    "FAILURE",
+    "ABORTED",
+]
 
 
 def test_states_are_seed_001s_top_level_set() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -32,8 +33,9 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> LoopP
 
 def test_red_to_green_one_fix_per_iteration(project: LoopProject) -> None:
     project.calc_suite()
-    coder = project.agent("coder", [coder_answer(p, f"fix {i}") for i, p in
-                                    enumerate(calc_fix_patches(), 1)])
+    coder = project.agent(
+        "coder", [coder_answer(p, f"fix {i}") for i, p in enumerate(calc_fix_patches(), 1)]
+    )
     reviewer = project.agent("reviewer", [], [APPROVE])
     result = project.run(f"--fwloop-coder={coder.spec}", f"--fwloop-reviewer={reviewer.spec}")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
@@ -47,7 +49,8 @@ def test_red_to_green_one_fix_per_iteration(project: LoopProject) -> None:
     assert summary["unresolved"] == []
     [run_dir] = project.run_dirs()
     final = (run_dir / "final.patch").read_text()
-    assert "+    return a + b" in final and "return max(low, min(value, high))" in final
+    assert "+    return a + b" in final
+    assert "return max(low, min(value, high))" in final
     assert "return a + b" in (project.root / "fw/calc.py").read_text()
     for name in ("task-events.jsonl", "task-timeline.json", "report.md"):
         assert (run_dir / name).is_file()
@@ -67,14 +70,29 @@ def test_red_to_green_one_fix_per_iteration(project: LoopProject) -> None:
     )
     # The coder saw the reviewer's verdict path: every request carries the protocol's fields.
     request = coder.requests()[0]
-    for key in ("role", "iteration", "goal", "workspace", "failures", "history", "must_fix",
-                "patch", "schema"):
+    for key in (
+        "role",
+        "iteration",
+        "goal",
+        "workspace",
+        "failures",
+        "history",
+        "must_fix",
+        "patch",
+        "schema",
+    ):
         assert key in request
     assert request["iteration"] == 2
     assert {f["nodeid"] for f in request["failures"]} == {
         f"tests/test_calc.py::{name}"
-        for name in ("test_add_small", "test_add_negative", "test_scale_double", "test_scale_zero",
-                     "test_clamp_high", "test_clamp_inside")
+        for name in (
+            "test_add_small",
+            "test_add_negative",
+            "test_scale_double",
+            "test_scale_zero",
+            "test_clamp_high",
+            "test_clamp_inside",
+        )
     } - {"tests/test_calc.py::test_clamp_inside"}
 
 
@@ -140,8 +158,9 @@ def test_a_coder_that_never_helps_converges_with_improvement_at_5(
     assert git_state() == before_git
     [run_dir] = project.run_dirs()
     assert not (run_dir / "best.patch").exists()  # nothing beat the baseline
-    result.stdout.fnmatch_lines(["*outcome: converged_with_improvement (FAILURE)*",
-                                 "*restored to its baseline*"])
+    result.stdout.fnmatch_lines(
+        ["*outcome: converged_with_improvement (FAILURE)*", "*restored to its baseline*"]
+    )
 
 
 @pytest.mark.parametrize(
@@ -165,7 +184,8 @@ def test_policy_violations_are_never_applied(project: LoopProject, path: str, wh
     assert tree_state(project.root) == before
     assert not (project.pytester.path / "outside.py").exists()
     retry = coder.requests()[1]
-    assert retry["must_fix"] and retry["constraints"]
+    assert retry["must_fix"]
+    assert retry["constraints"]
     [run_dir] = project.run_dirs()
     assert len(list((run_dir / "rounds" / "02").glob("rejected-*-policy.diff"))) == 3
 
@@ -241,7 +261,9 @@ def test_broken_build_is_rolled_back_and_diagnostics_reach_the_coder(
         "build.py",
         "import py_compile, sys\n"
         "try:\n    py_compile.compile('fw/calc.py', doraise=True)\n"
-        "except py_compile.PyCompileError as exc:\n    print(f'error: {exc.msg}')\n    sys.exit(2)\n",
+        "except py_compile.PyCompileError as exc:\n"
+        "    print(f'error: {exc.msg}')\n"
+        "    sys.exit(2)\n",
     )
     broken = unified_diff("fw/calc.py", CALC, CALC.replace("return a - b", "return a +* b"))
     good = calc_fix_patches()
@@ -252,7 +274,9 @@ def test_broken_build_is_rolled_back_and_diagnostics_reach_the_coder(
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     retry = coder.requests()[1]
     assert "broke the build" in retry["must_fix"][0]["issue"]
-    assert "SyntaxError" in retry["must_fix"][0]["issue"] or "invalid" in retry["must_fix"][0]["issue"]
+    assert (
+        "SyntaxError" in retry["must_fix"][0]["issue"] or "invalid" in retry["must_fix"][0]["issue"]
+    )
     assert project.summary()["coder_calls"] == 4
 
 
@@ -285,15 +309,20 @@ def test_reviewer_changes_requested_goes_back_to_the_coder(project: LoopProject)
         "reviewer",
         [],
         [
-            {"decision": "changes_requested", "must_fix": [{"issue": "add a comment"}],
-             "risk": 0.3, "summary": "nearly"},
+            {
+                "decision": "changes_requested",
+                "must_fix": [{"issue": "add a comment"}],
+                "risk": 0.3,
+                "summary": "nearly",
+            },
             APPROVE,
         ],
     )
     result = project.run(f"--fwloop-coder={coder.spec}", f"--fwloop-reviewer={reviewer.spec}")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    assert coder.requests()[1]["must_fix"] == [{"issue": "add a comment", "file": None,
-                                                "line": None}]
+    assert coder.requests()[1]["must_fix"] == [
+        {"issue": "add a comment", "file": None, "line": None}
+    ]
     assert reviewer.requests("reviewer")[0]["patch"] == patches[0]
 
 
@@ -414,13 +443,183 @@ def test_events_carry_the_decision_trace_fields(project: LoopProject) -> None:
     coder = project.agent("coder", [coder_answer(p) for p in calc_fix_patches()])
     project.run(f"--fwloop-coder={coder.spec}")
     events = project.events()
-    assert events[0]["from"] == "IDLE" and events[0]["to"] == "INIT"
+    assert (events[0]["from"], events[0]["to"]) == ("IDLE", "INIT")
     assert events[-1]["to"] == "SUCCESS"
     for event in events:
-        assert set(event) >= {"time", "from", "to", "event", "reason", "iteration", "evidence",
-                              "retry_count", "retry_reason"}
+        assert set(event) >= {
+            "time",
+            "from",
+            "to",
+            "event",
+            "reason",
+            "iteration",
+            "evidence",
+            "retry_count",
+            "retry_reason",
+        }
     [run_dir] = project.run_dirs()
     timeline = json.loads((run_dir / "task-timeline.json").read_text())
     assert [it["kind"] for it in timeline["iterations"]] == [
-        "baseline", "patch", "patch", "patch", "confirmation"
+        "baseline",
+        "patch",
+        "patch",
+        "patch",
+        "confirmation",
     ]
+
+
+def _plateau_answers() -> tuple[str, list[dict[str, object]]]:
+    """A baseline at 3/6, one fix (5/6), its revert (3/6), then patches that change nothing."""
+    base = CALC.replace(*FIXES[0])
+    fixed = base.replace(*FIXES[1])
+    answers = [
+        coder_answer(unified_diff("fw/calc.py", base, fixed), "fix scale"),
+        coder_answer(unified_diff("fw/calc.py", fixed, base), "revert scale"),
+    ]
+    current = base
+    for i in range(1, 12):
+        changed = current + f"# idea {i}\n"
+        answers.append(coder_answer(unified_diff("fw/calc.py", current, changed), f"idea {i}"))
+        current = changed
+    return base, answers
+
+
+def test_ci_plateau_fails_the_pipeline(project: LoopProject) -> None:
+    base, answers = _plateau_answers()
+    project.calc_suite()
+    project.write("fw/calc.py", base)
+    coder = project.agent("coder", answers)
+    result = project.run(f"--fwloop-coder={coder.spec}")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    summary = project.summary()
+    assert summary["outcome"] == "plateaued"
+    assert summary["pass_counts"] == [3, 5, 3, 3, 3, 3, 3]
+    assert summary["reason"].startswith("PLATEAUED: avg_improvement=0.00% < 1.00%")
+    [run_dir] = project.run_dirs()
+    assert "+    return value * factor\n" in (run_dir / "best.patch").read_text()
+
+
+def test_ci_terminate_as_warning_exits_0_with_a_loud_warning(project: LoopProject) -> None:
+    base, answers = _plateau_answers()
+    project.calc_suite("fwloop_ci_terminate_as = warning\n")
+    project.write("fw/calc.py", base)
+    coder = project.agent("coder", answers)
+    result = project.run(f"--fwloop-coder={coder.spec}")
+    assert result.ret == pytest.ExitCode.OK
+    assert project.summary()["outcome"] == "plateaued"
+    result.stdout.fnmatch_lines(["*WARNING: outcome plateaued exits 0 only because*NOT green*"])
+
+
+def test_interactive_plateau_without_a_terminal_awaits_the_operator(project: LoopProject) -> None:
+    base, answers = _plateau_answers()
+    project.calc_suite()
+    project.write("fw/calc.py", base)
+    coder = project.agent("coder", answers)
+    result = project.run(f"--fwloop-coder={coder.spec}", "--fwloop-mode=interactive")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    summary = project.summary()
+    assert summary["outcome"] == "awaiting_operator_confirm"
+    assert summary["final_state"] == "ABORTED"
+    assert (project.root / "fw/calc.py").read_text() == base
+
+
+def test_auto_mode_switches_strategy_twice_then_stops(project: LoopProject) -> None:
+    base, answers = _plateau_answers()
+    project.calc_suite()
+    project.write("fw/calc.py", base)
+    coder = project.agent("coder", answers)
+    result = project.run(f"--fwloop-coder={coder.spec}", "--fwloop-mode=auto")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    summary = project.summary()
+    assert summary["outcome"] == "plateaued"
+    assert summary["iterations"] == 9
+    assert "strategy switches" in summary["reason"] or "(2)" in summary["reason"]
+    switched = [r for r in coder.requests() if any("abandon" in c for c in r["constraints"])]
+    assert [r["iteration"] for r in switched] == [8, 9]
+
+
+def test_conftest_hook_replaces_the_reviewer_schema(project: LoopProject) -> None:
+    project.calc_suite()
+    project.write(
+        "conftest.py",
+        """
+def pytest_fwloop_schema(config, role, schema):
+    if role == "reviewer":
+        stricter = dict(schema)
+        stricter["required"] = [*schema["required"], "ticket"]
+        return stricter
+    return None
+""",
+    )
+    coder = project.agent("coder", [coder_answer(p) for p in calc_fix_patches()])
+    result = project.run(f"--fwloop-coder={coder.spec}")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert project.summary()["outcome"] == "review_schema_invalid"
+    assert "ticket" in coder.requests("reviewer")[0]["schema"]["required"]
+
+
+def test_fwloop_cancel_stops_the_run_and_restores_the_tree(project: LoopProject) -> None:
+    project.calc_suite()
+    project.write("tests/test_slow.py", "import time\n\ndef test_slow():\n    time.sleep(60)\n")
+    before = tree_state(project.root)
+    coder = project.agent("coder", [coder_answer(calc_fix_patches()[0])])
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "--fwloop", f"--fwloop-coder={coder.spec}"],
+        cwd=project.root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert process.stdout is not None
+    for line in process.stdout:
+        if "TEST_SETUP -> TEST_RUN" in line:
+            break
+    cancel = subprocess.run(
+        [sys.executable, "-m", "pytest_fwloop.cli", "cancel", str(project.root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert cancel.returncode == 0, cancel.stderr
+    assert "stopped; the tree is restored" in cancel.stdout
+    process.communicate(timeout=60)
+    assert process.returncode == pytest.ExitCode.INTERRUPTED
+    assert project.summary()["outcome"] == "canceled"
+    assert tree_state(project.root) == before
+
+
+def test_a_killed_controller_is_recovered_on_the_next_start(project: LoopProject) -> None:
+    project.calc_suite()
+    hang = project.pytester.path / "hang"
+    hang.touch()
+    project.write(
+        "tests/test_slow.py",
+        # Hangs only once the first patch is in, so the kill lands mid-iteration 2.
+        f"import pathlib, time\nfrom fw import calc\n\ndef test_slow():\n"
+        f"    if calc.add(2, 3) == 5 and pathlib.Path({str(hang)!r}).exists():\n"
+        "        time.sleep(60)\n",
+    )
+    before = tree_state(project.root)
+    coder = project.agent("coder", [coder_answer(p) for p in calc_fix_patches()])
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "--fwloop", f"--fwloop-coder={coder.spec}"],
+        cwd=project.root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    assert process.stdout is not None
+    for line in process.stdout:
+        if "[2] TEST_SETUP -> TEST_RUN" in line:  # the first patch is applied by now
+            break
+    assert "return a + b" in (project.root / "fw/calc.py").read_text()
+    os.killpg(process.pid, signal.SIGKILL)
+    process.communicate()
+    hang.unlink()
+    result = project.run(f"--fwloop-coder={coder.spec}", "--max-iter=1")
+    result.stdout.fnmatch_lines(["*recovered the tree of interrupted run*restored 1 path(s)*"])
+    _killed, latest = project.run_dirs()
+    recovered = json.loads((latest / "recovered.json").read_text())
+    assert recovered["restored_paths"] == ["fw/calc.py"]
+    assert tree_state(project.root) == before

@@ -64,12 +64,16 @@ def test_prints_then_fails():
 def _run(pytester: pytest.Pytester, *args: str) -> IterationResults:
     pytester.makepyfile(test_suite=SUITE)
     report = pytester.path / "out" / "results.json"
-    pytester.runpytest_subprocess(f"--fwloop-child-report={report}", "-p", "no:cacheprovider", *args)
+    pytester.runpytest_subprocess(
+        f"--fwloop-child-report={report}", "-p", "no:cacheprovider", *args
+    )
     return IterationResults.model_validate_json(report.read_text())
 
 
 @pytest.mark.parametrize("extra", [(), ("-n", "2")], ids=["serial", "xdist"])
-def test_every_outcome_and_phase_is_recorded(pytester: pytest.Pytester, extra: tuple[str, ...]) -> None:
+def test_every_outcome_and_phase_is_recorded(
+    pytester: pytest.Pytester, extra: tuple[str, ...]
+) -> None:
     results = _run(pytester, *extra)
     by_id = {t.nodeid.split("::")[-1]: t for t in results.tests}
     expected = {
@@ -105,7 +109,11 @@ def test_collection_error_is_an_error_record(pytester: pytest.Pytester) -> None:
     assert result.ret == pytest.ExitCode.INTERRUPTED
     results = IterationResults.model_validate_json(report.read_text())
     [record] = results.tests
-    assert (record.nodeid, record.outcome, record.phase) == ("test_broken_import.py", "error", "collect")
+    assert (record.nodeid, record.outcome, record.phase) == (
+        "test_broken_import.py",
+        "error",
+        "collect",
+    )
     assert "no_such_module_fwloop" in record.longrepr
     assert (results.pass_count, results.total_count) == (0, 1)
 

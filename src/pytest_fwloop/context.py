@@ -52,9 +52,7 @@ def excerpt(text: str, budget: int) -> str:
     return text[:head] + marker + text[len(text) - (room - head) :]
 
 
-def pack_failures(
-    records: Sequence[TestRecord], cap_bytes: int, root: str = ""
-) -> list[Failure]:
+def pack_failures(records: Sequence[TestRecord], cap_bytes: int, root: str = "") -> list[Failure]:
     """One entry per failing test; the full excerpt only on the first test of each signature."""
     clusters: dict[str, list[TestRecord]] = {}
     for record in records:

@@ -214,9 +214,7 @@ class Controller:
             "reason": step.reason,
             "iteration": self.current.number,
             "evidence": list(step.evidence),
-            "retry_count": self.retries.get(self.error.type, 0)
-            if recovering and self.error
-            else 0,
+            "retry_count": self.retries.get(self.error.type, 0) if recovering and self.error else 0,
             "retry_reason": self.error.reason if recovering and self.error else None,
         }
         self.recorder.append_event(event)
@@ -259,9 +257,10 @@ class Controller:
         if build is None:
             return Step("no_build", "no build command configured")
         program = "/bin/sh" if isinstance(build, str) else build[0]
-        if shutil.which(program, path=os.environ.get("PATH")) is None and not Path(
-            self.settings.rootdir, program
-        ).is_file():
+        if (
+            shutil.which(program, path=os.environ.get("PATH")) is None
+            and not Path(self.settings.rootdir, program).is_file()
+        ):
             return self.fail(
                 ErrorState(
                     ErrorType.BUILD_FAILURE,
@@ -331,9 +330,7 @@ class Controller:
             self.recorder.write_text(
                 self.recorder.relative(selection), "\n".join(self.env_rerun) + "\n"
             )
-            return Step(
-                "env_ready", f"environment reset; rerunning {len(self.env_rerun)} test(s)"
-            )
+            return Step("env_ready", f"environment reset; rerunning {len(self.env_rerun)} test(s)")
         selection.unlink(missing_ok=True)
         return Step("env_ready", "child pytest prepared")
 
@@ -498,7 +495,7 @@ class Controller:
     def convergence_check(self) -> Step:
         iteration = self.current
         self.checker.add_iteration_result(iteration.pass_count, iteration.total_count)
-        stop, verdict, reason = self.checker.check_convergence(
+        _, verdict, reason = self.checker.check_convergence(
             iteration.number, self.settings.max_iter
         )
         iteration.convergence_type = verdict.value if verdict else None
@@ -806,11 +803,14 @@ def run_loop(config: pytest.Config) -> int:
             f"fwloop: recovered the tree of interrupted run {recovered.run_id}: restored "
             f"{len(recovered.restored_paths)} path(s) to its baseline"
         )
-        recorder.write_json("recovered.json", {
-            "run_id": recovered.run_id,
-            "baseline": recovered.baseline,
-            "restored_paths": recovered.restored_paths,
-        })
+        recorder.write_json(
+            "recovered.json",
+            {
+                "run_id": recovered.run_id,
+                "baseline": recovered.baseline,
+                "restored_paths": recovered.restored_paths,
+            },
+        )
     abort = threading.Event()
     controller = Controller(config, settings, recorder, workspace, terminal, abort)
     terminal.header(settings, recorder)

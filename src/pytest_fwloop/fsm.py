@@ -1,8 +1,8 @@
 """The loop's states and transition table: plain data, the single source of truth.
 
-`docs/fsm.md` is generated from this module (`python -m pytest_fwloop.fsm > docs/fsm.md`) and a test
-fails when the two drift. The controller asks `next_state` for every move, so a transition that is not
-in the table cannot happen.
+`docs/fsm.md` is generated from this module (`python -m pytest_fwloop.fsm > docs/fsm.md`) and a
+test fails when the two drift. The controller asks `next_state` for every move, so a transition
+that is not in the table cannot happen.
 """
 
 from __future__ import annotations
@@ -61,10 +61,14 @@ S = State
 #: state and are listed once in WILDCARD_TRANSITIONS.
 TRANSITIONS: tuple[Transition, ...] = (
     Transition(S.IDLE, "start", S.INIT, "pytest --fwloop started"),
-    Transition(S.INIT, "baseline", S.BUILD_SETUP, "workspace snapshotted; iteration 1 is the baseline"),
+    Transition(
+        S.INIT, "baseline", S.BUILD_SETUP, "workspace snapshotted; iteration 1 is the baseline"
+    ),
     Transition(S.CODE_ANALYSIS, "analysis_ready", S.PATCH_GENERATION, "coder answered"),
     Transition(S.CODE_ANALYSIS, "analysis_failed", S.ERROR_RECOVERY, "coder gave no usable answer"),
-    Transition(S.PATCH_GENERATION, "patch_approved", S.PATCH_APPLY, "policy passed, reviewer approved"),
+    Transition(
+        S.PATCH_GENERATION, "patch_approved", S.PATCH_APPLY, "policy passed, reviewer approved"
+    ),
     Transition(
         S.PATCH_GENERATION,
         "review_changes_requested",
@@ -98,9 +102,7 @@ TRANSITIONS: tuple[Transition, ...] = (
         "the environment came up before this patch and not after it",
     ),
     Transition(S.CONVERGENCE_CHECK, "continue", S.CODE_ANALYSIS, "next iteration"),
-    Transition(
-        S.CONVERGENCE_CHECK, "confirm", S.TEST_SETUP, "green once: rerun with no new patch"
-    ),
+    Transition(S.CONVERGENCE_CHECK, "confirm", S.TEST_SETUP, "green once: rerun with no new patch"),
     Transition(S.CONVERGENCE_CHECK, "converged", S.SUCCESS, "target met and confirmed"),
     Transition(S.CONVERGENCE_CHECK, "stop", S.FAILURE, "verdict: target not met"),
     Transition(S.CONVERGENCE_CHECK, "await_operator", S.ABORTED, "plateau: operator decides"),

@@ -16,4 +16,3 @@ def pytest_fwloop_schema(
     `schema` is the shipped schema. firstresult: the first non-None answer wins; the answer must
     still describe the answer shape of DESIGN.md §5, because it is parsed into the same models.
     """
-

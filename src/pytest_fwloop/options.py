@@ -108,49 +108,115 @@ class OptionSpec:
 
 
 OPTIONS: tuple[OptionSpec, ...] = (
-    OptionSpec("max_iter", "stop after N iterations (the baseline is iteration 1)", 10,
-               _positive_int, "--max-iter", metavar="N"),
-    OptionSpec("goal", "what the loop is asked to achieve, sent to every agent",
-               "make every selected test pass", flag="--fwloop-goal", metavar="TEXT"),
-    OptionSpec("coder", "coder provider(s), comma-separated failover list "
-               "(command:PATH, scripted:DIR, rules)", "", flag="--fwloop-coder", metavar="SPEC"),
-    OptionSpec("reviewer", "reviewer provider(s); default: the coder's", "",
-               flag="--fwloop-reviewer", metavar="SPEC"),
-    OptionSpec("tester", "tester provider(s); default: none", "", flag="--fwloop-tester",
-               metavar="SPEC"),
-    OptionSpec("build", "command that rebuilds the firmware after each patch (no shell unless "
-               "fwloop_build_shell is true); default: no build step", "", flag="--fwloop-build",
-               metavar="CMD"),
+    OptionSpec(
+        "max_iter",
+        "stop after N iterations (the baseline is iteration 1)",
+        10,
+        _positive_int,
+        "--max-iter",
+        metavar="N",
+    ),
+    OptionSpec(
+        "goal",
+        "what the loop is asked to achieve, sent to every agent",
+        "make every selected test pass",
+        flag="--fwloop-goal",
+        metavar="TEXT",
+    ),
+    OptionSpec(
+        "coder",
+        "coder provider(s), comma-separated failover list (command:PATH, scripted:DIR, rules)",
+        "",
+        flag="--fwloop-coder",
+        metavar="SPEC",
+    ),
+    OptionSpec(
+        "reviewer",
+        "reviewer provider(s); default: the coder's",
+        "",
+        flag="--fwloop-reviewer",
+        metavar="SPEC",
+    ),
+    OptionSpec(
+        "tester", "tester provider(s); default: none", "", flag="--fwloop-tester", metavar="SPEC"
+    ),
+    OptionSpec(
+        "build",
+        "command that rebuilds the firmware after each patch (no shell unless "
+        "fwloop_build_shell is true); default: no build step",
+        "",
+        flag="--fwloop-build",
+        metavar="CMD",
+    ),
     OptionSpec("build_shell", "run fwloop_build through /bin/sh", False, _bool, kind="bool"),
-    OptionSpec("mode", "plateau handling: interactive, ci or auto; default ci when $CI is set or "
-               "stdin is not a terminal, else interactive", "", _mode, "--fwloop-mode",
-               metavar="MODE"),
-    OptionSpec("criteria", "convergence criteria: standard, strict, balanced, aggressive, or a "
-               "TOML/JSON file of ConvergenceCriteria fields", "standard",
-               flag="--fwloop-criteria", metavar="PRESET|FILE"),
-    OptionSpec("confirm_runs", "extra runs with no new patch that must stay green before SUCCESS "
-               "(0 turns confirmation off); default: from the criteria (1 for standard)", None,
-               _non_negative_int, "--fwloop-confirm-runs", metavar="N"),
-    OptionSpec("run_dir", "where run records go, relative to the rootdir", ".fwloop/runs",
-               flag="--fwloop-run-dir", metavar="DIR"),
-    OptionSpec("ci_terminate_as", "in ci mode a plateau ends as 'failure' (exit 1) or 'warning' "
-               "(exit 0 with a warning line)", "failure", _terminate_as),
-    OptionSpec("protect", "extra protected globs the coder may not touch (added to the defaults: "
-               "tests, conftest.py, pytest/CI configuration, .git, .fwloop)", [], kind="linelist"),
+    OptionSpec(
+        "mode",
+        "plateau handling: interactive, ci or auto; default ci when $CI is set or "
+        "stdin is not a terminal, else interactive",
+        "",
+        _mode,
+        "--fwloop-mode",
+        metavar="MODE",
+    ),
+    OptionSpec(
+        "criteria",
+        "convergence criteria: standard, strict, balanced, aggressive, or a "
+        "TOML/JSON file of ConvergenceCriteria fields",
+        "standard",
+        flag="--fwloop-criteria",
+        metavar="PRESET|FILE",
+    ),
+    OptionSpec(
+        "confirm_runs",
+        "extra runs with no new patch that must stay green before SUCCESS "
+        "(0 turns confirmation off); default: from the criteria (1 for standard)",
+        None,
+        _non_negative_int,
+        "--fwloop-confirm-runs",
+        metavar="N",
+    ),
+    OptionSpec(
+        "run_dir",
+        "where run records go, relative to the rootdir",
+        ".fwloop/runs",
+        flag="--fwloop-run-dir",
+        metavar="DIR",
+    ),
+    OptionSpec(
+        "ci_terminate_as",
+        "in ci mode a plateau ends as 'failure' (exit 1) or 'warning' (exit 0 with a warning line)",
+        "failure",
+        _terminate_as,
+    ),
+    OptionSpec(
+        "protect",
+        "extra protected globs the coder may not touch (added to the defaults: "
+        "tests, conftest.py, pytest/CI configuration, .git, .fwloop)",
+        [],
+        kind="linelist",
+    ),
     OptionSpec("allow_paths", "if set, the only globs a patch may touch", [], kind="linelist"),
-    OptionSpec("allowed_commands", "argv prefixes the tester's commands may start with", [],
-               kind="linelist"),
+    OptionSpec(
+        "allowed_commands",
+        "argv prefixes the tester's commands may start with",
+        [],
+        kind="linelist",
+    ),
     OptionSpec("max_risk", "highest reviewer risk (0..1) a patch may carry", 0.7, _unit_float),
     OptionSpec("max_patch_files", "most files one patch may touch", 20, _positive_int),
-    OptionSpec("max_patch_lines", "most lines one patch may add plus remove", 500,
-               _positive_int),
-    OptionSpec("review_rounds", "reviewer rejections allowed per iteration before the run stops",
-               3, _positive_int),
+    OptionSpec("max_patch_lines", "most lines one patch may add plus remove", 500, _positive_int),
+    OptionSpec(
+        "review_rounds",
+        "reviewer rejections allowed per iteration before the run stops",
+        3,
+        _positive_int,
+    ),
     OptionSpec("agent_timeout", "seconds one agent call may take", 600.0, _positive_float),
     OptionSpec("build_timeout", "seconds the build may take", 1800.0, _positive_float),
     OptionSpec("test_timeout", "seconds one test run may take", 3600.0, _positive_float),
-    OptionSpec("context_bytes", "cap on the failure context sent to the coder", 32768,
-               _positive_int),
+    OptionSpec(
+        "context_bytes", "cap on the failure context sent to the coder", 32768, _positive_int
+    ),
 )
 
 _BY_NAME = {spec.name: spec for spec in OPTIONS}
@@ -171,8 +237,13 @@ def add_options(parser: pytest.Parser) -> None:
     )
     for spec in OPTIONS:
         if spec.flag is not None:
-            group.addoption(spec.flag, dest=spec.dest, default=None, metavar=spec.metavar,
-                            help=f"{spec.help} (ini: {spec.ini})")
+            group.addoption(
+                spec.flag,
+                dest=spec.dest,
+                default=None,
+                metavar=spec.metavar,
+                help=f"{spec.help} (ini: {spec.ini})",
+            )
         ini_type = {"linelist": "linelist", "bool": "bool"}.get(spec.kind, "string")
         parser.addini(spec.ini, spec.help, type=ini_type, default=spec.default)  # type: ignore[arg-type]
     group.addoption(CHILD_REPORT_FLAG, default="", help=argparse.SUPPRESS)

@@ -45,7 +45,9 @@ def finalize(controller: Controller, duration: float) -> None:
     else:
         best = best_iteration(c.iterations)
         if best is not None:
-            c.recorder.write_text("best.patch", c.workspace.diff(c.workspace.baseline, best.checkpoint))
+            c.recorder.write_text(
+                "best.patch", c.workspace.diff(c.workspace.baseline, best.checkpoint)
+            )
             patch_name = "best.patch"
         restored = c.workspace.restore_baseline()
         c.workspace.close(keep_tree=True)  # already restored just above
@@ -76,9 +78,10 @@ def finalize(controller: Controller, duration: float) -> None:
         "duration_s": round(duration, 2),
     }
     c.recorder.write_json("summary.json", summary)
-    c.recorder.write_json("task-timeline.json", {"run_id": c.recorder.run_id, "iterations": [
-        _timeline_entry(it) for it in c.iterations
-    ]})
+    c.recorder.write_json(
+        "task-timeline.json",
+        {"run_id": c.recorder.run_id, "iterations": [_timeline_entry(it) for it in c.iterations]},
+    )
     c.recorder.write_text("report.md", _report(summary, c.iterations, tree))
 
     rows = [

@@ -52,7 +52,9 @@ class Selection:
     def __init__(self, wanted: set[str]) -> None:
         self.wanted = wanted
 
-    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
         keep = [item for item in items if item.nodeid in self.wanted]
         dropped = [item for item in items if item.nodeid not in self.wanted]
         if dropped:

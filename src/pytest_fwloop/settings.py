@@ -95,9 +95,7 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         criteria = dataclasses.replace(criteria, stable_iterations_required=confirm_runs + 1)
 
     mode = detect_mode(resolve(config, "mode"))
-    plateau = PlateauHandlingStrategy(
-        mode=mode, ci_terminate_as=resolve(config, "ci_terminate_as")
-    )
+    plateau = PlateauHandlingStrategy(mode=mode, ci_terminate_as=resolve(config, "ci_terminate_as"))
 
     build_text = resolve(config, "build").strip()
     build: list[str] | str | None = None

@@ -29,7 +29,9 @@ class Terminal:
         self.stream.flush()
 
     def header(self, settings: LoopSettings, recorder: RunRecorder) -> None:
-        build = settings.build if isinstance(settings.build, str) else " ".join(settings.build or [])
+        build = (
+            settings.build if isinstance(settings.build, str) else " ".join(settings.build or [])
+        )
         self.line(
             f"{PREFIX} run {recorder.run_id}: coder={settings.coder} "
             f"reviewer={settings.reviewer} build={build or '(none)'} "

@@ -119,7 +119,8 @@ class Board:
 
     def stop(self) -> None:
         """Close its stdin (it exits), kill it if it does not, and reap it."""
-        assert self.process.stdin is not None and self.process.stdout is not None
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
         self.process.stdin.close()
         self.process.stdout.close()
         try:

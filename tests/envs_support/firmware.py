@@ -6,7 +6,8 @@ import subprocess
 from pathlib import Path
 
 SOURCES = Path(__file__).parent / "firmware"
-BANNER = r"FWTEST (\S+) ready\n"
+#: The banner and the first prompt: what `fwloop_console_ready` should match.
+BANNER = r"FWTEST (\S+) ready\n>[ ]"  # [ ]: ini values lose a trailing space
 PROMPT = "> "
 COMMAND_STDIO = (
     "qemu-system-arm -M mps2-an385 -display none -monitor none -serial stdio -kernel {firmware}"

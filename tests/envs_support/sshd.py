@@ -30,9 +30,7 @@ def generate_key(ssh_keygen: str, path: Path) -> Path:
 class PrivateSshd:
     """`sshd -D -e` with a config of its own in `directory`, logging to `directory`/sshd.log."""
 
-    def __init__(
-        self, sshd: str, ssh_keygen: str, directory: Path, *, sftp: bool = True
-    ) -> None:
+    def __init__(self, sshd: str, ssh_keygen: str, directory: Path, *, sftp: bool = True) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
         self.user = getpass.getuser()

@@ -20,3 +20,8 @@ def require(program: str, package: str) -> str:
     if os.environ.get("CI"):
         pytest.fail(f"{reason} (CI is set, so missing tools fail)")
     pytest.skip(reason)
+
+
+#: Arguments for the pytester runs that exercise the fixtures. Hypothesis' plugin is left out
+#: because setting it up costs about a second per in-process run and these suites don't use it.
+INNER_ARGS = ("-p", "pytest_fwloop.envs.fixtures", "-p", "no:hypothesispytest")

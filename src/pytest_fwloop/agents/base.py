@@ -58,6 +58,12 @@ def find_cli(name: str, provider: str, remedy: str) -> str:
     return found
 
 
+def bare_schema(schema: dict[str, object]) -> dict[str, object]:
+    """The answer schema as a model API takes it: without `$schema` and `$id`, which only name
+    the draft and the document, and which some validators behind those APIs cannot resolve."""
+    return {key: value for key, value in schema.items() if key not in ("$schema", "$id")}
+
+
 def has_json_object(text: str) -> bool:
     """Whether `text` holds an answer-shaped JSON object, valid or not: tells "answered badly"
     (re-ask) from "never answered" (a CLI agent stuck on refused tools)."""

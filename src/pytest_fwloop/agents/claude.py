@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
-from pytest_fwloop.agents.base import RawAnswer, find_cli, has_json_object, render_prompt
+from pytest_fwloop.agents.base import (
+    RawAnswer,
+    bare_schema,
+    find_cli,
+    has_json_object,
+    render_prompt,
+)
 from pytest_fwloop.agents.command import _exit_description, _last_line, run_agent_process
 from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind, classify_failure
 
@@ -61,6 +67,14 @@ class ClaudeResult(BaseModel):
             return json.dumps(self.structured_output, ensure_ascii=False)
         return self.result or ""
 
+    def failure_reason(self) -> str:
+        """What went wrong, for an error result: its text, else its error details."""
+        return (
+            self.result
+            or "; ".join(json.dumps(error, ensure_ascii=False) for error in self.errors)
+            or "no detail"
+        )
+
     def usage_report(self) -> dict[str, float]:
         report: dict[str, float] = {}
         if self.usage is not None:
@@ -94,12 +108,6 @@ def parse_result(stdout: str) -> ClaudeResult | None:
     return None
 
 
-def schema_for_cli(schema: dict[str, object]) -> dict[str, object]:
-    """The answer schema as `--json-schema` takes it: without `$schema`/`$id`, which only name
-    the draft and the document, and which the CLI's validator may not resolve."""
-    return {key: value for key, value in schema.items() if key not in ("$schema", "$id")}
-
-
 class ClaudeProvider:
     """Runs `claude -p` in the workspace. `permission_mode` (e.g. `acceptEdits`) is passed to
     coder calls only, letting the coder edit the workspace; reviewers and testers never get it."""
@@ -114,22 +122,23 @@ class ClaudeProvider:
 
     def argv(self, executable: str, request: AgentRequest) -> list[str]:
         argv = [executable, "-p", "--output-format", "json"]
-        argv += ["--json-schema", json.dumps(schema_for_cli(request.schema_), ensure_ascii=False)]
+        argv += ["--json-schema", json.dumps(bare_schema(request.schema_), ensure_ascii=False)]
         if self._model:
             argv += ["--model", self._model]
         if self._max_turns is not None:
             argv += ["--max-turns", str(self._max_turns)]
-        if self._may_edit(request):
-            assert self._permission_mode is not None
-            argv += ["--permission-mode", self._permission_mode]
+        mode = self._edit_mode(request)
+        if mode:
+            argv += ["--permission-mode", mode]
         return argv
 
-    def _may_edit(self, request: AgentRequest) -> bool:
-        return request.role == "coder" and bool(self._permission_mode)
+    def _edit_mode(self, request: AgentRequest) -> str | None:
+        """The permission mode of this call: a reviewer or tester must not change the tree."""
+        return self._permission_mode if request.role == "coder" else None
 
     def call(self, request: AgentRequest, timeout: float) -> RawAnswer:
         executable = find_cli("claude", self.spec, "install Claude Code or choose another provider")
-        prompt = render_prompt(request, may_edit=self._may_edit(request))
+        prompt = render_prompt(request, may_edit=bool(self._edit_mode(request)))
         process = run_agent_process(
             self.argv(executable, request),
             stdin=prompt.encode("utf-8"),
@@ -148,45 +157,34 @@ class ClaudeProvider:
                 classify_failure(f"{process.stderr}\n{process.stdout}")
                 or ProviderErrorKind.PROVIDER_BAD_OUTPUT,
                 self.spec,
-                f"claude {_exit_description(process.returncode)} without a result object: "
-                f"{detail}",
+                f"claude {_exit_description(process.returncode)} without a result object: {detail}",
                 stderr=process.stderr,
             )
-        usage = outcome.usage_report()
         answer = outcome.answer()
-        denied = sorted({denial.tool_name for denial in outcome.permission_denials})
-        denials = (
-            f"; {len(outcome.permission_denials)} tool call(s) denied ({', '.join(denied)}): "
-            "let the coder edit with a permission mode such as acceptEdits, or have it answer "
-            "with a patch"
-        )
-        if outcome.is_error or outcome.subtype != "success":
-            reason = (
-                outcome.result
-                or "; ".join(json.dumps(error, ensure_ascii=False) for error in outcome.errors)
-                or "no detail"
+        failed = outcome.is_error or outcome.subtype != "success"
+        kind = classify_failure(outcome.failure_reason()) if failed else None
+        denied = outcome.permission_denials
+        if kind is None and denied and (failed or not has_json_object(answer)):
+            # It kept reaching for tools it may not use and never answered: a permission
+            # problem, which re-asking would not fix.
+            tools = ", ".join(sorted({denial.tool_name for denial in denied}))
+            kind = ProviderErrorKind.PROVIDER_PERMISSION_DENIED
+            message = (
+                f"claude gave no usable answer ({outcome.subtype}) after {len(denied)} denied "
+                f"tool call(s) ({tools}); give the coder a permission mode such as acceptEdits, "
+                "or have it answer with a patch"
             )
-            kind = classify_failure(reason) or (
-                ProviderErrorKind.PROVIDER_PERMISSION_DENIED
-                if denied
-                else ProviderErrorKind.PROVIDER_BAD_OUTPUT
-            )
-            raise ProviderError(
-                kind,
-                self.spec,
+        elif failed:
+            message = (
                 f"claude reported {outcome.subtype} (is_error={str(outcome.is_error).lower()}): "
-                f"{reason[:300]}" + (denials if kind is ProviderErrorKind.PROVIDER_PERMISSION_DENIED else ""),
-                stderr=process.stderr,
-                usage=usage,
+                f"{outcome.failure_reason()[:300]}"
             )
-        if denied and not has_json_object(answer):
-            # It kept asking for tools it may not use and never answered: a permission problem,
-            # not a bad answer that re-asking would fix.
-            raise ProviderError(
-                ProviderErrorKind.PROVIDER_PERMISSION_DENIED,
-                self.spec,
-                f"claude gave no JSON answer{denials}",
-                stderr=process.stderr,
-                usage=usage,
-            )
-        return RawAnswer(text=answer, stderr=process.stderr, usage=usage)
+        else:
+            return RawAnswer(text=answer, stderr=process.stderr, usage=outcome.usage_report())
+        raise ProviderError(
+            kind or ProviderErrorKind.PROVIDER_BAD_OUTPUT,
+            self.spec,
+            message,
+            stderr=process.stderr,
+            usage=outcome.usage_report(),
+        )

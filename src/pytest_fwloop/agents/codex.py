@@ -128,7 +128,9 @@ class CodexProvider:
         return [*argv, "-"]
 
     def call(self, request: AgentRequest, timeout: float) -> RawAnswer:
-        executable = find_cli("codex", self.spec, "install the Codex CLI or choose another provider")
+        executable = find_cli(
+            "codex", self.spec, "install the Codex CLI or choose another provider"
+        )
         process = run_agent_process(
             self.argv(executable),
             stdin=render_prompt(request).encode("utf-8"),
@@ -164,9 +166,9 @@ class CodexProvider:
             raise ProviderError(
                 ProviderErrorKind.PROVIDER_PERMISSION_DENIED,
                 self.spec,
-                f"codex gave no JSON answer; its sandbox refused {len(turn.refused)} action(s) "
-                f"({'; '.join(turn.refused[:3])}): have it answer with a patch, or widen sandbox_mode in "
-                "the Codex config",
+                f"codex gave no JSON answer; its sandbox refused {len(turn.refused)} "
+                f"action(s) ({'; '.join(turn.refused[:3])}): have it answer with a patch, or "
+                "widen sandbox_mode in the Codex config",
                 stderr=process.stderr,
                 usage=turn.usage,
             )

@@ -70,10 +70,6 @@ class SpecError(ValueError):
     """A provider spec that cannot work (unknown name, missing directory); one line."""
 
 
-class SecretInSpec(SpecError):
-    """A spec that seems to carry a credential; its text must not be echoed back."""
-
-
 # Checked in order on the error text a CLI or server gave; first match wins. Credentials come
 # first: "401 … rate limit docs" is still an auth problem, and retrying it cannot help.
 _FAILURE_PATTERNS: tuple[tuple[ProviderErrorKind, re.Pattern[str]], ...] = (

@@ -1,69 +1,146 @@
 """From `--fwloop-coder=SPEC[,SPEC…]` to the role's failover list of providers.
 
-A provider is registered in PROVIDERS under its spec prefix (the text before the first `:`);
-adding `claude`, `codex` or `openai:MODEL@URL` is one entry there. Specs are separated by commas,
-so a `command:PATH` path or a `scripted:DIR` directory cannot contain one (URLs have none).
+A provider is registered in PROVIDERS under its spec prefix (the text before the first `:`).
+Specs are separated by commas, so a `command:PATH` path or a `scripted:DIR` directory cannot
+contain one (URLs have none). Every spec is checked here, at startup, so a typo never surfaces
+halfway through a run.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_fwloop.agents.base import Provider
+from pytest_fwloop.agents.claude import ClaudeProvider
+from pytest_fwloop.agents.codex import CodexProvider
 from pytest_fwloop.agents.command import CommandProvider
 from pytest_fwloop.agents.errors import SpecError
+from pytest_fwloop.agents.openai import DEFAULT_KEY_ENV, OpenAIProvider, parse_openai_argument
 from pytest_fwloop.agents.rules import RulesProvider
 from pytest_fwloop.agents.scripted import ScriptedProvider
 
 if TYPE_CHECKING:
     from pytest_fwloop.agents.protocol import Role
 
-#: Builds a provider from the text after `prefix:` ("" when there is none) and the rootdir;
-#: raises SpecError with a one-line reason when that text cannot work.
-ProviderFactory = Callable[[str, Path], Provider]
+
+@dataclass(frozen=True)
+class ProviderOptions:
+    """What providers take from the options rather than from their spec; every default works.
+
+    `api_key_env`: the variable holding the openai key. `permission_mode` and `max_turns`:
+    claude's `--permission-mode` (coder calls only) and `--max-turns`.
+    """
+
+    api_key_env: str | None = None
+    permission_mode: str | None = None
+    max_turns: int | None = None
+
+
+#: Builds a provider from the text after `prefix:` ("" when there is none), the rootdir and the
+#: options; raises SpecError with a one-line reason when that text cannot work.
+ProviderFactory = Callable[[str, Path, ProviderOptions], Provider]
 
 
 @dataclass(frozen=True)
 class ProviderEntry:
     """How a provider is written (`command:PATH`: an argument is required after the colon,
-    `rules`: none is allowed), what it is, and how to build one."""
+    `rules`: none is allowed, `claude` with `optional_argument="MODEL"`: `claude:MODEL` too),
+    what it is, and how to build one."""
 
     syntax: str
     description: str
     factory: ProviderFactory
+    optional_argument: str = ""
 
     @property
     def takes_argument(self) -> bool:
         return ":" in self.syntax
 
+    @property
+    def forms(self) -> str:
+        if self.optional_argument:
+            return f"{self.syntax} or {self.syntax}:{self.optional_argument}"
+        return self.syntax
+
+
+def cli_model(argument: str) -> str:
+    """A model name for a CLI's `--model`: a lone word, so it can never pass for an option."""
+    if argument.startswith("-") or any(char.isspace() for char in argument):
+        raise SpecError(f"'{argument}' is not a model name (no leading '-', no spaces)")
+    return argument
+
+
+def _openai(argument: str, _rootdir: Path, options: ProviderOptions) -> Provider:
+    model, url = parse_openai_argument(argument)
+    return OpenAIProvider(model, url, api_key_env=options.api_key_env)
+
 
 PROVIDERS: dict[str, ProviderEntry] = {
+    "claude": ProviderEntry(
+        "claude",
+        "Claude Code CLI in headless mode (claude -p … --output-format json)",
+        lambda argument, _rootdir, options: ClaudeProvider(
+            cli_model(argument) if argument else "",
+            permission_mode=options.permission_mode,
+            max_turns=options.max_turns,
+        ),
+        optional_argument="MODEL",
+    ),
+    "codex": ProviderEntry(
+        "codex",
+        "OpenAI Codex CLI (codex exec --json …)",
+        lambda argument, _rootdir, _options: CodexProvider(cli_model(argument) if argument else ""),
+        optional_argument="MODEL",
+    ),
+    "openai": ProviderEntry(
+        "openai:MODEL@URL",
+        "any OpenAI-compatible chat-completions endpoint; key from an environment variable",
+        _openai,
+    ),
     "command": ProviderEntry(
         "command:PATH",
         "any executable: one JSON request on stdin, one JSON answer on stdout",
-        CommandProvider,
+        lambda argument, rootdir, _options: CommandProvider(argument, rootdir),
     ),
     "scripted": ProviderEntry(
         "scripted:DIR",
         "replays recorded answers from a directory: demos, tests, replay of an earlier run",
-        ScriptedProvider,
+        lambda argument, rootdir, _options: ScriptedProvider(argument, rootdir),
     ),
     "rules": ProviderEntry(
         "rules",
         "built-in, no model: keyword and error-code triage; never writes a patch",
-        lambda _argument, _rootdir: RulesProvider(),
+        lambda _argument, _rootdir, _options: RulesProvider(),
     ),
 }
 
 #: Spec syntax -> what it is, for option help, usage errors and the docs.
 PROVIDER_SYNTAX: dict[str, str] = {entry.syntax: entry.description for entry in PROVIDERS.values()}
 
+# An API key, or a URL carrying credentials: a spec lands in shell history, CI logs and run
+# files, so one that holds a secret is refused without being echoed.
+_CREDENTIAL = re.compile(
+    r"\bsk-[A-Za-z0-9_-]{12,}|://[^/@\s]*@|"
+    r"[?&;](?:api[_-]?key|key|token|access[_-]?token|secret|password)=",
+    re.IGNORECASE,
+)
 
-def parse_role_specs(text: str, role: Role, rootdir: Path) -> list[Provider]:
+
+def parse_role_specs(
+    text: str, role: Role, rootdir: Path, options: ProviderOptions | None = None
+) -> list[Provider]:
     """The providers of a comma-separated failover list, in order; SpecError names the bad one."""
+    if _CREDENTIAL.search(text):
+        raise SpecError(
+            f"fwloop: --fwloop-{role}: the spec seems to contain a credential (not shown); put "
+            f"the API key in ${DEFAULT_KEY_ENV} or the variable named by fwloop_api_key_env, "
+            "never on the command line"
+        )
+    options = options or ProviderOptions()
     where = f"fwloop: --fwloop-{role}={text}"
     choices = ", ".join(entry.syntax for entry in PROVIDERS.values())
     specs = [spec.strip() for spec in text.split(",")]
@@ -79,10 +156,14 @@ def parse_role_specs(text: str, role: Role, rootdir: Path) -> list[Provider]:
             raise SpecError(f"{where}: unknown provider '{name}'; choose from {choices}")
         if entry.takes_argument and not argument.strip():
             raise SpecError(f"{where}: '{spec}' needs an argument; write it as {entry.syntax}")
-        if colon and not entry.takes_argument:
+        if colon and not (entry.takes_argument or entry.optional_argument):
             raise SpecError(f"{where}: '{name}' takes no argument; write it as {entry.syntax}")
+        if colon and not argument.strip():
+            raise SpecError(
+                f"{where}: '{spec}' has nothing after the colon; write it as {entry.forms}"
+            )
         try:
-            providers.append(entry.factory(argument.strip(), rootdir))
+            providers.append(entry.factory(argument.strip(), rootdir, options))
         except SpecError as exc:
             raise SpecError(f"{where}: {exc}") from None
     return providers

@@ -38,7 +38,7 @@ class RetryPolicy:
 
     def delay(self, retry: int, retry_after: float | None, draw: Callable[[], float]) -> float:
         """The pause before retry number `retry` (1-based); `draw` gives a number in [0, 1)."""
-        ceiling = min(self.max_delay, self.base_delay * 2 ** (retry - 1))
+        ceiling = min(self.max_delay, self.base_delay * 2.0 ** (retry - 1))
         # Full jitter spreads the retries of many clients; Retry-After is a floor, not a hint.
         return max(ceiling * draw(), retry_after or 0.0)
 
@@ -81,7 +81,7 @@ class RetryBudget:
 
 
 def parse_retry_after(value: str, now: datetime | None = None) -> float | None:
-    """Seconds to wait from a Retry-After header (delta-seconds or HTTP-date); None if unreadable."""
+    """Seconds to wait from a Retry-After value (delta-seconds or HTTP-date); None if unreadable."""
     text = value.strip()
     try:
         seconds = float(text)

@@ -1,14 +1,15 @@
 """One role (coder, reviewer, tester) behind its failover list and the strict-JSON gate.
 
 Every call is handed to `record` whatever its fate, so the run directory shows what each model
-was asked and what it said (DESIGN.md §8), including the answers the gate threw away.
+was asked and what it said (DESIGN.md §8), including the answers the gate threw away and every
+retry and failover with its reason.
 """
 
 from __future__ import annotations
 
 import itertools
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pytest_fwloop.agents.base import RawAnswer
@@ -19,6 +20,7 @@ from pytest_fwloop.agents.protocol import (
     parse_answer,
     validate_answer,
 )
+from pytest_fwloop.agents.retry import RetryBudget, RetryPolicy
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -26,10 +28,17 @@ if TYPE_CHECKING:
     from pytest_fwloop.agents.base import Provider
     from pytest_fwloop.agents.protocol import AgentRequest, Answer, Role
 
+DEFAULT_RETRY_POLICY = RetryPolicy()
+
 
 @dataclass(frozen=True)
 class CallRecord:
-    """One provider call: the wire request, the raw answer, and what the gate made of it."""
+    """One provider call: the wire request, the raw answer, and what the gate made of it.
+
+    `retry_count` counts the earlier calls of this ask to the same provider (re-asks and
+    transient retries); `retry_reason` says why this call was made when it is not the first
+    (`retry 1 of 3 after 0.4 s …`, `re-asked …`, `failover from claude: …`).
+    """
 
     role: Role
     attempt: int  # 1-based, counting every call of one `ask` across all providers
@@ -41,6 +50,9 @@ class CallRecord:
     errors: list[str]
     error_kind: str | None  # a ProviderErrorKind value; None when the answer passed
     duration_s: float
+    retry_count: int = 0
+    retry_reason: str | None = None
+    usage: dict[str, float] = field(default_factory=dict)  # RawAnswer.usage, also when failed
 
 
 @dataclass(frozen=True)
@@ -54,9 +66,11 @@ class _Checked:
 class RoleAgent:
     """Asks the providers in order until one gives an answer that passes `schema`.
 
-    An invalid answer is re-asked of the same provider `invalid_retries` more times, with the
-    errors in `validation_errors`; still invalid is AnswerInvalid. Any ProviderError moves on to
-    the next provider, and when all have failed the last error is raised.
+    A transient ProviderError (timeout, network, rate limit) retries the same provider as
+    `retry_policy` allows, pausing with `sleep`; any other ProviderError, or a transient one out
+    of retries, fails over to the next provider. An invalid answer is re-asked of the same
+    provider `invalid_retries` more times, with the errors in `validation_errors`; still invalid
+    is AnswerInvalid, which fails over too. When all have failed the last error is raised.
     """
 
     def __init__(
@@ -67,6 +81,8 @@ class RoleAgent:
         record: Callable[[CallRecord], None],
         timeout: float = 600.0,
         invalid_retries: int = 1,
+        retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if not providers:
             raise ValueError(f"fwloop: the {role} role needs at least one provider")
@@ -77,49 +93,82 @@ class RoleAgent:
         self.schema = schema
         self.timeout = timeout
         self.invalid_retries = invalid_retries
+        self.retry_policy = retry_policy
         self._record = record
+        self._sleep = sleep
 
     def ask(self, request: AgentRequest) -> Answer:
         """The validated answer of the first provider that gives one; the answer's type follows
         the role (CoderAnswer, ReviewerAnswer, TesterAnswer)."""
         request = request.model_copy(update={"role": self.role, "schema_": self.schema})
         attempts = itertools.count(1)
+        budget = RetryBudget(self.retry_policy)
+        reason: str | None = None
         last_error: ProviderError | None = None
         for provider in self.providers:
             try:
-                return self._ask_provider(provider, request, attempts)
-            except ProviderError as exc:
-                # Seam for retrying transient errors (exc.kind.transient, exc.retry_after) with
-                # backoff before failing over; until then every error fails over at once.
-                last_error = exc
+                return self._ask_provider(provider, request, attempts, budget, reason)
+            except _GaveUp as gave_up:
+                last_error = gave_up.error
+                reason = f"failover from {provider.spec}: {gave_up.why}"
         assert last_error is not None  # providers is never empty
         raise last_error
 
     def _ask_provider(
-        self, provider: Provider, request: AgentRequest, attempts: Iterator[int]
+        self,
+        provider: Provider,
+        request: AgentRequest,
+        attempts: Iterator[int],
+        budget: RetryBudget,
+        reason: str | None,
     ) -> Answer:
+        """The answer of one provider, re-asked and retried as the rules allow; _GaveUp when
+        the next provider should be asked instead."""
         asked = request
-        for _ in range(self.invalid_retries + 1):
-            checked = self._call(provider, asked, next(attempts))
+        invalid = transient = 0
+        while True:
+            try:
+                checked = self._call(provider, asked, next(attempts), invalid + transient, reason)
+            except ProviderError as exc:
+                decision = budget.decide(exc, transient)
+                failure = f"{exc.kind.value}: {exc.message}"
+                if decision.delay is None:
+                    raise _GaveUp(exc, f"{failure} ({decision.reason})") from None
+                self._sleep(decision.delay)
+                transient += 1
+                reason = f"{failure} ({decision.reason})"
+                continue
             if checked.answer is not None:
                 return checked.answer
+            invalid += 1
+            if invalid > self.invalid_retries:
+                error = AnswerInvalid(
+                    provider.spec,
+                    f"the {self.role} answer failed the JSON gate {invalid} time(s) in a row: "
+                    f"{checked.errors[0]}",
+                    checked.errors,
+                    checked.raw,
+                )
+                raise _GaveUp(error, f"{error.kind.value}: {error.message}")
             asked = request.model_copy(update={"validation_errors": checked.errors})
-        raise AnswerInvalid(
-            provider.spec,
-            f"the {self.role} answer failed the JSON gate {self.invalid_retries + 1} time(s) in "
-            f"a row: {checked.errors[0]}",
-            checked.errors,
-            checked.raw,
-        )
+            reason = f"re-asked with the validation errors of the last answer: {checked.errors[0]}"
 
-    def _call(self, provider: Provider, request: AgentRequest, attempt: int) -> _Checked:
+    def _call(
+        self,
+        provider: Provider,
+        request: AgentRequest,
+        attempt: int,
+        retry_count: int,
+        retry_reason: str | None,
+    ) -> _Checked:
         wire = request.to_wire()
         started = time.monotonic()
         error: ProviderError | None = None
         try:
             answer = provider.call(request, self.timeout)
         except ProviderError as exc:
-            error, answer = exc, RawAnswer(text="")  # nothing was answered
+            # Nothing was answered; what the call still produced is kept for the record.
+            error, answer = exc, RawAnswer(text="", stderr=exc.stderr, usage=exc.usage)
         duration_s = time.monotonic() - started
         kind: str | None
         if error is not None:
@@ -141,6 +190,9 @@ class RoleAgent:
                 errors=checked.errors,
                 error_kind=kind,
                 duration_s=duration_s,
+                retry_count=retry_count,
+                retry_reason=retry_reason,
+                usage=answer.usage,
             )
         )
         if error is not None:
@@ -160,3 +212,13 @@ class RoleAgent:
             return _Checked(text, document, parse_answer(self.role, document), [])
         except AnswerParseError as exc:
             return _Checked(text, document, None, exc.errors)
+
+
+class _GaveUp(Exception):
+    """One provider is done with this ask: `error` to raise if it was the last, `why` for the
+    next provider's retry_reason."""
+
+    def __init__(self, error: ProviderError, why: str) -> None:
+        super().__init__(why)
+        self.error = error
+        self.why = why

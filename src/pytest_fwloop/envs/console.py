@@ -85,8 +85,8 @@ class Transcript:
         with self._lock:
             return self._text[max(0, offset - self._dropped) :]
 
-    def tail(self, chars: int, since: int = 0) -> str:
-        return self.since(since)[-chars:]
+    def tail(self, chars: int) -> str:
+        return self.since(0)[-chars:]
 
     def write(self, path: Path, since: int = 0) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -168,7 +168,7 @@ class Console:
     def close(self) -> None:
         """Stop the reader and release the transport; `attach` may follow."""
         self._stop_reading.set()
-        if self._reader is not None and self._reader is not threading.current_thread():
+        if self._reader is not None:
             self._reader.join()
         self._reader = None
         with self._changed:
@@ -185,8 +185,8 @@ class Console:
             transport, failure = self._transport, self._failure
         if transport is None or failure is not None:
             raise EnvironmentFailure(
-                f"fwloop: console {self.name}: cannot send, {failure}; "
-                "the target stopped: check its log above"
+                f"fwloop: console {self.name}: cannot send ({failure}); "
+                "check that the target is still running"
             )
         self.transcript.append(text)
         try:
@@ -194,7 +194,7 @@ class Console:
         except OSError as exc:
             raise EnvironmentFailure(
                 f"fwloop: console {self.name}: sending failed ({exc}); "
-                "the target stopped: check its log above"
+                "check that the target is still running"
             ) from exc
 
     def sendline(self, text: str = "") -> None:

@@ -1,7 +1,9 @@
 """pytest fixtures for firmware environments: `fwloop_qemu`, `fwloop_serial`, `fwloop_ssh`.
 
 Registered with or without `--fwloop`, and inert until a test requests one of them: the module
-only adds ini options, and its report hook returns at once for tests that used none.
+only adds ini options, and its report hook returns at once for tests that used none. The
+transports are imported inside the fixtures, because paramiko alone takes about 0.2 s to import,
+which a run that uses no environment must not pay.
 
 Each environment lives for the whole session (per pytest-xdist worker), because booting or
 connecting costs far more than a test; the function-scoped fixture in front of it checks that it
@@ -22,16 +24,21 @@ from typing import TYPE_CHECKING, Protocol
 import pytest
 
 from pytest_fwloop.envs.pool import CONTROLLER_ID, PoolError, pick_for_worker
-from pytest_fwloop.envs.qemu import COMMAND_EXAMPLE, QemuMachine, command_argv
-from pytest_fwloop.envs.serialport import SerialConsole
-from pytest_fwloop.envs.ssh import KNOWN_HOSTS_ACCEPT_NEW, SshTarget, parse_target
 
 if TYPE_CHECKING:
     from collections.abc import Generator, Iterator
 
     from pytest_fwloop.envs.console import Console, Transcript
+    from pytest_fwloop.envs.qemu import QemuMachine
+    from pytest_fwloop.envs.serialport import SerialConsole
+    from pytest_fwloop.envs.ssh import SshTarget
 
 CONSOLE_LOG_DIR_ENV = "FWLOOP_CONSOLE_LOG_DIR"
+#: The fwloop_ssh_known_hosts value that turns strict host key checking off for unknown hosts.
+KNOWN_HOSTS_ACCEPT_NEW = "insecure-accept-new"
+COMMAND_EXAMPLE = (
+    "qemu-system-arm -M mps2-an385 -display none -monitor none -serial stdio -kernel {firmware}"
+)
 REPORT_SECTION = "fwloop console"
 REPORT_TAIL_CHARS = 2048
 _LOG_NAME_MAX = 200
@@ -154,7 +161,7 @@ def pytest_runtest_makereport(
             report.sections.append((REPORT_SECTION, f"[{segment.source.name}]\n{tail}"))
     log_dir = os.environ.get(CONSOLE_LOG_DIR_ENV)
     if call.when == "teardown" and log_dir:
-        write_console_log(Path(log_dir), item.nodeid, segments)
+        _write_console_log(Path(log_dir), item.nodeid, segments)
     return report
 
 
@@ -167,19 +174,19 @@ def log_file_name(nodeid: str) -> str:
     return f"{name}.log"
 
 
-def write_console_log(log_dir: Path, nodeid: str, segments: list[_Segment]) -> Path:
+def _write_console_log(log_dir: Path, nodeid: str, segments: list[_Segment]) -> None:
     log_dir.mkdir(parents=True, exist_ok=True)
-    path = log_dir / log_file_name(nodeid)
-    path.write_text(
+    (log_dir / log_file_name(nodeid)).write_text(
         "".join(f"=== {segment.source.name} ===\n{segment.text()}\n" for segment in segments),
         encoding="utf-8",
     )
-    return path
 
 
 @pytest.fixture(scope="session")
 def fwloop_qemu_machine(pytestconfig: pytest.Config) -> Iterator[QemuMachine]:
     """The session's QEMU (one per xdist worker, each on its own free port); boots on first use."""
+    from pytest_fwloop.envs.qemu import QemuMachine, command_argv
+
     config = pytestconfig
     command = _required(config, "fwloop_qemu_cmd", "fwloop_qemu")
     firmware = _rooted(config, _required(config, "fwloop_firmware", "fwloop_qemu"))
@@ -205,6 +212,8 @@ def fwloop_qemu(request: pytest.FixtureRequest, fwloop_qemu_machine: QemuMachine
 
 @pytest.fixture(scope="session")
 def _fwloop_serial_console(pytestconfig: pytest.Config) -> Iterator[SerialConsole]:
+    from pytest_fwloop.envs.serialport import SerialConsole
+
     config = pytestconfig
     url = _pooled(config, "fwloop_serial_pool", "fwloop_serial_url", "fwloop_serial")
     raw_baudrate = _ini(config, "fwloop_serial_baudrate")
@@ -234,6 +243,8 @@ def fwloop_serial(
 
 @pytest.fixture(scope="session")
 def _fwloop_ssh_target(pytestconfig: pytest.Config) -> Iterator[SshTarget]:
+    from pytest_fwloop.envs.ssh import SshTarget, parse_target
+
     config = pytestconfig
     spec = _pooled(config, "fwloop_ssh_pool", "fwloop_ssh_target", "fwloop_ssh", exclusive=False)
     try:
@@ -242,12 +253,12 @@ def _fwloop_ssh_target(pytestconfig: pytest.Config) -> Iterator[SshTarget]:
         raise pytest.UsageError(f"fwloop: ini {exc}") from exc
     key = _ini(config, "fwloop_ssh_key")
     known_hosts = _ini(config, "fwloop_ssh_known_hosts")
+    accept_new = known_hosts == KNOWN_HOSTS_ACCEPT_NEW
     target = SshTarget(
         address,
         key=_rooted(config, key) if key else None,
-        known_hosts=_rooted(config, known_hosts)
-        if known_hosts and known_hosts != KNOWN_HOSTS_ACCEPT_NEW
-        else known_hosts or None,
+        known_hosts=_rooted(config, known_hosts) if known_hosts and not accept_new else None,
+        accept_new=accept_new,
         timeout=_timeout(config),
     )
     try:

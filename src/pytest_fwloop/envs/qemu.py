@@ -3,8 +3,13 @@
 The command is a template split like a shell line but never given to a shell: `{firmware}` and
 `{port}` are substituted per token, so paths with spaces stay one argument. With
 `-serial tcp:127.0.0.1:{port},server=on,wait=on,nodelay=on` QEMU holds the guest until the console
-connects, so the banner is not lost; note that QEMU passes the first input through such a port
-only about a second after start (give the first command a longer timeout, or use stdio).
+connects, so the banner is not lost.
+
+QEMU's CMSDK UART (the mps2 boards) refuses input until the firmware enables receive, and tells
+the console backend it accepts input again only when the firmware reads the data register. So a
+firmware that enables RX and then sleeps gets its first input at QEMU's next idle poll, about a
+second later, on stdio and TCP alike; one dummy read of the data register after enabling RX
+removes the delay (as the test firmware in tests/envs_support/firmware/main.c does).
 """
 
 from __future__ import annotations
@@ -34,9 +39,6 @@ from pytest_fwloop.envs.serialport import PySerialTransport
 if TYPE_CHECKING:
     from types import TracebackType
 
-COMMAND_EXAMPLE = (
-    "qemu-system-arm -M mps2-an385 -display none -monitor none -serial stdio -kernel {firmware}"
-)
 #: Between SIGTERM and SIGKILL when stopping QEMU.
 STOP_GRACE_SECONDS = 5.0
 CONNECT_RETRY_SECONDS = 0.01
@@ -44,6 +46,7 @@ _APT_PACKAGES = {
     "arm": "qemu-system-arm",
     "aarch64": "qemu-system-arm",
     "x86_64": "qemu-system-x86",
+    "i386": "qemu-system-x86",
 }
 
 
@@ -61,7 +64,7 @@ def command_argv(template: str, firmware: Path, port: int | None) -> list[str]:
     except ValueError as exc:
         raise ValueError(f"fwloop_qemu_cmd: {exc}; quote it as you would in a shell") from exc
     if not tokens:
-        raise ValueError(f"fwloop_qemu_cmd is empty; e.g. {COMMAND_EXAMPLE}")
+        raise ValueError("fwloop_qemu_cmd is empty; give the QEMU command line")
     if port is None and "{port}" in template:
         raise ValueError("fwloop_qemu_cmd uses {port} but no port was given")
     return [
@@ -69,7 +72,7 @@ def command_argv(template: str, firmware: Path, port: int | None) -> list[str]:
     ]
 
 
-def console_address(argv: list[str]) -> tuple[str, int] | None:
+def _console_address(argv: list[str]) -> tuple[str, int] | None:
     """(host, port) of a `-serial tcp:…,server=on` console, or None for a console on stdio."""
     for option, value in itertools.pairwise(argv):
         if option != "-serial":
@@ -86,7 +89,7 @@ def console_address(argv: list[str]) -> tuple[str, int] | None:
     return None
 
 
-def missing_program_message(program: str) -> str:
+def _missing_program_message(program: str) -> str:
     arch = Path(program).name.removeprefix("qemu-system-")
     if arch == Path(program).name:
         return f"fwloop: {program} not found on PATH; install it or fix fwloop_qemu_cmd"
@@ -154,23 +157,29 @@ class QemuMachine:
         return self.process is not None and self.process.poll() is None
 
     def start(self) -> Console:
-        """Boot the firmware and wait for the `ready` regex; EnvironmentFailure when it can't."""
+        """Boot the firmware (stopping a previous QEMU first) and wait for the `ready` regex.
+
+        EnvironmentFailure when it can't, with nothing left running.
+        """
+        self.stop()
         if not self.firmware.is_file():
             raise EnvironmentFailure(
                 f"fwloop: firmware {self.firmware} not found; build it first or fix fwloop_firmware"
             )
         port = self.port if self.port is not None or "{port}" not in self.command else free_port()
         argv = command_argv(self.command, self.firmware, port)
-        address = console_address(argv)
+        if shutil.which(argv[0]) is None:
+            raise EnvironmentFailure(_missing_program_message(argv[0]))
+        address = _console_address(argv)
         if address is not None:
             _check_port_free(*address)
-        if shutil.which(argv[0]) is None:
-            raise EnvironmentFailure(missing_program_message(argv[0]))
         self._fingerprint = _Fingerprint.of(self.firmware)
         # Open for the life of the process; stop() closes it.
         self._stderr = tempfile.TemporaryFile(prefix="fwloop-qemu-")  # noqa: SIM115
         on_stdio = address is None
         try:
+            # Not a session of its own: when the loop kills a hung child pytest's process group,
+            # QEMU goes with it.
             self.process = subprocess.Popen(
                 argv,
                 cwd=self.cwd,
@@ -194,17 +203,20 @@ class QemuMachine:
         return self.console
 
     def stop(self) -> None:
-        """Close the console, then SIGTERM, wait, SIGKILL and reap QEMU; safe to call twice."""
-        self.console.close()
+        """SIGTERM, wait, SIGKILL and reap QEMU, then close the console; safe to call twice.
+
+        QEMU goes first so that the console's reader wakes on EOF instead of at its next poll.
+        """
         process, self.process = self.process, None
         if process is not None:
             _terminate(process)
+        self.console.close()
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
 
     def restart(self) -> Console:
-        self.stop()
+        """Stop QEMU and boot it again; the console object stays the same."""
         return self.start()
 
     def firmware_changed(self) -> bool:

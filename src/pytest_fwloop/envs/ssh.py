@@ -1,9 +1,9 @@
 """A target reached over SSH (a BMC, a Linux board): run commands, copy files, open a console.
 
 Host keys are checked strictly by default: against `~/.ssh/known_hosts`, or against the file named
-by `known_hosts`. The value `insecure-accept-new` (KNOWN_HOSTS_ACCEPT_NEW) accepts a host whose key
-is not known yet, as OpenSSH's `StrictHostKeyChecking=accept-new` does, but still rejects a key
-that differs from a known one; use it only on a network you trust.
+by `known_hosts`. `accept_new=True` (ini: `fwloop_ssh_known_hosts = insecure-accept-new`) accepts
+a host whose key is not known yet, as OpenSSH's `StrictHostKeyChecking=accept-new` does, but still
+rejects a key that differs from a known one; use it only on a network you trust.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from pytest_fwloop.envs.errors import ConsoleTimeout, EnvironmentFailure
 if TYPE_CHECKING:
     from types import TracebackType
 
-KNOWN_HOSTS_ACCEPT_NEW = "insecure-accept-new"
 DEFAULT_PORT = 22
 _TARGET = re.compile(r"(?P<user>[^@\s]+)@(?P<host>\[[^\]\s]+\]|[^:@\s\[\]]+)(?::(?P<port>\d+))?")
 
@@ -115,11 +114,13 @@ class SshTarget:
         *,
         key: Path | str | None = None,
         known_hosts: Path | str | None = None,
+        accept_new: bool = False,
         timeout: float = 10.0,
     ) -> None:
         self.address = parse_target(target) if isinstance(target, str) else target
         self.key = Path(key) if key is not None else None
-        self.known_hosts = known_hosts
+        self.known_hosts = Path(known_hosts) if known_hosts is not None else None
+        self.accept_new = accept_new
         self.timeout = timeout
         self.name = f"ssh {self.address}"
         self.transcript = Transcript()
@@ -139,11 +140,15 @@ class SshTarget:
 
     @property
     def connected(self) -> bool:
+        """True while the SSH connection is up (commands may still fail)."""
         transport = self._client.get_transport() if self._client is not None else None
         return transport is not None and transport.is_active()
 
     def connect(self) -> SshTarget:
-        """Log in with the key and check the target with `true`; EnvironmentFailure if not."""
+        """Log in with the key and check the target with `true`; EnvironmentFailure if not.
+
+        A previous connection, and the consoles opened on it, are closed first.
+        """
         self.close()
         if self.key is not None and not self.key.is_file():
             raise EnvironmentFailure(
@@ -204,12 +209,15 @@ class SshTarget:
         try:
             sftp = client.open_sftp()
         except paramiko.SSHException:
+            # No SFTP subsystem, as on many BMCs; a dead connection fails in _exec instead.
             self._put_with_cat(source, remote)
             return
         try:
             with sftp:
                 sftp.put(str(source), remote)
-        except OSError as exc:
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            if not self.connected:
+                raise self._lost(f"copying {source} ({exc})") from exc
             raise EnvironmentFailure(
                 f"fwloop: {self.name}: cannot write {remote} ({exc}); "
                 "check that the remote directory exists and is writable"
@@ -303,14 +311,12 @@ class SshTarget:
         )
 
     def _load_host_keys(self, client: paramiko.SSHClient) -> None:
-        if self.known_hosts is None or str(self.known_hosts) == KNOWN_HOSTS_ACCEPT_NEW:
+        if self.known_hosts is None:
             client.load_system_host_keys()
-        elif Path(self.known_hosts).is_file():
+        elif self.known_hosts.is_file():
             client.load_host_keys(str(self.known_hosts))
-        if str(self.known_hosts) == KNOWN_HOSTS_ACCEPT_NEW:
-            client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
-        else:
-            client.set_missing_host_key_policy(_RejectUnknownHost())
+        policy = paramiko.AutoAddPolicy() if self.accept_new else _RejectUnknownHost()
+        client.set_missing_host_key_policy(policy)
 
     def _connect_failure(self, exc: BaseException) -> str:
         where = f"fwloop: {self.name}"
@@ -324,7 +330,7 @@ class SshTarget:
             return (
                 f"{where}: host key {exc} of {exc.hostname} is not in {known_hosts}; verify it and "
                 f"add it (ssh-keyscan -p {self.address.port} {self.address.host}), or set "
-                f"fwloop_ssh_known_hosts = {KNOWN_HOSTS_ACCEPT_NEW} on a trusted network"
+                "fwloop_ssh_known_hosts = insecure-accept-new on a trusted network"
             )
         if isinstance(exc, paramiko.AuthenticationException):
             key = self.key or "the default keys"

@@ -85,6 +85,13 @@ class Journal:
         if existing is not None and not _is_ours(existing) and _is_alive(existing):
             raise self._locked(existing)
 
+    def active(self) -> JournalRecord | None:
+        """The journal of another live controller, if one holds this workspace."""
+        existing = self._load()
+        if existing is None or _is_ours(existing) or not _is_alive(existing):
+            return None
+        return existing
+
     def pending(self) -> JournalRecord | None:
         """The journal a dead controller left behind, if any (never a live one's)."""
         existing = self._load()

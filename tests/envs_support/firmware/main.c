@@ -39,6 +39,9 @@ static void uart_init(void)
     UART_BAUDDIV = SYSCLK_HZ / BAUD; /* QEMU ignores the UART below 16 */
     UART_CTRL = CTRL_TX_EN | CTRL_RX_EN | CTRL_RX_INT_EN;
     NVIC_ISER0 = 1u << UART0_RX_IRQ;
+    /* QEMU's UART tells the host side it can take input again only when DATA is read; without
+     * this read the first input waits for QEMU's next idle poll, about a second. */
+    (void)UART_DATA;
 }
 
 static void put_char(char c)

@@ -1,0 +1,319 @@
+"""`openai:MODEL@URL`: any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, Ollama,
+llama.cpp server, LM Studio), one POST to `URL/chat/completions` per call.
+
+The key comes from an environment variable, never from the spec: `api_key_env` (resolved from
+the options), else the variable named by `$FWLOOP_API_KEY_ENV`, else `$OPENAI_API_KEY`; with no
+key no Authorization header is sent, which is what local servers expect.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl, urlsplit
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pytest_fwloop.agents.base import RawAnswer, bare_schema, instructions, request_json
+from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind, SpecError
+from pytest_fwloop.agents.retry import parse_retry_after
+
+if TYPE_CHECKING:
+    from pytest_fwloop.agents.protocol import AgentRequest
+
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+#: Names the variable that holds the key, for teams whose key is not in $OPENAI_API_KEY.
+KEY_ENV_SELECTOR = "FWLOOP_API_KEY_ENV"
+#: A chat completion is one JSON object; more than this is not an answer.
+MAX_BODY_BYTES = 4 * 1024 * 1024
+#: response_format modes, best first; a server that rejects one gets the next (DESIGN.md §5).
+RESPONSE_FORMATS = ("json_schema", "json_object", "none")
+
+_URL_AFTER_AT = re.compile(r"@(?=https?://)", re.IGNORECASE)
+
+
+def parse_openai_argument(argument: str) -> tuple[str, str]:
+    """`MODEL@URL` as (model, base URL without a trailing slash); SpecError names the bad part.
+
+    The first `@` followed by `http(s)://` splits, so a model name may itself contain `@`.
+    Credentials are refused before this, by the registry, without echoing them.
+    """
+    split = _URL_AFTER_AT.search(argument)
+    if split is None:
+        if "@" in argument:
+            url = argument.rpartition("@")[2]
+            raise SpecError(
+                f"'{url}' is not an http:// or https:// URL; write openai:MODEL@URL, "
+                "e.g. openai:qwen2.5-coder@http://127.0.0.1:8000/v1"
+            )
+        raise SpecError(
+            f"'openai:{argument}' has no @URL; write openai:MODEL@URL, "
+            "e.g. openai:qwen2.5-coder@http://127.0.0.1:8000/v1"
+        )
+    model, url = argument[: split.start()].strip(), argument[split.end() :].strip()
+    if not model:
+        raise SpecError(f"the model before @{url} is empty; write openai:MODEL@URL")
+    if any(char.isspace() for char in model):
+        raise SpecError(f"the model '{model}' contains whitespace; write openai:MODEL@URL")
+    parts = urlsplit(url)
+    if not parts.hostname:
+        raise SpecError(f"the URL '{url}' has no host; write e.g. http://127.0.0.1:8000/v1")
+    if parts.fragment or parse_qsl(parts.query):
+        raise SpecError(
+            f"the URL '{url}' has a query or fragment; give the API's base URL, e.g. "
+            "http://127.0.0.1:8000/v1"
+        )
+    return model, url.rstrip("/")
+
+
+class _ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    content: str | None = None
+    refusal: str | None = None
+
+
+class _ChatChoice(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    message: _ChatMessage
+    finish_reason: str | None = None
+
+
+class _PromptTokensDetails(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    cached_tokens: int | None = None
+
+
+class _ChatUsage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    prompt_tokens_details: _PromptTokensDetails | None = None
+
+
+class ChatCompletion(BaseModel):
+    """The part of a chat-completions response the loop reads."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    choices: list[_ChatChoice] = Field(min_length=1)
+    usage: _ChatUsage | None = None
+
+    def usage_report(self) -> dict[str, float]:
+        usage = self.usage
+        if usage is None:
+            return {}
+        report: dict[str, float] = {}
+        if usage.prompt_tokens is not None:
+            report["input_tokens"] = usage.prompt_tokens
+        if usage.prompt_tokens_details and usage.prompt_tokens_details.cached_tokens is not None:
+            report["cached_input_tokens"] = usage.prompt_tokens_details.cached_tokens
+        if usage.completion_tokens is not None:
+            report["output_tokens"] = usage.completion_tokens
+        return report
+
+
+class _ErrorDetail(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    message: str = ""
+
+
+class ErrorBody(BaseModel):
+    """An error response: OpenAI and llama.cpp nest `error.message`, Ollama sends
+    `error` as a string, older vLLM a top-level `message`."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    error: _ErrorDetail | str | None = None
+    message: str = ""
+
+    def text(self) -> str:
+        if isinstance(self.error, _ErrorDetail):
+            return self.error.message or self.message
+        return self.error or self.message
+
+
+@dataclass(frozen=True)
+class _Reply:
+    status: int
+    headers: httpx.Headers
+    body: bytes
+
+    def error_text(self) -> str:
+        try:
+            text = ErrorBody.model_validate_json(self.body).text()
+        except ValidationError:
+            text = ""
+        return " ".join((text or self.body.decode("utf-8", errors="replace")).split())[:300]
+
+
+@dataclass
+class OpenAIProvider:
+    """POSTs the request to `base_url/chat/completions` as a system message (the instructions and
+    the schema) and a user message (the request JSON)."""
+
+    model: str
+    base_url: str
+    api_key_env: str | None = None
+    #: Index into RESPONSE_FORMATS; kept per instance, so a server is probed once, not per call.
+    format_index: int = field(default=0, init=False)
+
+    @property
+    def spec(self) -> str:
+        return f"openai:{self.model}@{self.base_url}"
+
+    @property
+    def url(self) -> str:
+        return f"{self.base_url}/chat/completions"
+
+    def key_env(self) -> str:
+        return self.api_key_env or os.environ.get(KEY_ENV_SELECTOR) or DEFAULT_KEY_ENV
+
+    def body(self, request: AgentRequest) -> dict[str, object]:
+        body: dict[str, object] = {
+            "model": self.model,
+            "messages": [
+                {"role": "system", "content": instructions(request)},
+                {"role": "user", "content": request_json(request)},
+            ],
+        }
+        mode = RESPONSE_FORMATS[self.format_index]
+        if mode == "json_schema":
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": f"{request.role}_answer",
+                    "schema": bare_schema(request.schema_),
+                    "strict": False,
+                },
+            }
+        elif mode == "json_object":
+            body["response_format"] = {"type": "json_object"}
+        return body
+
+    def call(self, request: AgentRequest, timeout: float) -> RawAnswer:
+        key_env = self.key_env()
+        key = os.environ.get(key_env, "")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        deadline = time.monotonic() + timeout
+        notes: list[str] = []
+        while True:
+            reply = self._post(self.body(request), headers, timeout, deadline)
+            if not self._format_refused(reply):
+                break
+            notes.append(
+                f"{self.url} refused response_format {RESPONSE_FORMATS[self.format_index]} "
+                f"(HTTP {reply.status}: {reply.error_text()}); "
+                f"sending {RESPONSE_FORMATS[self.format_index + 1]} from now on"
+            )
+            self.format_index += 1
+        # A server may echo what it was sent; the key must not reach the run directory.
+        stderr = _scrub("\n".join(notes), key)
+        if reply.status < 300:
+            return self._answer(reply, stderr)
+        raise self._http_error(reply, key, key_env, stderr)
+
+    def _format_refused(self, reply: _Reply) -> bool:
+        if reply.status != 400 or self.format_index + 1 >= len(RESPONSE_FORMATS):
+            return False
+        text = reply.body.decode("utf-8", errors="replace").lower()
+        return "response_format" in text or "json_schema" in text
+
+    def _post(
+        self, body: dict[str, object], headers: dict[str, str], timeout: float, deadline: float
+    ) -> _Reply:
+        """One POST, read to the end within the deadline; transport failures as ProviderError."""
+        try:
+            with (
+                httpx.Client(timeout=max(deadline - time.monotonic(), 0.001)) as client,
+                client.stream("POST", self.url, json=body, headers=headers) as response,
+            ):
+                content = bytearray()
+                # The read timeout bounds each stall; the deadline bounds a server that trickles.
+                for chunk in response.iter_bytes():
+                    content += chunk
+                    if len(content) > MAX_BODY_BYTES:
+                        raise ProviderError(
+                            ProviderErrorKind.PROVIDER_BAD_OUTPUT,
+                            self.spec,
+                            f"{self.url} sent more than {MAX_BODY_BYTES} bytes; "
+                            "a chat completion is one JSON object",
+                        )
+                    if time.monotonic() > deadline:
+                        raise httpx.ReadTimeout("deadline passed while reading the body")
+                return _Reply(response.status_code, response.headers, bytes(content))
+        except httpx.TimeoutException:
+            raise ProviderError(
+                ProviderErrorKind.PROVIDER_TIMEOUT,
+                self.spec,
+                f"{self.url} gave no answer within {timeout:g} s; "
+                "raise the agent timeout or use a faster model or server",
+            ) from None
+        except httpx.TransportError as exc:
+            # Refused, reset, DNS, a body cut off mid-way: the server or the path to it.
+            raise ProviderError(
+                ProviderErrorKind.PROVIDER_NETWORK_ERROR,
+                self.spec,
+                f"cannot reach {self.url}: {str(exc) or type(exc).__name__}; "
+                "check the URL and that the server is running",
+            ) from None
+        except httpx.RequestError as exc:
+            raise ProviderError(
+                ProviderErrorKind.PROVIDER_BAD_OUTPUT,
+                self.spec,
+                f"{self.url} sent a response that cannot be read: {exc}",
+            ) from None
+
+    def _answer(self, reply: _Reply, stderr: str) -> RawAnswer:
+        try:
+            completion = ChatCompletion.model_validate_json(reply.body)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "body"
+            raise ProviderError(
+                ProviderErrorKind.PROVIDER_BAD_OUTPUT,
+                self.spec,
+                f"{self.url} answered HTTP {reply.status} without a chat completion "
+                f"({where}: {first['msg']}); check that it is an OpenAI-compatible API",
+                stderr=stderr,
+            ) from None
+        message = completion.choices[0].message
+        usage = completion.usage_report()
+        if message.content is None:
+            raise ProviderError(
+                ProviderErrorKind.PROVIDER_BAD_OUTPUT,
+                self.spec,
+                "the completion has no choices[0].message.content"
+                + (f"; the model refused: {message.refusal}" if message.refusal else ""),
+                stderr=stderr,
+                usage=usage,
+            )
+        return RawAnswer(text=message.content, stderr=stderr, usage=usage)
+
+    def _http_error(self, reply: _Reply, key: str, key_env: str, stderr: str) -> ProviderError:
+        detail = f"HTTP {reply.status} from {self.url}: {_scrub(reply.error_text(), key)}"
+        header = reply.headers.get("Retry-After")
+        retry_after = parse_retry_after(header) if header is not None else None
+        if reply.status in (401, 403):
+            remedy = f"check the key in ${key_env}" if key else f"put the API key in ${key_env}"
+            kind, message = ProviderErrorKind.PROVIDER_AUTH_ERROR, f"{detail}; {remedy}"
+        elif reply.status == 429:
+            kind, message = ProviderErrorKind.PROVIDER_RATE_LIMITED, detail
+        elif reply.status >= 500:
+            kind, message = ProviderErrorKind.PROVIDER_NETWORK_ERROR, detail
+        else:
+            kind = ProviderErrorKind.PROVIDER_BAD_OUTPUT
+            message = f"{detail}; check the model name and that the URL is the API base (…/v1)"
+        return ProviderError(kind, self.spec, message, retry_after=retry_after, stderr=stderr)
+
+
+def _scrub(text: str, key: str) -> str:
+    return text.replace(key, "***") if key else text

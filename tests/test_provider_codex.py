@@ -1,0 +1,348 @@
+"""`codex` against a real `codex` executable on PATH that behaves like `codex exec --json`.
+
+The fake takes the real options (`exec`, `--json`, `--model`, `--skip-git-repo-check`, `-` to
+read the prompt from stdin), refuses to run outside a git repository without
+`--skip-git-repo-check` as the real one does, and prints the JSONL events of the real CLI:
+`thread.started`, `turn.started`, `item.completed`, `turn.completed`, `turn.failed`, `error`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pytest_fwloop.agents.codex import CodexProvider
+from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind, SpecError
+from pytest_fwloop.agents.protocol import AgentRequest, CoderAnswer, Role, load_schema
+from pytest_fwloop.agents.registry import parse_role_specs
+from pytest_fwloop.agents.retry import RetryPolicy
+from pytest_fwloop.agents.role import CallRecord, RoleAgent
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+CODER_ANSWER: dict[str, object] = {
+    "analysis": {"root_cause": "stale FIFO flag", "hypotheses": ["RXNE"], "confidence": 0.6},
+    "patch": "--- a/src/uart.c\n+++ b/src/uart.c\n@@ -1 +1 @@\n-x\n+y\n",
+    "summary": "wait for RXNE",
+}
+
+FAKE_CODEX = """
+import json, os, pathlib, sys
+
+args = sys.argv[1:]
+if not args or args.pop(0) != "exec":
+    print("fake codex: only `codex exec` is implemented", file=sys.stderr)
+    sys.exit(2)
+options, prompt = {}, None
+while args:
+    arg = args.pop(0)
+    if arg in ("--json", "--experimental-json", "--skip-git-repo-check"):
+        options[arg] = True
+    elif arg in ("-m", "--model", "--output-schema"):
+        options["--model" if arg == "-m" else arg] = args.pop(0)
+    elif arg == "-":
+        prompt = sys.stdin.read()
+    elif arg.startswith("-"):
+        print(f"error: unexpected argument '{arg}' found", file=sys.stderr)
+        sys.exit(2)
+    else:
+        prompt = arg
+if "--skip-git-repo-check" not in options and not pathlib.Path(".git").exists():
+    print("Not inside a trusted directory and --skip-git-repo-check was not specified.",
+          file=sys.stderr)
+    sys.exit(1)
+if not prompt:
+    print("No prompt provided via stdin.", file=sys.stderr)
+    sys.exit(1)
+
+state = pathlib.Path(os.environ["FAKE_CODEX_STATE"])
+number = len(list(state.glob("call-*.json"))) + 1
+(state / f"call-{number}.json").write_text(json.dumps(
+    {"argv": sys.argv[1:], "prompt": prompt, "cwd": os.getcwd()}))
+steps = json.loads((state / "steps.json").read_text())
+step = steps[min(number, len(steps)) - 1]  # the last step repeats
+
+def emit(event):
+    print(json.dumps(event), flush=True)
+
+def item(number, **fields):
+    emit({"type": "item.completed", "item": {"id": f"item_{number}", **fields}})
+
+emit({"type": "thread.started", "thread_id": "0199a213-81c0-7800-8aa1-bbab2a035a53"})
+emit({"type": "turn.started"})
+for message in step.get("errors", []):
+    emit({"type": "error", "message": message})
+item(0, type="reasoning", text="**Reading the failing test**")
+for n, command in enumerate(step.get("declined", []), start=1):
+    item(n, type="command_execution", command=command, aggregated_output="", exit_code=None,
+         status="declined")
+if step.get("failed_edit"):
+    item(9, type="file_change", changes=[{"path": "src/uart.c", "kind": "update"}],
+         status="failed")
+if "message" in step:
+    item(10, type="agent_message", text=step["message"])
+elif "answer" in step:
+    item(10, type="agent_message", text=json.dumps(step["answer"]))
+if "fail" in step:
+    emit({"type": "error", "message": step["fail"]})
+    emit({"type": "turn.failed", "error": {"message": step["fail"]}})
+elif not step.get("cut_short"):
+    emit({"type": "turn.completed",
+          "usage": {"input_tokens": 2400, "cached_input_tokens": 1200, "output_tokens": 310}})
+if step.get("stderr"):
+    print(step["stderr"], file=sys.stderr)
+sys.exit(step.get("exit", 1 if "fail" in step or step.get("cut_short") else 0))
+"""
+
+UNAUTHORIZED = (
+    "unexpected status 401 Unauthorized: "
+    '{"error":{"message":"Incorrect API key provided","code":"invalid_api_key"}}'
+)
+RATE_LIMITED = "exceeded retry limit, last status: 429 Too Many Requests"
+
+
+@dataclass(frozen=True)
+class Call:
+    argv: list[str]
+    prompt: str
+    cwd: str
+
+
+class FakeCodex:
+    """The `codex` on PATH: `steps` says what each run does; `calls` is what it was given."""
+
+    def __init__(self, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.bin = root / "bin"
+        self.state = root / "codex-state"
+        self.bin.mkdir()
+        self.state.mkdir()
+        program = self.bin / "codex"
+        program.write_text(f"#!{sys.executable}\n{FAKE_CODEX}", encoding="utf-8")
+        program.chmod(0o755)
+        monkeypatch.setenv("PATH", str(self.bin))
+        monkeypatch.setenv("FAKE_CODEX_STATE", str(self.state))
+
+    def steps(self, *steps: dict[str, object]) -> None:
+        (self.state / "steps.json").write_text(json.dumps(steps))
+
+    def calls(self) -> list[Call]:
+        count = len(list(self.state.glob("call-*.json")))
+        return [
+            Call(**json.loads((self.state / f"call-{n}.json").read_text()))
+            for n in range(1, count + 1)
+        ]
+
+
+@pytest.fixture
+def codex(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeCodex:
+    return FakeCodex(tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "firmware"  # not a git repository: the loop keeps its own snapshot
+    path.mkdir()
+    return path
+
+
+def make_request(workspace: Path, role: Role = "coder") -> AgentRequest:
+    return AgentRequest.model_validate(
+        {
+            "role": role,
+            "iteration": 1,
+            "goal": "make every selected test pass",
+            "workspace": str(workspace),
+            "schema": load_schema(role),
+            "failures": [
+                {"nodeid": "tests/test_uart.py::test_rx", "signature": "s", "excerpt": "e"}
+            ],
+        }
+    )
+
+
+def agent(spec: str, rootdir: Path, records: list[CallRecord], sleeps: list[float]) -> RoleAgent:
+    return RoleAgent(
+        "coder",
+        parse_role_specs(spec, "coder", rootdir),
+        load_schema("coder"),
+        records.append,
+        timeout=30,
+        retry_policy=RetryPolicy(max_retries=1, base_delay=0.001),
+        sleep=sleeps.append,
+    )
+
+
+def command_coder(directory: Path) -> str:
+    """A `command:` provider that answers CODER_ANSWER: the failover target."""
+    program = directory / "coder.py"
+    program.write_text(
+        f"#!{sys.executable}\nimport json, sys\njson.load(sys.stdin)\n"
+        f"print(json.dumps({CODER_ANSWER!r}))\n"
+    )
+    program.chmod(0o755)
+    return f"command:{program}"
+
+
+def test_success_is_the_last_agent_message(
+    codex: FakeCodex, workspace: Path, tmp_path: Path
+) -> None:
+    codex.steps({"answer": CODER_ANSWER})
+    records: list[CallRecord] = []
+    answer = agent("codex:gpt-5-codex", tmp_path, records, []).ask(make_request(workspace))
+    assert isinstance(answer, CoderAnswer)
+    assert answer.summary == "wait for RXNE"
+    (call,) = codex.calls()
+    assert call.argv == [
+        "exec",
+        "--json",
+        "--skip-git-repo-check",
+        "--model",
+        "gpt-5-codex",
+        "-",
+    ]
+    assert call.cwd == str(workspace)
+    assert "tests/test_uart.py::test_rx" in call.prompt
+    assert "JSON Schema of the answer" in call.prompt
+    (record,) = records
+    assert (record.provider, record.error_kind) == ("codex:gpt-5-codex", None)
+    assert record.usage == {"input_tokens": 2400, "cached_input_tokens": 1200, "output_tokens": 310}
+
+
+def test_error_events_before_a_completed_turn_are_not_failures(
+    codex: FakeCodex, workspace: Path
+) -> None:
+    # Codex reports its own reconnects as `error` events and then carries on.
+    codex.steps({"errors": ["Reconnecting... 1/5"], "answer": CODER_ANSWER})
+    raw = CodexProvider().call(make_request(workspace), timeout=30)
+    assert json.loads(raw.text) == CODER_ANSWER
+
+
+def test_turn_failed_with_exit_status_0_is_an_error(codex: FakeCodex, workspace: Path) -> None:
+    codex.steps({"answer": CODER_ANSWER, "fail": "model produced invalid tool call", "exit": 0})
+    with pytest.raises(ProviderError) as caught:
+        CodexProvider().call(make_request(workspace), timeout=30)
+    assert caught.value.kind is ProviderErrorKind.PROVIDER_BAD_OUTPUT
+    assert caught.value.message == "codex turn failed: model produced invalid tool call"
+
+
+def test_a_stream_cut_short_is_an_error_whatever_came_before(
+    codex: FakeCodex, workspace: Path
+) -> None:
+    codex.steps({"answer": CODER_ANSWER, "cut_short": True, "stderr": "panicked at exec.rs:42"})
+    with pytest.raises(ProviderError) as caught:
+        CodexProvider().call(make_request(workspace), timeout=30)
+    assert caught.value.kind is ProviderErrorKind.PROVIDER_BAD_OUTPUT
+    assert caught.value.message == (
+        "codex exited with status 1 after 4 event(s) and no turn.completed: panicked at exec.rs:42"
+    )
+    assert caught.value.stderr == "panicked at exec.rs:42\n"
+
+
+def test_refused_actions_without_an_answer_are_permission_denied(
+    codex: FakeCodex, workspace: Path, tmp_path: Path
+) -> None:
+    codex.steps(
+        {
+            "declined": ["sed -i s/7/8/ src/uart.c"],
+            "failed_edit": True,
+            "message": "I could not write to src/uart.c: the sandbox is read-only.",
+        }
+    )
+    records: list[CallRecord] = []
+    with pytest.raises(ProviderError) as caught:
+        agent("codex", tmp_path, records, []).ask(make_request(workspace))
+    assert caught.value.kind is ProviderErrorKind.PROVIDER_PERMISSION_DENIED
+    assert caught.value.message == (
+        "codex gave no JSON answer; its sandbox refused 2 action(s) (command 'sed -i s/7/8/ "
+        "src/uart.c' declined; file change failed): have it answer with a patch, or widen "
+        "sandbox_mode in the Codex config"
+    )
+    assert len(records) == 1  # neither retried nor re-asked
+
+
+def test_refused_actions_do_not_matter_when_it_answers(codex: FakeCodex, workspace: Path) -> None:
+    codex.steps({"failed_edit": True, "answer": CODER_ANSWER})
+    raw = CodexProvider().call(make_request(workspace), timeout=30)
+    assert json.loads(raw.text) == CODER_ANSWER
+
+
+def test_an_auth_error_fails_over_at_once(
+    codex: FakeCodex, workspace: Path, tmp_path: Path
+) -> None:
+    codex.steps({"fail": UNAUTHORIZED})
+    records: list[CallRecord] = []
+    sleeps: list[float] = []
+    answer = agent(f"codex,{command_coder(tmp_path)}", tmp_path, records, sleeps).ask(
+        make_request(workspace)
+    )
+    assert isinstance(answer, CoderAnswer)
+    assert [r.error_kind for r in records] == ["provider_auth_error", None]
+    assert records[0].errors == [f"codex turn failed: {UNAUTHORIZED}"]
+    assert sleeps == []
+
+
+def test_a_rate_limit_is_retried_then_fails_over(
+    codex: FakeCodex, workspace: Path, tmp_path: Path
+) -> None:
+    codex.steps({"fail": RATE_LIMITED})
+    records: list[CallRecord] = []
+    sleeps: list[float] = []
+    answer = agent(f"codex,{command_coder(tmp_path)}", tmp_path, records, sleeps).ask(
+        make_request(workspace)
+    )
+    assert isinstance(answer, CoderAnswer)
+    assert [(r.provider.split(":")[0], r.retry_count, r.error_kind) for r in records] == [
+        ("codex", 0, "provider_rate_limited"),
+        ("codex", 1, "provider_rate_limited"),
+        ("command", 0, None),
+    ]
+    assert len(sleeps) == 1
+    assert str(records[2].retry_reason).startswith(
+        f"failover from codex: provider_rate_limited: codex turn failed: {RATE_LIMITED}"
+    )
+
+
+def test_not_installed_fails_over_to_a_command_provider(
+    tmp_path: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(workspace))
+    records: list[CallRecord] = []
+    answer = agent(f"codex,{command_coder(tmp_path)}", tmp_path, records, []).ask(
+        make_request(workspace)
+    )
+    assert isinstance(answer, CoderAnswer)
+    assert [r.error_kind for r in records] == ["provider_not_found", None]
+    assert records[0].errors == [
+        "the 'codex' executable is not on PATH; install the Codex CLI or choose another provider"
+    ]
+
+
+def test_no_events_at_all_reports_the_stderr(codex: FakeCodex, workspace: Path) -> None:
+    # An older CLI without `exec --json`: clap's usage error, no events.
+    (codex.bin / "codex").write_text(
+        f"#!{sys.executable}\nimport sys\n"
+        "print(\"error: unexpected argument '--json' found\", file=sys.stderr)\nsys.exit(2)\n"
+    )
+    with pytest.raises(ProviderError) as caught:
+        CodexProvider().call(make_request(workspace), timeout=30)
+    assert caught.value.kind is ProviderErrorKind.PROVIDER_BAD_OUTPUT
+    assert caught.value.message == (
+        "codex exited with status 2 after 0 event(s) and no turn.completed: "
+        "error: unexpected argument '--json' found"
+    )
+
+
+def test_bad_codex_specs_are_refused_at_startup(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="'codex:' has nothing after the colon; write it as "):
+        parse_role_specs("codex:", "coder", tmp_path)
+    with pytest.raises(SpecError, match="'-c' is not a model name"):
+        parse_role_specs("codex:-c", "coder", tmp_path)
+    assert [p.spec for p in parse_role_specs("codex,codex:o3", "reviewer", tmp_path)] == [
+        "codex",
+        "codex:o3",
+    ]
