@@ -623,3 +623,35 @@ def test_a_killed_controller_is_recovered_on_the_next_start(project: LoopProject
     recovered = json.loads((latest / "recovered.json").read_text())
     assert recovered["restored_paths"] == ["fw/calc.py"]
     assert tree_state(project.root) == before
+
+
+def test_suite_can_assert_on_the_reviewer_verdict(project: LoopProject) -> None:
+    project.calc_suite()
+    project.write(
+        "tests/test_gate.py",
+        """
+def test_review_gate(fwloop_review):
+    if fwloop_review is None:  # the baseline: no patch under test yet
+        return
+    assert fwloop_review.decision == "approve"
+    assert fwloop_review.risk <= 0.5
+""",
+    )
+    risky = {**APPROVE, "risk": 0.6}
+    coder = project.agent("coder", [coder_answer(p) for p in calc_fix_patches()], [risky])
+    result = project.run(f"--fwloop-coder={coder.spec}", "--max-iter=2")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    [run_dir] = project.run_dirs()
+    results = json.loads((run_dir / "rounds" / "02" / "results.json").read_text())
+    gate = next(t for t in results["tests"] if t["nodeid"].endswith("test_review_gate"))
+    assert gate["outcome"] == "failed"
+    assert "0.6" in gate["longrepr"]
+
+
+def test_fixtures_are_none_outside_the_loop(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        "def test_none(fwloop_review, fwloop_test_plan):\n"
+        "    assert fwloop_review is None\n"
+        "    assert fwloop_test_plan is None\n"
+    )
+    pytester.runpytest_subprocess().assert_outcomes(passed=1)

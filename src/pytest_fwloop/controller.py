@@ -49,6 +49,7 @@ from pytest_fwloop.results import IterationResults, TestRecord, nodeids
 from pytest_fwloop.rundir import RunRecorder, new_run_id, utc_now
 from pytest_fwloop.settings import LoopSettings, load_settings
 from pytest_fwloop.terminal import Terminal
+from pytest_fwloop.verdicts import REVIEW_ENV
 from pytest_fwloop.workspace import (
     PatchApplyError,
     Workspace,
@@ -139,6 +140,7 @@ class Controller:
         self.coder_calls = 0
         self.call_counts: dict[tuple[int, str], int] = {}
         self.test_run_result: tuple[Path, int | None, bool] | None = None
+        self.review_path: Path | None = None
         self.coder = self._role_agent("coder", settings.coder)
         self.reviewer = self._role_agent("reviewer", settings.reviewer)
         self.handlers: dict[State, Callable[[], Step]] = {
@@ -353,6 +355,9 @@ class Controller:
             argv.append(f"{CHILD_SELECT_FLAG}={folder / 'selection.txt'}")
         env = dict(os.environ)
         env["FWLOOP_CONSOLE_LOG_DIR"] = str(folder / "console")
+        env.pop(REVIEW_ENV, None)
+        if self.review_path is not None:
+            env[REVIEW_ENV] = str(self.review_path)
         env["PYTEST_ADDOPTS"] = " ".join(
             arg for arg in env.get("PYTEST_ADDOPTS", "").split() if arg != "--fwloop"
         )
@@ -713,6 +718,10 @@ class Controller:
                 "patch_rejected",
             )
         self.current.patch = patch
+        folder = self.recorder.relative(self.recorder.round_path(self.current.number))
+        self.review_path = self.recorder.write_json(
+            f"{folder}/review.json", review.model_dump(mode="json")
+        )
         files = sorted({c.new_path or c.old_path or "" for c in parse_patch(patch)})
         self.current.patch_summary = f"{answer.summary[:200]} [{', '.join(files)}]"
         return Step(

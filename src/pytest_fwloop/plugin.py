@@ -12,6 +12,9 @@ import pytest
 from pytest_fwloop import hookspecs
 from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG, add_options
 
+#: Fixture modules: inert until a test requests one of their fixtures.
+pytest_plugins = ["pytest_fwloop.verdicts"]
+
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspecs)
