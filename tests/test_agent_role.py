@@ -21,6 +21,7 @@ from pytest_fwloop.agents.protocol import (
     TesterAnswer,
     load_schema,
 )
+from pytest_fwloop.agents.retry import RetryPolicy
 from pytest_fwloop.agents.role import CallRecord, RoleAgent
 
 APPROVE = json.dumps({"decision": "approve", "must_fix": [], "risk": 0.1, "summary": "ok"})
@@ -70,6 +71,7 @@ def reviewer(
         load_schema("reviewer") if schema is None else schema,
         sink.append,
         timeout=42.0,
+        retry_policy=RetryPolicy(max_retries=0),  # failover on the first error, no backoff
         invalid_retries=invalid_retries,
     )
 

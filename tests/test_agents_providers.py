@@ -649,7 +649,14 @@ def test_registry_builds_the_failover_list_in_order(tmp_path: Path) -> None:
 
 
 def test_provider_syntax_lists_what_is_registered() -> None:
-    assert list(PROVIDER_SYNTAX) == ["command:PATH", "scripted:DIR", "rules"]
+    assert list(PROVIDER_SYNTAX) == [
+        "claude",
+        "codex",
+        "openai:MODEL@URL",
+        "command:PATH",
+        "scripted:DIR",
+        "rules",
+    ]
     assert [syntax.partition(":")[0] for syntax in PROVIDER_SYNTAX] == list(PROVIDERS)
 
 
@@ -659,17 +666,17 @@ def test_provider_syntax_lists_what_is_registered() -> None:
         (
             "bogus",
             "fwloop: --fwloop-coder=bogus: unknown provider 'bogus'; "
-            "choose from command:PATH, scripted:DIR, rules",
+            "choose from claude, codex, openai:MODEL@URL, command:PATH, scripted:DIR, rules",
         ),
         (
-            "rules,claude",
-            "fwloop: --fwloop-coder=rules,claude: unknown provider 'claude'; "
-            "choose from command:PATH, scripted:DIR, rules",
+            "rules,gemini",
+            "fwloop: --fwloop-coder=rules,gemini: unknown provider 'gemini'; "
+            "choose from claude, codex, openai:MODEL@URL, command:PATH, scripted:DIR, rules",
         ),
         (
             "  ",
             "fwloop: --fwloop-coder=  : no provider given; "
-            "choose from command:PATH, scripted:DIR, rules",
+            "choose from claude, codex, openai:MODEL@URL, command:PATH, scripted:DIR, rules",
         ),
         (
             "rules,,rules",

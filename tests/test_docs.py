@@ -20,3 +20,9 @@ def test_every_outcome_is_explained_in_troubleshooting() -> None:
     text = (DOCS / "troubleshooting.md").read_text(encoding="utf-8")
     missing = [o.value for o in Outcome if f"| `{o.value}` |" not in text]
     assert missing == []
+
+
+def test_option_help_names_every_registered_provider() -> None:
+    from pytest_fwloop.agents.registry import PROVIDER_SYNTAX
+
+    assert ", ".join(PROVIDER_SYNTAX) == options.PROVIDER_CHOICES

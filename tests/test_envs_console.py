@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -13,7 +14,7 @@ import serial
 
 from envs_support.board import Board
 from envs_support.tools import INNER_ARGS, require
-from pytest_fwloop.envs.console import Console
+from pytest_fwloop.envs.console import Console, ProcessTransport
 from pytest_fwloop.envs.errors import ConsoleTimeout, EnvironmentFailure
 from pytest_fwloop.envs.fixtures import log_file_name
 from pytest_fwloop.envs.pool import PoolError, pick_for_worker, worker_index
@@ -97,8 +98,8 @@ def test_timeout_is_console_timeout_and_keeps_the_buffer(loop: Console) -> None:
 
 def test_peer_hanging_up_is_environment_failure(board_console: SerialConsole) -> None:
     board_console.sendline("echo last words")
+    board_console.expect("last words")
     board_console.sendline("die")
-    assert board_console.expect("last words").group(0) == "last words"
     with pytest.raises(EnvironmentFailure) as caught:
         board_console.expect("never", timeout=TIMEOUT)
     assert board_console.url in str(caught.value)
@@ -106,6 +107,20 @@ def test_peer_hanging_up_is_environment_failure(board_console: SerialConsole) ->
     assert not board_console.alive
     with pytest.raises(EnvironmentFailure):
         board_console.sendline("ping")
+
+
+def test_output_before_the_end_still_matches() -> None:
+    # A pipe, unlike a pty hanging up, keeps what was written before the writer exited.
+    process = subprocess.Popen(
+        [sys.executable, "-c", "print('last words')"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    with Console(ProcessTransport(process, "printer"), timeout=TIMEOUT) as console:
+        assert console.expect("last words").group(0) == "last words"
+        with pytest.raises(EnvironmentFailure, match="printer exited with status 0"):
+            console.expect("more")
+    process.wait()
 
 
 def test_64k_each_way_without_deadlock(board_console: SerialConsole) -> None:
@@ -119,7 +134,6 @@ def test_64k_each_way_without_deadlock(board_console: SerialConsole) -> None:
 
 def test_reopen_after_a_board_reset(board: Board, board_console: SerialConsole) -> None:
     board_console.sendline("reset")
-    board_console.expect("resetting")
     with pytest.raises(EnvironmentFailure):
         board_console.expect("never")
     board_console.reopen(ready="> ")
@@ -252,7 +266,9 @@ def test_fwloop_serial_fixture_logs_and_reports(
         "test_fwloop_serial_fixture_logs_and_reports.py_test_silent_firmware.log",
     ]
     ping_log = (logs / written[0]).read_text()
-    assert "ping\npong" in ping_log
+    assert ping_log.startswith(f"=== {board.url} ===\n")
+    assert "ping\n" in ping_log
+    assert "pong\n" in ping_log
     assert "marker" not in ping_log
 
 

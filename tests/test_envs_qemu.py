@@ -64,9 +64,9 @@ def machine(firmware_v1: Path) -> Iterator[QemuMachine]:
     machine.stop()
 
 
-def answer(machine: QemuMachine, command: str, timeout: float | None = None) -> str:
+def answer(machine: QemuMachine, command: str) -> str:
     machine.console.sendline(command)
-    return machine.console.expect(rf"([^\n]*)\n{firmware.PROMPT}", timeout=timeout).group(1)
+    return machine.console.expect(rf"([^\n]*)\n{firmware.PROMPT}").group(1)
 
 
 @pytest.mark.parametrize(

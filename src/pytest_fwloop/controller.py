@@ -172,7 +172,12 @@ class Controller:
         )
         return RoleAgent(
             role,  # type: ignore[arg-type]
-            parse_role_specs(spec, role, self.settings.rootdir),  # type: ignore[arg-type]
+            parse_role_specs(
+                spec,
+                role,  # type: ignore[arg-type]
+                self.settings.rootdir,
+                self.settings.provider_options,
+            ),
             schema if schema is not None else shipped,
             self._record_call,
             timeout=self.settings.agent_timeout,
@@ -197,6 +202,9 @@ class Controller:
                 "duration_s": round(call.duration_s, 3),
                 "errors": call.errors,
                 "error_kind": call.error_kind,
+                "retry_count": call.retry_count,
+                "retry_reason": call.retry_reason,
+                "usage": call.usage,
                 "stderr_tail": call.stderr[-2000:],
             },
         )

@@ -82,6 +82,10 @@ def _text(text: str) -> str:
     return text
 
 
+#: Kept literal so plain pytest never imports the providers; a test checks it against the registry.
+PROVIDER_CHOICES = "claude, codex, openai:MODEL@URL, command:PATH, scripted:DIR, rules"
+
+
 @dataclass(frozen=True)
 class OptionSpec:
     """One option. `flag` None means ini/environment only; `kind` 'linelist' reads a list."""
@@ -125,7 +129,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     ),
     OptionSpec(
         "coder",
-        "coder provider(s), comma-separated failover list (command:PATH, scripted:DIR, rules)",
+        f"coder provider(s), comma-separated failover list of {PROVIDER_CHOICES}",
         "",
         flag="--fwloop-coder",
         metavar="SPEC",
@@ -202,6 +206,19 @@ OPTIONS: tuple[OptionSpec, ...] = (
         [],
         kind="linelist",
     ),
+    OptionSpec(
+        "api_key_env",
+        "environment variable holding the API key of openai: providers "
+        "(default OPENAI_API_KEY); keys never go on the command line",
+        "",
+    ),
+    OptionSpec(
+        "claude_permission_mode",
+        "--permission-mode passed to claude as coder (e.g. "
+        "acceptEdits to let it edit the workspace itself)",
+        "",
+    ),
+    OptionSpec("claude_max_turns", "--max-turns passed to claude", None, _positive_int),
     OptionSpec("max_risk", "highest reviewer risk (0..1) a patch may carry", 0.7, _unit_float),
     OptionSpec("max_patch_files", "most files one patch may touch", 20, _positive_int),
     OptionSpec("max_patch_lines", "most lines one patch may add plus remove", 500, _positive_int),

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pytest_fwloop.agents.errors import SpecError
-from pytest_fwloop.agents.registry import PROVIDER_SYNTAX, parse_role_specs
+from pytest_fwloop.agents.registry import PROVIDER_SYNTAX, ProviderOptions, parse_role_specs
 from pytest_fwloop.convergence import (
     ConvergenceCriteria,
     CriteriaError,
@@ -38,6 +38,7 @@ class LoopSettings:
     coder: str
     reviewer: str
     tester: str
+    provider_options: ProviderOptions
     build: list[str] | str | None
     mode: ExecutionMode
     criteria: ConvergenceCriteria
@@ -79,10 +80,15 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         )
     reviewer = resolve(config, "reviewer").strip() or coder
     tester = resolve(config, "tester").strip()
+    provider_options = ProviderOptions(
+        api_key_env=resolve(config, "api_key_env") or None,
+        permission_mode=resolve(config, "claude_permission_mode") or None,
+        max_turns=resolve(config, "claude_max_turns"),
+    )
     for role, spec in (("coder", coder), ("reviewer", reviewer), ("tester", tester)):
         if spec:
             try:
-                parse_role_specs(spec, role, rootdir)  # type: ignore[arg-type]
+                parse_role_specs(spec, role, rootdir, provider_options)  # type: ignore[arg-type]
             except SpecError as exc:
                 raise pytest.UsageError(str(exc)) from None
 
@@ -120,6 +126,7 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         coder=coder,
         reviewer=reviewer,
         tester=tester,
+        provider_options=provider_options,
         build=build,
         mode=mode,
         criteria=criteria,

@@ -68,7 +68,7 @@ INI_OPTIONS = (
     IniOption(
         "fwloop_console_ready",
         "regex the console must show at setup (QEMU: the banner; serial: the prompt after a "
-        "newline); empty: no health check",
+        "newline); ini drops a trailing space, write it as [ ]; empty: no health check",
         r"FW \S+ ready",
     ),
     IniOption(

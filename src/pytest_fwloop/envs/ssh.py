@@ -262,15 +262,17 @@ class SshTarget:
             if stdin is not None:
                 channel.sendall(stdin.read_bytes())
                 channel.shutdown_write()
+            # sshd may send the exit status before the last output: done means EOF (or the
+            # channel closing), the status, and nothing left to read. stderr is drained all
+            # along, or a chatty command would stall on a full SSH window.
             while True:
-                # stderr must be drained too, or a chatty command stalls on a full SSH window.
                 while channel.recv_ready():
                     stdout += channel.recv(READ_CHUNK)
                 while channel.recv_stderr_ready():
                     stderr += channel.recv_stderr(READ_CHUNK)
-                # Data precedes the exit status on the wire; once it is here, drain and stop.
-                drained = not (channel.recv_ready() or channel.recv_stderr_ready())
-                if channel.exit_status_ready() and drained:
+                ended = bool(channel.eof_received or channel.closed)
+                unread = channel.recv_ready() or channel.recv_stderr_ready()
+                if ended and channel.status_event.is_set() and not unread:
                     break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -280,8 +282,11 @@ class SshTarget:
                         f"fwloop: {self.name}: {command!r} did not finish within {timeout:g} s; "
                         f"last output: {self.transcript.tail(TAIL_CHARS)!r}"
                     )
-                # The channel turns readable on stdout data and on close; stderr is polled.
-                select.select([channel], [], [], min(remaining, POLL_SECONDS))
+                if ended:
+                    channel.status_event.wait(min(remaining, POLL_SECONDS))
+                else:
+                    # Readable on stdout data, EOF and close; stderr alone is polled.
+                    select.select([channel], [], [], min(remaining, POLL_SECONDS))
             status = channel.recv_exit_status()
             channel.close()
         except (paramiko.SSHException, OSError, EOFError) as exc:
