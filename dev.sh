@@ -58,8 +58,21 @@ demo() {
     "$python" -m pytest --fwloop --max-iter=10 "$@"
 }
 
+rig_deps() {
+    # The environment tests and examples run real QEMU, an ARM toolchain, sshd and socat.
+    local missing=()
+    command -v qemu-system-arm >/dev/null || missing+=(qemu-system-arm)
+    command -v arm-none-eabi-gcc >/dev/null || missing+=(gcc-arm-none-eabi)
+    [ -d /usr/lib/arm-none-eabi/newlib ] || missing+=(libnewlib-arm-none-eabi)
+    [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+    command -v ssh-keygen >/dev/null || missing+=(openssh-client)
+    command -v socat >/dev/null || missing+=(socat)
+    apt_install "${missing[@]}"
+}
+
 test_suite() {
     system_deps
+    rig_deps
     python_env
     "$VENV/bin/ruff" check src tests benchmarks
     "$VENV/bin/ruff" format --check src tests benchmarks

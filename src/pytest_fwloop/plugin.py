@@ -13,7 +13,7 @@ from pytest_fwloop import hookspecs
 from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG, add_options
 
 #: Fixture modules: inert until a test requests one of their fixtures.
-pytest_plugins = ["pytest_fwloop.verdicts"]
+pytest_plugins = ["pytest_fwloop.verdicts", "pytest_fwloop.envs.fixtures"]
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
