@@ -16,6 +16,7 @@ from loopkit import (
     CALC,
     CALC_TESTS,
     FIXES,
+    Agent,
     LoopProject,
     calc_fix_patches,
     coder_answer,
@@ -24,6 +25,23 @@ from loopkit import (
 )
 
 pytestmark = pytest.mark.slow
+
+
+def start_loop(project: LoopProject, coder: Agent, until: str) -> subprocess.Popen[str]:
+    """Start `pytest --fwloop` in the background and return once it printed `until`."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "--fwloop", f"--fwloop-coder={coder.spec}"],
+        cwd=project.root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # so a test can kill the controller with everything it started
+    )
+    assert process.stdout is not None
+    for line in process.stdout:
+        if until in line:
+            break
+    return process
 
 
 @pytest.fixture
@@ -416,17 +434,7 @@ def test_sigterm_aborts_restores_the_tree_and_exits_2(project: LoopProject) -> N
     project.write("tests/test_slow.py", "import time\n\ndef test_slow():\n    time.sleep(60)\n")
     before = tree_state(project.root)
     coder = project.agent("coder", [coder_answer(calc_fix_patches()[0])])
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "--fwloop", f"--fwloop-coder={coder.spec}"],
-        cwd=project.root,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert process.stdout is not None
-    for line in process.stdout:
-        if "TEST_SETUP -> TEST_RUN" in line:
-            break
+    process = start_loop(project, coder, "TEST_SETUP -> TEST_RUN")
     time.sleep(0.5)
     process.send_signal(signal.SIGTERM)
     output = process.communicate(timeout=60)[0]
@@ -563,17 +571,7 @@ def test_fwloop_cancel_stops_the_run_and_restores_the_tree(project: LoopProject)
     project.write("tests/test_slow.py", "import time\n\ndef test_slow():\n    time.sleep(60)\n")
     before = tree_state(project.root)
     coder = project.agent("coder", [coder_answer(calc_fix_patches()[0])])
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "--fwloop", f"--fwloop-coder={coder.spec}"],
-        cwd=project.root,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert process.stdout is not None
-    for line in process.stdout:
-        if "TEST_SETUP -> TEST_RUN" in line:
-            break
+    process = start_loop(project, coder, "TEST_SETUP -> TEST_RUN")
     cancel = subprocess.run(
         [sys.executable, "-m", "pytest_fwloop.cli", "cancel", str(project.root)],
         capture_output=True,
@@ -601,18 +599,8 @@ def test_a_killed_controller_is_recovered_on_the_next_start(project: LoopProject
     )
     before = tree_state(project.root)
     coder = project.agent("coder", [coder_answer(p) for p in calc_fix_patches()])
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "--fwloop", f"--fwloop-coder={coder.spec}"],
-        cwd=project.root,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    assert process.stdout is not None
-    for line in process.stdout:
-        if "[2] TEST_SETUP -> TEST_RUN" in line:  # the first patch is applied by now
-            break
+    # By iteration 2's test run the first patch is applied.
+    process = start_loop(project, coder, "[2] TEST_SETUP -> TEST_RUN")
     assert "return a + b" in (project.root / "fw/calc.py").read_text()
     os.killpg(process.pid, signal.SIGKILL)
     process.communicate()
@@ -655,3 +643,16 @@ def test_fixtures_are_none_outside_the_loop(pytester: pytest.Pytester) -> None:
         "    assert fwloop_test_plan is None\n"
     )
     pytester.runpytest_subprocess().assert_outcomes(passed=1)
+
+
+def test_user_arguments_reach_every_iteration_including_xdist(project: LoopProject) -> None:
+    project.calc_suite()
+    coder = project.agent("coder", [coder_answer(p) for p in calc_fix_patches()])
+    result = project.run(f"--fwloop-coder={coder.spec}", "-n", "2", "-k", "not clamp_high")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    summary = project.summary()
+    # clamp_high is deselected by the user's -k in every child run: 5 tests count.
+    assert summary["total_counts"] == [5, 5, 5, 5]
+    assert summary["pass_counts"] == [1, 3, 5, 5]  # the clamp fix is never needed
+    [run_dir] = project.run_dirs()
+    assert "gw0" in (run_dir / "rounds" / "01" / "pytest.log").read_text()
