@@ -2,7 +2,10 @@
 
 The agents are real executables speaking the `command:` protocol; only their judgement is
 scripted (a list of answers, one per call, the last repeated). Each logs the requests it receives
-so a test can assert what the coder was and was not told.
+so a test can assert what the coder was and was not told. An answer may carry `__edit__`, a map
+of workspace paths to new text the agent writes before answering, as a CLI coder editing the
+tree does. `LoopProject.claude` puts a fake `claude` CLI on PATH that answers the same way and
+reports tokens and cost, as the real one does.
 """
 
 from __future__ import annotations
@@ -86,7 +89,30 @@ if isinstance(answer, dict) and "__exit__" in answer:
 if isinstance(answer, dict) and "__sleep__" in answer:
     import time
     time.sleep(answer["__sleep__"])
+if isinstance(answer, dict) and "__edit__" in answer:
+    answer = dict(answer)
+    for relpath, text in answer.pop("__edit__").items():
+        (pathlib.Path(request["workspace"]) / relpath).write_text(text)
 print(answer if isinstance(answer, str) else json.dumps(answer))
+"""
+
+FAKE_CLAUDE = """\
+import json, pathlib, sys
+here = pathlib.Path(__file__).parent
+prompt = sys.stdin.read()
+request = json.loads(prompt.split("The request:\\n", 1)[1])
+log = here / "claude.requests.jsonl"
+with log.open("a") as stream:
+    stream.write(json.dumps(request) + "\\n")
+role = request["role"]
+calls = sum(json.loads(line)["role"] == role for line in log.read_text().splitlines())
+script = json.loads((here / "claude.answers.json").read_text())
+answer = script[role][min(calls, len(script[role])) - 1]
+print(json.dumps({
+    "type": "result", "subtype": "success", "is_error": False, "result": "",
+    "structured_output": answer, "total_cost_usd": script["cost_usd"],
+    "usage": {"input_tokens": script["input_tokens"], "output_tokens": script["output_tokens"]},
+}))
 """
 
 
@@ -165,13 +191,48 @@ class LoopProject:
         self.write("tests/test_calc.py", CALC_TESTS)
         self.write("pytest.ini", f"[pytest]\ntestpaths = tests\npythonpath = .\n{ini_extra}")
 
-    def agent(self, name: str, coder: list[Any], reviewer: list[Any] | None = None) -> Agent:
+    def agent(
+        self,
+        name: str,
+        coder: list[Any],
+        reviewer: list[Any] | None = None,
+        tester: list[Any] | None = None,
+    ) -> Agent:
         """An executable answering each role from its own list (the last answer repeats)."""
         path = self.agents_dir / f"{name}.py"
         path.write_text(f"#!{sys.executable}\n{AGENT}")
         path.chmod(path.stat().st_mode | stat.S_IXUSR)
         answers = {"coder": coder, "reviewer": reviewer or [APPROVE]}
+        if tester is not None:
+            answers["tester"] = tester
         path.with_name(f"{name}.answers.json").write_text(json.dumps(answers))
+        return Agent(path)
+
+    def claude(
+        self,
+        monkeypatch: pytest.MonkeyPatch,
+        coder: list[Any],
+        reviewer: list[Any] | None = None,
+        *,
+        cost_usd: float,
+        input_tokens: int = 1000,
+        output_tokens: int = 100,
+    ) -> Agent:
+        """A `claude` first on PATH (spec `claude`) whose every call reports this usage."""
+        bin_dir = self.agents_dir / "bin"
+        bin_dir.mkdir(exist_ok=True)
+        path = bin_dir / "claude"
+        path.write_text(f"#!{sys.executable}\n{FAKE_CLAUDE}")
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+        script = {
+            "coder": coder,
+            "reviewer": reviewer or [APPROVE],
+            "cost_usd": cost_usd,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+        }
+        path.with_name("claude.answers.json").write_text(json.dumps(script))
+        monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
         return Agent(path)
 
     def run(self, *args: str, timeout: float = 300) -> pytest.RunResult:

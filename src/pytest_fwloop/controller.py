@@ -8,6 +8,7 @@ The controller never imports the code under test: each TEST_RUN is a child `pyth
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import sys
@@ -29,27 +30,32 @@ from pytest_fwloop.agents.protocol import (
     HistoryEntry,
     MustFix,
     ReviewerAnswer,
+    TesterAnswer,
     load_schema,
 )
 from pytest_fwloop.agents.registry import parse_role_specs
 from pytest_fwloop.agents.role import CallRecord, RoleAgent
+from pytest_fwloop.allowlist import AllowlistRunner, CommandCheck, CommandResult, check_commands
+from pytest_fwloop.budget import BudgetExhausted, UsageLedger
 from pytest_fwloop.context import pack_failures
 from pytest_fwloop.convergence import (
     ConvergenceChecker,
     ConvergenceType,
+    ExecutionMode,
     PlateauAction,
 )
 from pytest_fwloop.fsm import ErrorType, State
-from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG
+from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG, addopts_without_loop
 from pytest_fwloop.outcomes import Outcome, exit_status
-from pytest_fwloop.procs import run_logged
+from pytest_fwloop.procs import ProcessResult, run_logged
 from pytest_fwloop.recovery import ErrorState
 from pytest_fwloop.redaction import Redactor
+from pytest_fwloop.repeats import find_repeat
 from pytest_fwloop.results import IterationResults, TestRecord, nodeids
 from pytest_fwloop.rundir import RunRecorder, new_run_id, utc_now
 from pytest_fwloop.settings import LoopSettings, load_settings
-from pytest_fwloop.terminal import Terminal
-from pytest_fwloop.verdicts import REVIEW_ENV
+from pytest_fwloop.terminal import PREFIX, Terminal
+from pytest_fwloop.verdicts import REVIEW_ENV, TEST_PLAN_ENV
 from pytest_fwloop.workspace import (
     PatchApplyError,
     Workspace,
@@ -60,6 +66,10 @@ from pytest_fwloop.workspace import (
 
 #: Diagnostics kept from a failed build for the coder.
 BUILD_DIAGNOSTICS_BYTES = 6000
+#: Output of a failed tester command sent to the coder as a must-fix item.
+COMMAND_MUST_FIX_CHARS = 3000
+#: Node ids of a tester-made record: a command's outcome counts like a test's.
+COMMAND_NODEID_PREFIX = "tester::"
 
 _VERDICT_OUTCOMES = {
     ConvergenceType.SUCCESS: Outcome.SUCCESS,
@@ -97,6 +107,17 @@ class Iteration:
         return self.results.total_count if self.results else 0
 
 
+@dataclass
+class TesterRound:
+    """The tester's validated plan for the patch under test, and what has become of it."""
+
+    plan: TesterAnswer
+    path: Path  # rounds/NN/test-plan.json, handed to the child runs as FWLOOP_TEST_PLAN
+    commands: CommandCheck
+    done: bool = False  # pre-check and commands run: once per round, never on env reruns
+    records: list[TestRecord] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class Step:
     event: str
@@ -113,6 +134,7 @@ class Controller:
         workspace: Workspace,
         terminal: Terminal,
         abort: threading.Event,
+        redact: Redactor,
     ) -> None:
         self.config = config
         self.settings = settings
@@ -120,6 +142,7 @@ class Controller:
         self.workspace = workspace
         self.terminal = terminal
         self.abort = abort
+        self.redact = redact
         self.abort_reason = ""
         self.state = State.IDLE
         self.iterations: list[Iteration] = [Iteration(1, "baseline")]
@@ -141,8 +164,26 @@ class Controller:
         self.call_counts: dict[tuple[int, str], int] = {}
         self.test_run_result: tuple[Path, int | None, bool] | None = None
         self.review_path: Path | None = None
+        self.usage = UsageLedger()
+        # (iteration, patch) of every patch applied, for stuck detection; told at most once.
+        self.tried_patches: list[tuple[int, str]] = []
+        self.repeat_told = False
+        self.tester_due = False
+        self.tester_round: TesterRound | None = None
+        # argv of the tester commands that failed in this round and in the round before.
+        self.failed_commands: frozenset[tuple[str, ...]] = frozenset()
+        self.previous_failed_commands: frozenset[tuple[str, ...]] = frozenset()
+        self.runner = AllowlistRunner(
+            settings.allowed_commands,
+            cwd=settings.rootdir,
+            timeout=settings.command_timeout,
+            abort=abort,
+            environ=os.environ,
+        )
         self.coder = self._role_agent("coder", settings.coder)
         self.reviewer = self._role_agent("reviewer", settings.reviewer)
+        self.tester = self._role_agent("tester", settings.tester) if settings.tester else None
+        self.tester_schema = self.tester.schema if self.tester is not None else {}
         self.handlers: dict[State, Callable[[], Step]] = {
             State.IDLE: self.idle,
             State.INIT: self.init,
@@ -194,7 +235,7 @@ class Controller:
         self.recorder.write_text(f"{rel}/{stem}.answer.txt", call.raw)
         if call.document is not None:
             self.recorder.write_json(f"{rel}/{stem}.answer.json", call.document)
-        self.recorder.write_json(
+        meta = self.recorder.write_json(
             f"{rel}/{stem}.meta.json",
             {
                 "provider": call.provider,
@@ -211,6 +252,36 @@ class Controller:
         if call.role == "coder":
             self.coder_calls += 1
             self.current.coder_calls += 1
+        if call.retry_reason is not None:
+            self._record_retry(call, self.recorder.relative(meta))
+        self.usage.add(call.role, call.usage)
+        overrun = self.settings.budget.overrun(self.usage.total)
+        if overrun is not None:
+            raise BudgetExhausted(overrun)
+
+    def _record_retry(self, call: CallRecord, evidence: str) -> None:
+        """A retried or failed-over call is an event of the trace: not a transition (the state
+        stays), so it is a line of kind `agent_call` with from == to."""
+        reason = f"{call.role} call {call.attempt} to {call.provider}: {call.retry_reason}"
+        self.recorder.append_event(
+            {
+                "time": utc_now(),
+                "kind": "agent_call",
+                "from": self.state.value,
+                "to": self.state.value,
+                "event": "agent_retry",
+                "reason": reason,
+                "iteration": self.current.number,
+                "evidence": [evidence],
+                "retry_count": call.retry_count,
+                "retry_reason": call.retry_reason,
+                "role": call.role,
+                "provider": call.provider,
+            }
+        )
+        self.terminal.line(
+            f"{PREFIX} [{self.current.number}] {self.state.value}: {self.redact(reason)}"
+        )
 
     def move(self, step: Step) -> None:
         source = self.state
@@ -218,6 +289,7 @@ class Controller:
         recovering = source is State.ERROR_RECOVERY and self.error is not None
         event = {
             "time": utc_now(),
+            "kind": "transition",
             "from": source.value,
             "to": target.value,
             "event": step.event,
@@ -229,7 +301,7 @@ class Controller:
         }
         self.recorder.append_event(event)
         self.current.states.append(target.value)
-        self.terminal.transition(self.current.number, source, target, step.reason)
+        self.terminal.transition(self.current.number, source, target, self.redact(step.reason))
         self.state = target
 
     def run(self) -> Outcome:
@@ -239,7 +311,12 @@ class Controller:
                 self.final_reason = f"aborted by the operator ({self.abort_reason})"
                 self.move(Step("abort", self.final_reason))
                 break
-            step = self.handlers[self.state]()
+            try:
+                step = self.handlers[self.state]()
+            except BudgetExhausted as exc:
+                self.outcome = Outcome.BUDGET_EXHAUSTED
+                self.final_reason = str(exc)
+                step = Step("budget_exhausted", self.final_reason)
             if self.abort.is_set():
                 continue
             self.move(step)
@@ -342,43 +419,103 @@ class Controller:
             )
             return Step("env_ready", f"environment reset; rerunning {len(self.env_rerun)} test(s)")
         selection.unlink(missing_ok=True)
+        if self.tester_due:
+            self.tester_due = False
+            return self._plan_tests()
         return Step("env_ready", "child pytest prepared")
+
+    def _plan_tests(self) -> Step:
+        """Ask the tester for the applied patch's test plan (DESIGN.md §5, seed 004)."""
+        self.previous_failed_commands, self.failed_commands = self.failed_commands, frozenset()
+        try:
+            plan, check = self._ask_tester()
+        except AnswerInvalid as exc:
+            # Not terminal (seed 004: iterate): the tests still run, only without the plan.
+            note = f"tester_schema_invalid: {'; '.join(exc.errors[:2])}"
+            self.current.notes.append(note)
+            return Step("tester_schema_invalid", f"{note}; the full suite runs without a plan")
+        except ProviderError as exc:
+            return self.fail(_provider_error("tester", exc), "tester_failed")
+        if check.only_blocked:
+            return self.fail(
+                ErrorState(
+                    ErrorType.POLICY_VIOLATION,
+                    f"all {len(check.blocked)} command(s) the tester proposed are blocked: "
+                    f"{check.blocked[0].reason}",
+                    "recover_to_analysis",
+                    terminal_outcome=Outcome.TESTER_COMMAND_BLOCKED,
+                ),
+                "tester_command_blocked",
+            )
+        folder = self.recorder.relative(self.recorder.round_path(self.current.number))
+        path = self.recorder.write_json(f"{folder}/test-plan.json", plan.model_dump(mode="json"))
+        self.tester_round = TesterRound(plan, path, check)
+        return Step(
+            "test_plan_ready",
+            f"tester: {len(plan.select)} test(s) to pre-check, {len(check.runnable)} command(s) "
+            f"to run, {len(check.blocked)} blocked",
+            (self.recorder.relative(path),),
+        )
+
+    def _ask_tester(self) -> tuple[TesterAnswer, CommandCheck]:
+        """The tester's plan, `select` checked against the node ids of the latest run. In auto
+        mode a plan whose commands are all blocked is asked for once more, with the reasons
+        (seed 004's resilient policy); elsewhere it stands."""
+        assert self.tester is not None
+        latest = self._latest_results()
+        collected = [
+            nodeid
+            for nodeid in nodeids(latest.tests if latest else [])
+            if not nodeid.startswith(COMMAND_NODEID_PREFIX)
+        ]
+        self.tester.schema = with_known_nodeids(self.tester_schema, collected)
+        allowed = [shlex.join(prefix) for prefix in self.settings.allowed_commands]
+        request = self._request(
+            "tester", self.current.patch, allowed_commands=allowed, constraints=[]
+        )
+        plan = self.tester.ask(request)
+        assert isinstance(plan, TesterAnswer)
+        check = check_commands((c.argv for c in plan.commands), self.settings.allowed_commands)
+        if not (check.only_blocked and self.settings.mode is ExecutionMode.AUTO):
+            return plan, check
+        retry = request.model_copy(
+            update={
+                "blocked_commands": [
+                    {"argv": list(b.argv), "reason": b.reason} for b in check.blocked
+                ],
+                "constraints": [
+                    "every command you proposed was blocked (see blocked_commands); propose "
+                    "only commands that start with one of allowed_commands, or none"
+                ],
+            }
+        )
+        plan = self.tester.ask(retry)
+        assert isinstance(plan, TesterAnswer)
+        return plan, check_commands((c.argv for c in plan.commands), self.settings.allowed_commands)
 
     def test_run(self) -> Step:
         folder = self.recorder.round_path(self.current.number)
+        tester = self.tester_round if self.tester_round and not self.tester_round.done else None
+        notes: list[str] = []
+        if tester is not None and tester.plan.select:
+            notes.append(self._tester_precheck(folder, tester.plan.select))
         attempt = len([p for p in folder.glob("pytest*.log")]) + 1
         suffix = "" if attempt == 1 else f"-{attempt}"
         log = folder / f"pytest{suffix}.log"
         results_path = folder / f"results{suffix}.json"
         results_path.unlink(missing_ok=True)
-        argv = [
-            sys.executable,
-            "-m",
-            "pytest",
-            *self.settings.child_args,
+        args = [
             f"{CHILD_REPORT_FLAG}={results_path}",
             f"--junitxml={folder / f'junit{suffix}.xml'}",
         ]
         if self.env_rerun:
-            argv.append(f"{CHILD_SELECT_FLAG}={folder / 'selection.txt'}")
-        env = dict(os.environ)
-        env["FWLOOP_CONSOLE_LOG_DIR"] = str(folder / "console")
-        env.pop(REVIEW_ENV, None)
-        if self.review_path is not None:
-            env[REVIEW_ENV] = str(self.review_path)
-        env["PYTEST_ADDOPTS"] = " ".join(
-            arg for arg in env.get("PYTEST_ADDOPTS", "").split() if arg != "--fwloop"
-        )
-        result = run_logged(
-            argv,
-            cwd=self.settings.invocation_dir,
-            log_path=log,
-            timeout=self.settings.test_timeout,
-            abort=self.abort,
-            env=env,
-        )
-        self.recorder.scrub(log)
+            args.append(f"{CHILD_SELECT_FLAG}={folder / 'selection.txt'}")
+        result = self._run_child(args, log)
         self.test_run_result = (results_path, result.returncode, result.timed_out)
+        if tester is not None:
+            tester.done = True
+            notes.append(self._run_tester_commands(folder, tester))
+        self._scrub_round(folder)
         evidence = (self.recorder.relative(log),)
         if result.timed_out:
             return Step(
@@ -388,8 +525,112 @@ class Controller:
             )
         return Step(
             "tests_finished",
-            f"child pytest exited {result.returncode} in {result.duration:.1f}s",
+            "; ".join(
+                [f"child pytest exited {result.returncode} in {result.duration:.1f}s", *notes]
+            ),
             evidence,
+        )
+
+    def _run_child(self, args: list[str], log: Path) -> ProcessResult:
+        """One child `python -m pytest` with the user's arguments plus `args`."""
+        folder = self.recorder.round_path(self.current.number)
+        env = dict(os.environ)
+        env["FWLOOP_CONSOLE_LOG_DIR"] = str(folder / "console")
+        # A controller started inside a pytest-xdist worker must not make its child one too.
+        for name in (REVIEW_ENV, TEST_PLAN_ENV, "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):
+            env.pop(name, None)
+        if self.review_path is not None:
+            env[REVIEW_ENV] = str(self.review_path)
+        if self.tester_round is not None:
+            env[TEST_PLAN_ENV] = str(self.tester_round.path)
+        env["PYTEST_ADDOPTS"] = addopts_without_loop(env.get("PYTEST_ADDOPTS", ""))
+        return run_logged(
+            [sys.executable, "-m", "pytest", *self.settings.child_args, *args],
+            cwd=self.settings.invocation_dir,
+            log_path=log,
+            timeout=self.settings.test_timeout,
+            abort=self.abort,
+            env=env,
+        )
+
+    def _scrub_round(self, folder: Path) -> None:
+        """Redact what the child runs and commands wrote themselves: logs, results, JUnit XML
+        and console transcripts carry the tests' own output, which may print a secret."""
+        for path in folder.rglob("*"):
+            self.recorder.scrub(path)
+
+    def _tester_precheck(self, folder: Path, select: list[str]) -> str:
+        """Run the tester's selection first, as a quick signal. It never replaces the full run
+        after it, which is the one that counts for convergence."""
+        selection = self.recorder.write_text(
+            f"{self.recorder.relative(folder)}/tester-select.txt", "\n".join(select) + "\n"
+        )
+        results_path = folder / "precheck-results.json"
+        self._run_child(
+            [f"{CHILD_REPORT_FLAG}={results_path}", f"{CHILD_SELECT_FLAG}={selection}"],
+            folder / "precheck.log",
+        )
+        try:
+            results = IterationResults.model_validate_json(results_path.read_text("utf-8"))
+        except (OSError, ValueError):
+            note = "tester pre-check wrote no results (see precheck.log)"
+        else:
+            note = (
+                f"tester pre-check: {results.pass_count}/{results.total_count} selected test(s) "
+                "passed"
+            )
+        self.current.notes.append(note)
+        return note
+
+    def _run_tester_commands(self, folder: Path, tester: TesterRound) -> str:
+        """Run the plan's allowlisted commands. Each becomes a `tester::<argv>` record of this
+        iteration, so a failing one keeps the suite from counting as green, and its output's
+        tail goes to the coder as a must-fix item (seed 004's test_failed)."""
+        reasons = {tuple(c.argv): c.reason for c in tester.plan.commands}
+        entries: list[dict[str, object]] = [
+            {
+                "argv": list(b.argv),
+                "reason": reasons.get(b.argv, ""),
+                "status": "blocked",
+                "blocked_because": b.reason,
+            }
+            for b in tester.commands.blocked
+        ]
+        failed: list[CommandResult] = []
+        for index, argv in enumerate(tester.commands.runnable, 1):
+            if self.abort.is_set():
+                break
+            log = folder / "commands" / f"{index}.log"
+            result = self.runner.run(argv, log)
+            tester.records.append(command_record(result, self.settings.command_timeout))
+            if not result.passed:
+                failed.append(result)
+            entries.append(
+                {
+                    "argv": list(argv),
+                    "reason": reasons.get(argv, ""),
+                    "status": "passed" if result.passed else "failed",
+                    "ended": result.describe(self.settings.command_timeout),
+                    "duration_s": round(result.duration, 3),
+                    "log": self.recorder.relative(log),
+                }
+            )
+        self.failed_commands = frozenset(r.argv for r in failed)
+        self.must_fix.extend(
+            MustFix(
+                issue=f"the tester's command `{shlex.join(r.argv)}` failed "
+                f"({r.describe(self.settings.command_timeout)}); make it pass. Its output "
+                f"ends:\n{r.output[-COMMAND_MUST_FIX_CHARS:]}"
+            )
+            for r in failed
+        )
+        self.recorder.write_json(
+            f"{self.recorder.relative(folder)}/commands.json", {"commands": entries}
+        )
+        ran = len(tester.records)
+        return (
+            f"tester commands: {ran - len(failed)} passed, {len(failed)} failed, "
+            f"{len(tester.commands.blocked)} blocked"
         )
 
     def result_collection(self) -> Step:
@@ -421,6 +662,12 @@ class Controller:
         if self.partial_results is not None:
             results = self.partial_results.merged(results)
             self.partial_results = None
+        if self.tester_round is not None and self.tester_round.records:
+            commands = IterationResults(
+                exitstatus=results.exitstatus, tests=self.tester_round.records
+            )
+            results = results.merged(commands)
+            self.tester_round.records = []
         self.current.results = results
         self.current.checkpoint = self.workspace.checkpoint(f"iteration {self.current.number}")
         self.env_rerun = []
@@ -488,6 +735,17 @@ class Controller:
                 "environment_failed",
             )
         self.partial_results = None
+        repeated = sorted(self.failed_commands & self.previous_failed_commands)
+        if repeated:
+            return self.fail(
+                ErrorState(
+                    ErrorType.TEST_COMMAND_FAILURE,
+                    f"the tester's command {', '.join(f'`{shlex.join(a)}`' for a in repeated)} "
+                    "failed in two consecutive rounds",
+                    "recover_to_analysis",
+                ),
+                "repeated_test_failure",
+            )
         return Step(
             "decision_produced",
             f"pass_count={results.pass_count} total_count={results.total_count}",
@@ -549,6 +807,7 @@ class Controller:
             ]
         self.retries = {}
         self.error = None
+        self.tester_round = None
         self.iterations.append(
             Iteration(self.current.number + 1, "confirmation" if green else "patch")
         )
@@ -579,7 +838,8 @@ class Controller:
         self.final_reason = full
         return Step("stop", full)
 
-    def _request(self, role: str, patch: str = "") -> AgentRequest:
+    def _request(self, role: str, patch: str = "", **extra: object) -> AgentRequest:
+        """The request for `role`; `extra` adds protocol fields or replaces the defaults."""
         latest = self._latest_results()
         failures = pack_failures(
             latest.not_passing() if latest else [],
@@ -597,18 +857,19 @@ class Controller:
             for it in self.iterations
             if it.results is not None
         ]
-        return AgentRequest(
-            role=role,
-            iteration=self.current.number,
-            goal=self.settings.goal,
-            workspace=str(self.settings.rootdir),
-            failures=failures,
-            history=history,
-            must_fix=list(self.must_fix),
-            patch=patch,
-            build_diagnostics=self.build_diagnostics,
-            constraints=list(self.constraints),
-        )
+        fields: dict[str, object] = {
+            "role": role,
+            "iteration": self.current.number,
+            "goal": self.settings.goal,
+            "workspace": str(self.settings.rootdir),
+            "failures": failures,
+            "history": history,
+            "must_fix": list(self.must_fix),
+            "patch": patch,
+            "build_diagnostics": self.build_diagnostics,
+            "constraints": list(self.constraints),
+        }
+        return AgentRequest.model_validate({**fields, **extra})
 
     def _latest_results(self) -> IterationResults | None:
         for it in reversed(self.iterations):
@@ -617,16 +878,39 @@ class Controller:
         return None
 
     def code_analysis(self) -> Step:
+        before = self.workspace.checkpoint(
+            f"before the coder's call in iteration {self.current.number}"
+        )
         try:
             answer = self.coder.ask(self._request("coder"))
         except ProviderError as exc:
             return self.fail(_provider_error("coder", exc), "analysis_failed")
+        finally:
+            edits = self._take_coder_edits(before)
         assert isinstance(answer, CoderAnswer)
+        reason = f"coder: {answer.summary[:120]} (confidence {answer.analysis.confidence:.2f})"
+        if edits and not answer.patch.strip():
+            answer = answer.model_copy(update={"patch": edits})
+            reason += "; its edits of the workspace are the proposed patch, undone until approved"
+        elif edits:
+            note = "the coder both edited the workspace and sent a patch: edits undone, patch used"
+            self.current.notes.append(note)
+            reason += f"; {note}"
         self.coder_answer = answer
-        return Step(
-            "analysis_ready",
-            f"coder: {answer.summary[:120]} (confidence {answer.analysis.confidence:.2f})",
-        )
+        return Step("analysis_ready", reason)
+
+    def _take_coder_edits(self, before: str) -> str:
+        """The diff of what the coder changed in the tree during its call, which is undone: a CLI
+        coder's edits are a proposed patch like any other (DESIGN.md §5), so nothing stays in the
+        tree before the policy and the reviewer have passed it."""
+        edited = self.workspace.shadow.changed_paths(before)
+        if not edited:
+            return ""
+        # The loop takes charge of these paths: diffed, restored, and reverted at the end.
+        self.workspace.touched.update(edited)
+        diff = self.workspace.diff(before)
+        self.workspace.restore(before)
+        return diff
 
     def patch_generation(self) -> Step:
         answer = self.coder_answer
@@ -642,6 +926,22 @@ class Controller:
                 ),
                 "patch_rejected",
             )
+        repeat = find_repeat(patch, self.tried_patches)
+        if repeat is not None:
+            self._record_rejected(patch, "repeat")
+            if self.repeat_told:
+                return self.fail(
+                    ErrorState(
+                        ErrorType.MODEL_FAILURE,
+                        f"the coder proposed {repeat.what} again, after being told once",
+                        "recover_to_analysis",
+                        terminal_outcome=Outcome.REPEATED_PATCH,
+                    ),
+                    "patch_rejected",
+                )
+            self.repeat_told = True
+            self.must_fix = [MustFix(issue=repeat.must_fix())]
+            return Step("patch_repeated", f"{repeat.must_fix()} (the coder is told once)")
         violations = check_patch(patch, self.settings.policy)
         if violations:
             self.must_fix = [MustFix(issue=v.message, file=v.path or None) for v in violations]
@@ -755,6 +1055,9 @@ class Controller:
                 ErrorState(ErrorType.PATCH_APPLY_FAILURE, str(exc), "recover_to_analysis"),
                 "apply_failed",
             )
+        self.tried_patches.append((self.current.number, self.current.patch))
+        self.tester_due = self.tester is not None
+        self.tester_round = None
         folder = self.recorder.relative(self.recorder.round_path(self.current.number))
         path = self.recorder.write_text(f"{folder}/patch.diff", self.current.patch)
         self.must_fix = []
@@ -786,6 +1089,31 @@ def _provider_error(role: str, exc: ProviderError) -> ErrorState:
         f"{role} provider {exc.provider}: {exc.message}",
         "recover_to_analysis",
         terminal_outcome=outcome,
+    )
+
+
+def with_known_nodeids(schema: dict[str, object], known: list[str]) -> dict[str, object]:
+    """The tester's schema with `select` limited to the node ids the latest run collected, so an
+    unknown id fails the strict-JSON gate like any schema error: re-asked once, then
+    tester_schema_invalid. A replaced schema without a `select` array is left as it is."""
+    properties = schema.get("properties")
+    if not isinstance(properties, dict) or not isinstance(properties.get("select"), dict):
+        return schema
+    select: dict[str, object] = properties["select"]
+    items = select.get("items")
+    limited = {**(items if isinstance(items, dict) else {}), "enum": known}
+    return {**schema, "properties": {**properties, "select": {**select, "items": limited}}}
+
+
+def command_record(result: CommandResult, timeout: float) -> TestRecord:
+    """A tester command as one test of the iteration: passed, or failed with its output tail."""
+    return TestRecord(
+        nodeid=COMMAND_NODEID_PREFIX + shlex.join(result.argv),
+        outcome="passed" if result.passed else "failed",
+        phase="call",
+        duration=result.duration,
+        longrepr="" if result.passed else result.output,
+        crash="" if result.passed else f"tester command {result.describe(timeout)}",
     )
 
 
@@ -829,7 +1157,7 @@ def run_loop(config: pytest.Config) -> int:
             },
         )
     abort = threading.Event()
-    controller = Controller(config, settings, recorder, workspace, terminal, abort)
+    controller = Controller(config, settings, recorder, workspace, terminal, abort, redact)
     terminal.header(settings, recorder)
     previous = _install_abort_handlers(controller)
     started = time.monotonic()

@@ -46,6 +46,7 @@ class ErrorType(str, enum.Enum):
     POLICY_VIOLATION = "POLICY_VIOLATION"
     PATCH_APPLY_FAILURE = "PATCH_APPLY_FAILURE"
     FIRMWARE_NO_BOOT = "FIRMWARE_NO_BOOT"
+    TEST_COMMAND_FAILURE = "TEST_COMMAND_FAILURE"
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,9 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition(S.CODE_ANALYSIS, "analysis_ready", S.PATCH_GENERATION, "coder answered"),
     Transition(S.CODE_ANALYSIS, "analysis_failed", S.ERROR_RECOVERY, "coder gave no usable answer"),
     Transition(
+        S.CODE_ANALYSIS, "budget_exhausted", S.FAILURE, "the coder's call went over the budget"
+    ),
+    Transition(
         S.PATCH_GENERATION, "patch_approved", S.PATCH_APPLY, "policy passed, reviewer approved"
     ),
     Transition(
@@ -76,7 +80,22 @@ TRANSITIONS: tuple[Transition, ...] = (
         "reviewer sent the must-fix list back to the coder",
     ),
     Transition(
-        S.PATCH_GENERATION, "patch_rejected", S.ERROR_RECOVERY, "empty, unsafe or unappliable patch"
+        S.PATCH_GENERATION,
+        "patch_repeated",
+        S.CODE_ANALYSIS,
+        "the coder proposed a change already tried: told once, not applied",
+    ),
+    Transition(
+        S.PATCH_GENERATION,
+        "patch_rejected",
+        S.ERROR_RECOVERY,
+        "empty, unsafe, unappliable or again repeated patch",
+    ),
+    Transition(
+        S.PATCH_GENERATION,
+        "budget_exhausted",
+        S.FAILURE,
+        "the reviewer's call went over the budget",
     ),
     Transition(S.PATCH_APPLY, "patch_applied", S.BUILD_SETUP, "journalled and applied"),
     Transition(S.PATCH_APPLY, "apply_failed", S.ERROR_RECOVERY, "git apply refused the patch"),
@@ -86,6 +105,28 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition(S.BUILD_RUN, "build_ok", S.TEST_SETUP, "build succeeded"),
     Transition(S.BUILD_RUN, "build_failed", S.ERROR_RECOVERY, "build failed"),
     Transition(S.TEST_SETUP, "env_ready", S.TEST_RUN, "child pytest prepared"),
+    Transition(
+        S.TEST_SETUP,
+        "test_plan_ready",
+        S.TEST_RUN,
+        "tester plan validated; its commands checked against the allowlist",
+    ),
+    Transition(
+        S.TEST_SETUP,
+        "tester_schema_invalid",
+        S.TEST_RUN,
+        "the tester's plan failed its schema twice: the full suite runs without it",
+    ),
+    Transition(
+        S.TEST_SETUP,
+        "tester_command_blocked",
+        S.ERROR_RECOVERY,
+        "every command the tester proposed is outside the allowlist",
+    ),
+    Transition(S.TEST_SETUP, "tester_failed", S.ERROR_RECOVERY, "the tester's provider failed"),
+    Transition(
+        S.TEST_SETUP, "budget_exhausted", S.FAILURE, "the tester's call went over the budget"
+    ),
     Transition(S.TEST_RUN, "tests_finished", S.RESULT_COLLECTION, "child pytest exited"),
     Transition(S.RESULT_COLLECTION, "results_normalized", S.RESULT_ANALYSIS, "results read"),
     Transition(
@@ -100,6 +141,12 @@ TRANSITIONS: tuple[Transition, ...] = (
         "firmware_no_boot",
         S.ERROR_RECOVERY,
         "the environment came up before this patch and not after it",
+    ),
+    Transition(
+        S.RESULT_ANALYSIS,
+        "repeated_test_failure",
+        S.ERROR_RECOVERY,
+        "the same tester command failed in two consecutive rounds",
     ),
     Transition(S.CONVERGENCE_CHECK, "continue", S.CODE_ANALYSIS, "next iteration"),
     Transition(S.CONVERGENCE_CHECK, "confirm", S.TEST_SETUP, "green once: rerun with no new patch"),
@@ -147,7 +194,8 @@ def render_markdown() -> str:
         "",
         "The loop's states are seed 001's top-level set. Iteration 1 is the baseline",
         "(`INIT → BUILD_SETUP → … → CONVERGENCE_CHECK`); each further iteration starts at",
-        "`CODE_ANALYSIS`. The reviewer gate sits inside `PATCH_GENERATION`.",
+        "`CODE_ANALYSIS`. The reviewer gate sits inside `PATCH_GENERATION`; the tester, when",
+        "configured, is asked in `TEST_SETUP` of each iteration with a new patch.",
         "",
         "```mermaid",
         "stateDiagram-v2",

@@ -202,9 +202,29 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("allow_paths", "if set, the only globs a patch may touch", [], kind="linelist"),
     OptionSpec(
         "allowed_commands",
-        "argv prefixes the tester's commands may start with",
-        [],
+        "argv prefixes the tester's commands must start with, one per line, split like a "
+        "shell would (commands never run through one); a list given replaces the defaults",
+        ["make test", "make check", "ctest", "pytest", "python -m pytest"],
         kind="linelist",
+    ),
+    OptionSpec("command_timeout", "seconds one tester command may take", 600.0, _positive_float),
+    OptionSpec(
+        "budget_usd",
+        "stop the run (outcome budget_exhausted) once the cost the agents report exceeds X "
+        "US dollars; default: no limit",
+        None,
+        _positive_float,
+        "--fwloop-budget-usd",
+        metavar="X",
+    ),
+    OptionSpec(
+        "budget_tokens",
+        "stop the run (outcome budget_exhausted) once the tokens the agents report (input "
+        "plus output) exceed N; default: no limit",
+        None,
+        _positive_int,
+        "--fwloop-budget-tokens",
+        metavar="N",
     ),
     OptionSpec(
         "api_key_env",
@@ -315,6 +335,12 @@ def strip_controller_args(args: list[str]) -> list[str]:
     return kept
 
 
+def addopts_without_loop(addopts: str) -> str:
+    """PYTEST_ADDOPTS for a process the loop starts: without `--fwloop`, so it cannot start
+    another loop (the `--fwloop-*` options are inert without it)."""
+    return " ".join(arg for arg in addopts.split() if arg != "--fwloop")
+
+
 def render_markdown() -> str:
     """The generated `docs/configuration.md`, so the reference cannot drift from the code."""
     lines = [
@@ -334,10 +360,18 @@ def render_markdown() -> str:
     ]
     for spec in OPTIONS:
         flag = f"`{spec.flag}={spec.metavar}`" if spec.flag else "—"
-        default = "none" if spec.default in (None, "", []) else f"`{spec.default}`"
+        default = _render_default(spec.default)
         lines.append(f"| {flag} | `{spec.ini}` | `{spec.env}` | {default} | {spec.help} |")
     lines.append("")
     return "\n".join(lines)
+
+
+def _render_default(default: Any) -> str:
+    if default in (None, "", []):
+        return "none"
+    if isinstance(default, list):
+        return ", ".join(f"`{item}`" for item in default)
+    return f"`{default}`"
 
 
 if __name__ == "__main__":

@@ -38,6 +38,9 @@ RULES: dict[ErrorType, RecoveryRule] = {
     ErrorType.FIRMWARE_NO_BOOT: RecoveryRule(
         2, Outcome.ENV_UNAVAILABLE, "roll back; tell the coder the firmware no longer boots"
     ),
+    ErrorType.TEST_COMMAND_FAILURE: RecoveryRule(
+        0, Outcome.REPEATED_TEST_FAILURE, "the cause lies outside the coder's patch (seed 004)"
+    ),
 }
 
 
@@ -74,8 +77,11 @@ def decide(error: ErrorState, retries_so_far: int) -> RecoveryDecision:
             f" ({rule.action})",
             None,
         )
+    spent = (
+        f"{rule.max_retries} retries exhausted"
+        if rule.max_retries
+        else f"not retried: {rule.action}"
+    )
     return RecoveryDecision(
-        "unrecoverable",
-        f"{error.type.value}: {error.reason}; {rule.max_retries} retries exhausted",
-        rule.exhausted_outcome,
+        "unrecoverable", f"{error.type.value}: {error.reason}; {spent}", rule.exhausted_outcome
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pytest_fwloop.budget import Usage
 from pytest_fwloop.fsm import State
 from pytest_fwloop.outcomes import Outcome, exit_status
 from pytest_fwloop.results import nodeids
@@ -66,6 +67,7 @@ def finalize(controller: Controller, duration: float) -> None:
         "pass_counts": [it.pass_count for it in measured],
         "total_counts": [it.total_count for it in measured],
         "coder_calls": c.coder_calls,
+        "usage": c.usage.to_dict(),
         "unresolved": nodeids(latest.not_passing()) if latest else [],
         "patch": patch_name,
         "exit_status": code,
@@ -82,7 +84,9 @@ def finalize(controller: Controller, duration: float) -> None:
         "task-timeline.json",
         {"run_id": c.recorder.run_id, "iterations": [_timeline_entry(it) for it in c.iterations]},
     )
-    c.recorder.write_text("report.md", _report(summary, c.iterations, tree))
+    c.recorder.write_text(
+        "report.md", _report(summary, c.iterations, tree, _usage_line(c.usage.total))
+    )
 
     rows = [
         [
@@ -95,7 +99,7 @@ def finalize(controller: Controller, duration: float) -> None:
         ]
         for it in measured
     ]
-    closing = [f"{tree}; records: {c.recorder.path}"]
+    closing = [f"{tree}; records: {c.recorder.path}", f"agent usage: {_usage_line(c.usage.total)}"]
     if patch_name:
         closing.append(f"patch: {c.recorder.path / patch_name}")
     if code == 0 and outcome is not Outcome.SUCCESS:
@@ -106,7 +110,7 @@ def finalize(controller: Controller, duration: float) -> None:
     c.terminal.summary(
         outcome=outcome.value,
         final_state=state.value,
-        reason=c.final_reason,
+        reason=c.redact(c.final_reason),
         rows=rows,
         closing=closing,
     )
@@ -131,7 +135,15 @@ def _timeline_entry(it: Iteration) -> dict[str, Any]:
     }
 
 
-def _report(summary: dict[str, Any], iterations: list[Iteration], tree: str) -> str:
+def _usage_line(total: Usage) -> str:
+    """Tokens and cost as the providers reported them, and how many calls reported nothing."""
+    text = f"{total.calls} call(s), {total.tokens:.0f} tokens, {total.cost_usd:.4f} USD"
+    if total.unreported_calls:
+        text += f" ({total.unreported_calls} call(s) reported no usage)"
+    return text
+
+
+def _report(summary: dict[str, Any], iterations: list[Iteration], tree: str, usage: str) -> str:
     lines = [
         f"# fwloop run {summary['run_id']}",
         "",
@@ -140,6 +152,7 @@ def _report(summary: dict[str, Any], iterations: list[Iteration], tree: str) -> 
         f"- reason: {summary['reason']}",
         f"- {tree}",
         f"- coder calls: {summary['coder_calls']}",
+        f"- agent usage: {usage}",
         f"- patch: {summary['patch'] or 'none'}",
         "",
         "| iteration | kind | passed/total | verdict | patch |",

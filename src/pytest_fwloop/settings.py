@@ -17,6 +17,8 @@ import pytest
 
 from pytest_fwloop.agents.errors import SpecError
 from pytest_fwloop.agents.registry import PROVIDER_SYNTAX, ProviderOptions, parse_role_specs
+from pytest_fwloop.allowlist import Argv, parse_prefixes
+from pytest_fwloop.budget import Budget
 from pytest_fwloop.convergence import (
     ConvergenceCriteria,
     CriteriaError,
@@ -51,6 +53,9 @@ class LoopSettings:
     build_timeout: float
     test_timeout: float
     context_bytes: int
+    allowed_commands: tuple[Argv, ...]
+    command_timeout: float
+    budget: Budget
 
     @property
     def advisory(self) -> bool:
@@ -111,6 +116,13 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         except ValueError as exc:
             raise pytest.UsageError(f"fwloop: --fwloop-build={build_text}: {exc}") from None
 
+    try:
+        allowed_commands = parse_prefixes(resolve(config, "allowed_commands"))
+    except ValueError as exc:
+        raise pytest.UsageError(
+            f"fwloop: fwloop_allowed_commands line {exc}; fix its quoting"
+        ) from None
+
     policy = PatchPolicy(
         protected=DEFAULT_PROTECTED + tuple(resolve(config, "protect")),
         allow_paths=tuple(resolve(config, "allow_paths")),
@@ -139,4 +151,7 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         build_timeout=resolve(config, "build_timeout"),
         test_timeout=resolve(config, "test_timeout"),
         context_bytes=resolve(config, "context_bytes"),
+        allowed_commands=allowed_commands,
+        command_timeout=resolve(config, "command_timeout"),
+        budget=Budget(usd=resolve(config, "budget_usd"), tokens=resolve(config, "budget_tokens")),
     )
