@@ -384,6 +384,10 @@ def test_no_coder_is_a_usage_error_naming_the_providers(project: LoopProject) ->
     ("args", "message"),
     [
         (["--max-iter=0"], "*--max-iter=0: must be a whole number >= 1*"),
+        (
+            ["-o", "fwloop_context_bytes=100"],
+            "*fwloop_context_bytes = '100': must be at least 1024*",
+        ),
         (["--fwloop-mode=sometimes"], "*--fwloop-mode=sometimes: must be one of*"),
         (["--fwloop-criteria=nope.toml"], "*nope.toml*"),
         (["--fwloop-coder=bogus"], "*unknown provider 'bogus'*"),

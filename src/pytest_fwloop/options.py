@@ -57,6 +57,13 @@ def _unit_float(text: str) -> float:
     return value
 
 
+def _context_cap(text: str) -> int:
+    value = _whole(text)
+    if value < 1024:
+        raise ValueError("must be at least 1024 bytes; below that no failure excerpt fits")
+    return value
+
+
 def _mode(text: str) -> str:
     if text not in ("interactive", "ci", "auto"):
         raise ValueError("must be one of interactive, ci, auto")
@@ -252,7 +259,11 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("build_timeout", "seconds the build may take", 1800.0, _positive_float),
     OptionSpec("test_timeout", "seconds one test run may take", 3600.0, _positive_float),
     OptionSpec(
-        "context_bytes", "cap on the failure context sent to the coder", 32768, _positive_int
+        "context_bytes",
+        "cap in bytes on the failure context sent to the coder (at least 1024; every distinct "
+        "failure signature is kept up to cap/128 of them)",
+        32768,
+        _context_cap,
     ),
 )
 

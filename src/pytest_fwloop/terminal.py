@@ -34,7 +34,8 @@ class Terminal:
         )
         self.line(
             f"{PREFIX} run {recorder.run_id}: coder={settings.coder} "
-            f"reviewer={settings.reviewer} build={build or '(none)'} "
+            f"reviewer={settings.reviewer} tester={settings.tester or '(none)'} "
+            f"build={build or '(none)'} "
             f"max_iter={settings.max_iter} mode={settings.mode.value}"
         )
         self.line(f"{PREFIX} records in {recorder.path}")
