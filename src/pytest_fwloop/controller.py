@@ -162,7 +162,8 @@ class Controller:
         self.strategy_switches = 0
         self.coder_calls = 0
         self.call_counts: dict[tuple[int, str], int] = {}
-        self.test_run_result: tuple[Path, int | None, bool] | None = None
+        # The child's results file, its log, its exit status, and whether it timed out.
+        self.test_run_result: tuple[Path, Path, int | None, bool] | None = None
         self.review_path: Path | None = None
         self.usage = UsageLedger()
         # (iteration, patch) of every patch applied, for stuck detection; told at most once.
@@ -502,7 +503,8 @@ class Controller:
         attempt = len([p for p in folder.glob("pytest*.log")]) + 1
         suffix = "" if attempt == 1 else f"-{attempt}"
         log = folder / f"pytest{suffix}.log"
-        results_path = folder / f"results{suffix}.json"
+        # Each attempt keeps its raw record; results.json is the iteration's merged one.
+        results_path = folder / f"results-{attempt}.json"
         results_path.unlink(missing_ok=True)
         args = [
             f"{CHILD_REPORT_FLAG}={results_path}",
@@ -511,7 +513,7 @@ class Controller:
         if self.env_rerun:
             args.append(f"{CHILD_SELECT_FLAG}={folder / 'selection.txt'}")
         result = self._run_child(args, log)
-        self.test_run_result = (results_path, result.returncode, result.timed_out)
+        self.test_run_result = (results_path, log, result.returncode, result.timed_out)
         if tester is not None:
             tester.done = True
             notes.append(self._run_tester_commands(folder, tester))
@@ -635,7 +637,7 @@ class Controller:
 
     def result_collection(self) -> Step:
         assert self.test_run_result is not None
-        path, returncode, timed_out = self.test_run_result
+        path, log, returncode, timed_out = self.test_run_result
         if timed_out:
             return self.fail(
                 ErrorState(
@@ -648,7 +650,6 @@ class Controller:
         try:
             results = IterationResults.model_validate_json(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            log = path.with_name(path.name.replace("results", "pytest").replace(".json", ".log"))
             tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:]
             return self.fail(
                 ErrorState(

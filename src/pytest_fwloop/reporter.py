@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_fwloop.envs.classify import environment_error_name
+from pytest_fwloop.envs.classify import ENVIRONMENT_FAILURE, environment_error_name
 from pytest_fwloop.results import IterationResults, TestRecord
 
 #: Bounds on what one record keeps; the coder's context is packed from these later.
@@ -30,16 +30,18 @@ def bounded(text: str, head: int, tail: int) -> str:
 
 
 class EnvironmentMarker:
-    """Tags setup errors caused by a known transport exception (DESIGN.md §7)."""
+    """Tags errors that are the environment's fault, not the firmware's (DESIGN.md §7)."""
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
-        if call.when == "setup" and call.excinfo is not None and report.failed:
+        if call.excinfo is not None and report.failed:
             name = environment_error_name(call.excinfo.value)
-            if name is not None:
+            # Known transport errors only mean "rig down" during setup; fwloop's own
+            # EnvironmentFailure means it in any phase (a console whose transport died mid-test).
+            if name is not None and (call.when == "setup" or name == ENVIRONMENT_FAILURE):
                 message = str(call.excinfo.value).strip().splitlines()
                 # A plain attribute survives pytest-xdist's report serialisation.
                 setattr(report, ENV_ATTRIBUTE, f"{name}: {message[0] if message else ''}"[:300])

@@ -12,6 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from envs_support.procs import children_of
 from pytest_fwloop.envs.qemu import free_port
 
 STARTUP_SECONDS = 10.0
@@ -56,6 +57,9 @@ class PrivateSshd:
                     "UsePAM no",
                     "StrictModes no",  # the keys live under a world-writable temp dir
                     "PermitRootLogin prohibit-password",
+                    # Debian's bash reads ~/.bashrc for every command sshd runs (~250 ms with
+                    # pyenv in it); started at level 1 it does not.
+                    "SetEnv SHLVL=1",
                     *([f"Subsystem sftp {sftp_server}"] if sftp and sftp_server else []),
                 ]
             )
@@ -88,17 +92,7 @@ class PrivateSshd:
 
     def children(self) -> list[int]:
         """Pids of sshd's connection processes."""
-        found = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == self.process.pid:
-                found.append(int(entry.name))
-        return found
+        return children_of(self.process.pid)
 
     def stop(self) -> None:
         """Wait (bounded) for connections to end, then SIGTERM sshd and reap it."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -25,3 +26,18 @@ def require(program: str, package: str) -> str:
 #: Arguments for the pytester runs that exercise the fixtures. Hypothesis' plugin is left out
 #: because setting it up costs about a second per in-process run and these suites don't use it.
 INNER_ARGS = ("-p", "pytest_fwloop.envs.fixtures", "-p", "no:hypothesispytest")
+
+
+def path_without(programs: set[str], directory: Path) -> str:
+    """A PATH offering every program of the current one except `programs`: symlinks to them in
+    `directory`, so a run finds `make` and `git` but not, say, `qemu-system-arm`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        if not os.path.isdir(folder):
+            continue
+        for entry in os.scandir(folder):
+            link = directory / entry.name
+            if entry.name in programs or link.exists() or not os.access(entry.path, os.X_OK):
+                continue
+            link.symlink_to(entry.path)
+    return str(directory)

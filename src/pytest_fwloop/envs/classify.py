@@ -1,15 +1,22 @@
 """Is an exception raised during fixture setup the environment's fault? (DESIGN.md §7)
 
 Matched by qualified class name across the MRO so the transports' libraries need not be imported
-(or even installed) for the check to work.
+(or even installed) for the check to work. A class is listed only when it means "the rig is
+down" and never "the firmware answered wrongly": labgrid's `ExecutionError` is left out because
+it is also what `run_check` raises for a command that exits non-zero. pytest-embedded has no
+exception classes of its own for a lost target; its serial and QEMU services surface pexpect's,
+pyserial's and the OS's, listed here. docs/environments.md explains each entry.
 """
 
 from __future__ import annotations
 
+#: fwloop's own class: the environment is down in any test phase, not only at setup.
+ENVIRONMENT_FAILURE = "pytest_fwloop.envs.errors.EnvironmentFailure"
+
 #: Qualified names of exception classes that mean "the rig is down", not "the firmware is wrong".
 ENVIRONMENT_EXCEPTIONS: frozenset[str] = frozenset(
     {
-        "pytest_fwloop.envs.errors.EnvironmentFailure",
+        ENVIRONMENT_FAILURE,
         "pexpect.exceptions.EOF",
         "pexpect.exceptions.TIMEOUT",
         "serial.serialutil.SerialException",
@@ -18,6 +25,11 @@ ENVIRONMENT_EXCEPTIONS: frozenset[str] = frozenset(
         "builtins.FileNotFoundError",
         "paramiko.ssh_exception.SSHException",
         "paramiko.ssh_exception.NoValidConnectionsError",
+        # labgrid: a resource still unavailable after waiting for it (USB serial unplugged,
+        # exporter offline) or missing from the environment file; a strategy that could not
+        # bring the target up (power, boot, login), with the original error as its __cause__.
+        "labgrid.exceptions.NoResourceFoundError",
+        "labgrid.strategy.common.StrategyError",
     }
 )
 

@@ -1,0 +1,109 @@
+"""Every bundled example, copied to a scratch directory, converges under a real `pytest --fwloop`.
+
+The examples replay their recorded answers (`scripted:fwloop-answers`), so each run is the demo a
+user would see: the baseline with the seeded bugs, one coder call per bug with the pass count
+rising each time, green, and green again on the confirmation run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+import pytest
+
+from envs_support.examples import EXAMPLES, ConsoleServer, copy_example, recorded_answers
+from envs_support.procs import running_under
+from envs_support.tools import require
+from loopkit import LoopProject
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+pytestmark = pytest.mark.slow
+
+#: (program, Debian package) each example needs on the host.
+TOOLS = {
+    "uart-console": [("gcc", "gcc"), ("make", "make")],
+    "qemu-cortex-m": [
+        ("arm-none-eabi-gcc", "gcc-arm-none-eabi"),
+        ("qemu-system-arm", "qemu-system-arm"),
+        ("make", "make"),
+    ],
+    "ssh-bmc": [
+        ("gcc", "gcc"),
+        ("make", "make"),
+        ("sshd", "openssh-server"),
+        ("ssh-keygen", "openssh-client"),
+    ],
+}
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopProject]:
+    project = LoopProject(pytester, monkeypatch)
+    yield project
+    assert running_under(project.root) == []
+
+
+def example(project: LoopProject, name: str) -> Path:
+    for program, package in TOOLS[name]:
+        require(program, package)
+    return copy_example(name, project.root)
+
+
+def assert_converged(project: LoopProject, result: pytest.RunResult) -> None:
+    """Success, exit 0, one coder call per recorded fix, each one raising the pass count."""
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    summary = project.summary()
+    fixes = [answer["patch"] for answer in recorded_answers(project.root)]
+    assert summary["outcome"] == "success"
+    assert summary["coder_calls"] == len(fixes)
+    passed, total = summary["pass_counts"], summary["total_counts"]
+    assert len(passed) == len(fixes) + 2  # baseline, one iteration per fix, confirmation
+    assert all(before < after for before, after in itertools.pairwise(passed[:-1])), passed
+    assert passed[-2] == passed[-1] == total[-1]
+    assert summary["unresolved"] == []
+    [run_dir] = project.run_dirs()
+    final = (run_dir / "final.patch").read_text(encoding="utf-8")
+    for fix in fixes:
+        added = [line for line in fix.splitlines() if line[:1] == "+" and line[:3] != "+++"]
+        assert added
+        assert all(line in final for line in added)
+
+
+@pytest.mark.parametrize("name", ["uart-console", "qemu-cortex-m", "ssh-bmc"])
+def test_example_converges(project: LoopProject, name: str) -> None:
+    example(project, name)
+    assert_converged(project, project.run())
+
+
+def test_uart_console_over_a_serial_line_converges(project: LoopProject) -> None:
+    root = example(project, "uart-console")
+    server = ConsoleServer(root)
+    try:
+        result = project.run("-c", "serial.ini", "-o", f"fwloop_serial_url={server.url}")
+    finally:
+        server.stop()
+    assert_converged(project, result)
+    [run_dir] = project.run_dirs()
+    results = (run_dir / "rounds" / "01" / "results.json").read_text(encoding="utf-8")
+    assert "via-serial/test_console_serial.py::test_crc8_check_value" in results
+
+
+@pytest.mark.parametrize("name", ["uart-console", "qemu-cortex-m"])
+def test_recorded_answers_verify(name: str, tmp_path: Path) -> None:
+    for program, package in TOOLS[name]:
+        require(program, package)
+    env = {**os.environ, "PYTHON": sys.executable, "TMPDIR": str(tmp_path)}
+    verify = subprocess.run(
+        [EXAMPLES / name / "verify_answers.sh"], env=env, capture_output=True, text=True
+    )
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert "verify_answers: OK" in verify.stdout
+    assert running_under(tmp_path) == []
+    assert list(tmp_path.iterdir()) == []  # the scratch copy is gone
