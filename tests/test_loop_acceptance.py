@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -660,3 +661,25 @@ def test_user_arguments_reach_every_iteration_including_xdist(project: LoopProje
     assert summary["pass_counts"] == [1, 3, 5, 5]  # the clamp fix is never needed
     [run_dir] = project.run_dirs()
     assert "gw0" in (run_dir / "rounds" / "01" / "pytest.log").read_text()
+
+
+def test_missing_claude_fails_over_to_the_next_provider_and_converges(
+    project: LoopProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.calc_suite()
+    bare = project.pytester.path / "bin"
+    bare.mkdir()
+    monkeypatch.setenv("PATH", f"{bare}{os.pathsep}/usr/bin{os.pathsep}/bin")
+    assert shutil.which("claude") is None
+    coder = project.agent("coder", [coder_answer(p) for p in calc_fix_patches()])
+    result = project.run(f"--fwloop-coder=claude,{coder.spec}", f"--fwloop-reviewer={coder.spec}")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert project.summary()["outcome"] == "success"
+    [run_dir] = project.run_dirs()
+    first = json.loads((run_dir / "rounds" / "02" / "coder-1.meta.json").read_text())
+    second = json.loads((run_dir / "rounds" / "02" / "coder-2.meta.json").read_text())
+    assert (first["provider"], first["error_kind"]) == ("claude", "provider_not_found")
+    assert (second["provider"], second["error_kind"]) == (coder.spec, None)
+    failovers = [e for e in project.events() if e.get("kind") == "agent_call"]
+    assert failovers
+    assert all(e["retry_reason"] for e in failovers)
