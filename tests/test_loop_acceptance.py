@@ -683,3 +683,19 @@ def test_missing_claude_fails_over_to_the_next_provider_and_converges(
     failovers = [e for e in project.events() if e.get("kind") == "agent_call"]
     assert failovers
     assert all(e["retry_reason"] for e in failovers)
+
+
+def test_the_configuration_file_in_use_is_protected_whatever_its_name(
+    project: LoopProject,
+) -> None:
+    project.calc_suite()
+    ini = (project.root / "pytest.ini").read_text()
+    (project.root / "pytest.ini").unlink()
+    project.write("fw-loop.ini", ini)
+    hostile = unified_diff("fw-loop.ini", ini, ini + "addopts = --deselect tests\n")
+    coder = project.agent("coder", [coder_answer(hostile)])
+    result = project.run(f"--fwloop-coder={coder.spec}", "-c", "fw-loop.ini")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert project.summary()["outcome"] == "policy_violation"
+    assert "fw-loop.ini: protected path" in coder.requests()[1]["must_fix"][0]["issue"]
+    assert (project.root / "fw-loop.ini").read_text() == ini

@@ -73,6 +73,14 @@ def detect_mode(explicit: str) -> ExecutionMode:
     return ExecutionMode.INTERACTIVE
 
 
+def _inifile(config: pytest.Config) -> tuple[str, ...]:
+    """The configuration file in use is test configuration too, whatever its name (`-c x.ini`)."""
+    inipath = config.inipath
+    if inipath is None or not inipath.is_relative_to(config.rootpath):
+        return ()
+    return (inipath.relative_to(config.rootpath).as_posix(),)
+
+
 def load_settings(config: pytest.Config) -> LoopSettings:
     rootdir = config.rootpath
     if config.getoption("looponfail", False):
@@ -124,7 +132,7 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         ) from None
 
     policy = PatchPolicy(
-        protected=DEFAULT_PROTECTED + tuple(resolve(config, "protect")),
+        protected=DEFAULT_PROTECTED + _inifile(config) + tuple(resolve(config, "protect")),
         allow_paths=tuple(resolve(config, "allow_paths")),
         max_files=resolve(config, "max_patch_files"),
         max_changed_lines=resolve(config, "max_patch_lines"),
