@@ -481,6 +481,14 @@ def test_events_carry_the_decision_trace_fields(project: LoopProject) -> None:
     ]
 
 
+def plateau_project(project: LoopProject, ini_extra: str = "") -> tuple[str, Agent]:
+    """The calc suite at a 3/6 baseline and a coder that plateaus on it (see _plateau_answers)."""
+    base, answers = _plateau_answers()
+    project.calc_suite(ini_extra)
+    project.write("fw/calc.py", base)
+    return base, project.agent("coder", answers)
+
+
 def _plateau_answers() -> tuple[str, list[dict[str, object]]]:
     """A baseline at 3/6, one fix (5/6), its revert (3/6), then patches that change nothing."""
     base = CALC.replace(*FIXES[0])
@@ -498,10 +506,7 @@ def _plateau_answers() -> tuple[str, list[dict[str, object]]]:
 
 
 def test_ci_plateau_fails_the_pipeline(project: LoopProject) -> None:
-    base, answers = _plateau_answers()
-    project.calc_suite()
-    project.write("fw/calc.py", base)
-    coder = project.agent("coder", answers)
+    _, coder = plateau_project(project)
     result = project.run(f"--fwloop-coder={coder.spec}")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     summary = project.summary()
@@ -513,10 +518,7 @@ def test_ci_plateau_fails_the_pipeline(project: LoopProject) -> None:
 
 
 def test_ci_terminate_as_warning_exits_0_with_a_loud_warning(project: LoopProject) -> None:
-    base, answers = _plateau_answers()
-    project.calc_suite("fwloop_ci_terminate_as = warning\n")
-    project.write("fw/calc.py", base)
-    coder = project.agent("coder", answers)
+    _, coder = plateau_project(project, "fwloop_ci_terminate_as = warning\n")
     result = project.run(f"--fwloop-coder={coder.spec}")
     assert result.ret == pytest.ExitCode.OK
     assert project.summary()["outcome"] == "plateaued"
@@ -524,10 +526,7 @@ def test_ci_terminate_as_warning_exits_0_with_a_loud_warning(project: LoopProjec
 
 
 def test_interactive_plateau_without_a_terminal_awaits_the_operator(project: LoopProject) -> None:
-    base, answers = _plateau_answers()
-    project.calc_suite()
-    project.write("fw/calc.py", base)
-    coder = project.agent("coder", answers)
+    base, coder = plateau_project(project)
     result = project.run(f"--fwloop-coder={coder.spec}", "--fwloop-mode=interactive")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     summary = project.summary()
@@ -537,10 +536,7 @@ def test_interactive_plateau_without_a_terminal_awaits_the_operator(project: Loo
 
 
 def test_auto_mode_switches_strategy_twice_then_stops(project: LoopProject) -> None:
-    base, answers = _plateau_answers()
-    project.calc_suite()
-    project.write("fw/calc.py", base)
-    coder = project.agent("coder", answers)
+    _, coder = plateau_project(project)
     result = project.run(f"--fwloop-coder={coder.spec}", "--fwloop-mode=auto")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     summary = project.summary()
