@@ -59,7 +59,8 @@ demo() {
 }
 
 rig_deps() {
-    # The environment tests and examples run real QEMU, an ARM toolchain, sshd and socat.
+    # The environment tests and examples run real QEMU, an ARM toolchain, sshd and socat;
+    # the build-sandbox tests run bubblewrap.
     local missing=()
     command -v qemu-system-arm >/dev/null || missing+=(qemu-system-arm)
     command -v arm-none-eabi-gcc >/dev/null || missing+=(gcc-arm-none-eabi)
@@ -67,6 +68,7 @@ rig_deps() {
     [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
     command -v ssh-keygen >/dev/null || missing+=(openssh-client)
     command -v socat >/dev/null || missing+=(socat)
+    command -v bwrap >/dev/null || missing+=(bubblewrap)  # fwloop_build_sandbox tests
     apt_install "${missing[@]}"
 }
 

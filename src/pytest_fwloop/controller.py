@@ -51,6 +51,7 @@ from pytest_fwloop.procs import ProcessResult, run_logged
 from pytest_fwloop.recovery import ErrorState
 from pytest_fwloop.redaction import Redactor
 from pytest_fwloop.repeats import find_repeat
+from pytest_fwloop.sandbox import bwrap_argv
 from pytest_fwloop.results import IterationResults, TestRecord, nodeids
 from pytest_fwloop.rundir import RunRecorder, new_run_id, utc_now
 from pytest_fwloop.settings import LoopSettings, load_settings
@@ -364,14 +365,15 @@ class Controller:
         build = self.settings.build
         assert build is not None
         log = self.recorder.round_path(self.current.number, "build.log")
+        sandbox = self.settings.build_sandbox
         try:
             result = run_logged(
-                build,
+                build if sandbox is None else bwrap_argv(sandbox, build, self.settings.rootdir),
                 cwd=self.settings.rootdir,
                 log_path=log,
                 timeout=self.settings.build_timeout,
                 abort=self.abort,
-                shell=isinstance(build, str),
+                shell=sandbox is None and isinstance(build, str),
             )
         except OSError as exc:
             return self.fail(

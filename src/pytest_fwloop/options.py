@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from pytest_fwloop.sandbox import parse_sandbox
+
 
 def _whole(text: str) -> int:
     try:
@@ -160,6 +162,15 @@ OPTIONS: tuple[OptionSpec, ...] = (
         metavar="CMD",
     ),
     OptionSpec("build_shell", "run fwloop_build through /bin/sh", False, _bool, kind="bool"),
+    OptionSpec(
+        "build_sandbox",
+        "run the build confined: 'bwrap' (bubblewrap: no network, read-only outside the tree, "
+        "the tree's .git and .fwloop read-only) or 'none'; see docs/security.md",
+        "none",
+        parse_sandbox,
+        "--fwloop-build-sandbox",
+        metavar="none|bwrap",
+    ),
     OptionSpec(
         "mode",
         "plateau handling: interactive, ci or auto; default ci when $CI is set or "

@@ -27,6 +27,7 @@ from pytest_fwloop.convergence import (
     load_criteria,
 )
 from pytest_fwloop.options import resolve, strip_controller_args
+from pytest_fwloop.sandbox import SandboxUnavailable, find_bwrap
 from pytest_fwloop.workspace import DEFAULT_PROTECTED, PatchPolicy
 
 
@@ -42,6 +43,8 @@ class LoopSettings:
     tester: str
     provider_options: ProviderOptions
     build: list[str] | str | None
+    #: The bubblewrap executable when fwloop_build_sandbox = bwrap, else None.
+    build_sandbox: str | None
     mode: ExecutionMode
     criteria: ConvergenceCriteria
     plateau: PlateauHandlingStrategy
@@ -123,6 +126,12 @@ def load_settings(config: pytest.Config) -> LoopSettings:
             build = build_text if resolve(config, "build_shell") else shlex.split(build_text)
         except ValueError as exc:
             raise pytest.UsageError(f"fwloop: --fwloop-build={build_text}: {exc}") from None
+    build_sandbox = None
+    if resolve(config, "build_sandbox") == "bwrap":
+        try:
+            build_sandbox = find_bwrap()
+        except SandboxUnavailable as exc:
+            raise pytest.UsageError(str(exc)) from None
 
     try:
         allowed_commands = parse_prefixes(resolve(config, "allowed_commands"))
@@ -148,6 +157,7 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         tester=tester,
         provider_options=provider_options,
         build=build,
+        build_sandbox=build_sandbox,
         mode=mode,
         criteria=criteria,
         plateau=plateau,

@@ -1,0 +1,128 @@
+"""`fwloop_build_sandbox`: a patched build script is source that runs at build time; under
+bubblewrap it can reach no server and write nothing outside the tree or into `.fwloop`."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from loopkit import CALC, FIXES, LoopProject, calc_fix_patches, coder_answer, unified_diff
+from pytest_fwloop.sandbox import bwrap_argv, parse_sandbox
+
+BUILD = "import py_compile\npy_compile.compile('fw/calc.py', doraise=True)\n"
+
+
+def test_parse_sandbox_accepts_the_choices_only() -> None:
+    assert parse_sandbox("") == "none"
+    assert parse_sandbox(" BWRAP ") == "bwrap"
+    with pytest.raises(ValueError, match="none, bwrap"):
+        parse_sandbox("docker")
+
+
+def test_bwrap_argv_makes_the_tree_writable_but_its_records_read_only(tmp_path: Path) -> None:
+    (tmp_path / ".fwloop").mkdir()
+    argv = bwrap_argv("/usr/bin/bwrap", "make all", tmp_path)
+    tree = str(tmp_path)
+    assert argv[-4:] == ["--", "/bin/sh", "-c", "make all"]
+    assert "--unshare-net" in argv
+    # Later mounts cover earlier ones: / read-only, then the tree writable, then .fwloop read-only.
+    root_ro = argv.index("/")
+    tree_rw = argv.index("--bind")
+    records_ro = argv.index(str(tmp_path / ".fwloop"))
+    assert argv[root_ro - 1] == "--ro-bind"
+    assert argv[tree_rw + 1 : tree_rw + 3] == [tree, tree]
+    assert root_ro < tree_rw < records_ro
+    # No .git in this tree: nothing to bind for it.
+    assert str(tmp_path / ".git") not in argv
+    assert bwrap_argv("bwrap", ["make", "-j2"], tmp_path)[-3:] == ["--", "make", "-j2"]
+
+
+class Listener:
+    """A TCP server on 127.0.0.1 counting the connections a build makes to it."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.server.settimeout(0.2)
+        self.port = self.server.getsockname()[1]
+        self.connections = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.server.close()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+@pytest.mark.parametrize("sandbox", ["none", "bwrap"])
+def test_a_hostile_build_script_is_confined_by_the_sandbox(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, sandbox: str
+) -> None:
+    project = LoopProject(pytester, monkeypatch)
+    project.calc_suite(f"fwloop_build_sandbox = {sandbox}\n")
+    project.write("build.py", BUILD)
+    outside = pytester.path / "outside-canary"
+    listener = Listener()
+    # An approved-looking patch of the build script that quietly tries three escapes.
+    hostile_build = BUILD + (
+        "import socket\n"
+        "for attempt in (\n"
+        f"    lambda: open({str(outside)!r}, 'w').write('escaped'),\n"
+        "    lambda: open('.fwloop/planted', 'w').write('tampered'),\n"
+        f"    lambda: socket.create_connection(('127.0.0.1', {listener.port}), 2),\n"
+        "):\n"
+        "    try:\n        attempt()\n    except OSError:\n        pass\n"
+    )
+    patches = [unified_diff("build.py", BUILD, hostile_build), *calc_fix_patches()]
+    coder = project.agent("coder", [coder_answer(p) for p in patches])
+    try:
+        result = project.run(
+            f"--fwloop-coder={coder.spec}", f"--fwloop-build={sys.executable} build.py"
+        )
+    finally:
+        listener.close()
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    confined = sandbox == "bwrap"
+    assert outside.exists() is not confined
+    assert (project.root / ".fwloop" / "planted").exists() is not confined
+    assert (listener.connections == 0) is confined
+    # The sandboxed build still builds: the tree itself stays writable.
+    assert "CONVERGENCE_CHECK -> SUCCESS" in result.stdout.str()
+    fixed = CALC
+    for old, new in FIXES:
+        fixed = fixed.replace(old, new)
+    assert (project.root / "fw" / "calc.py").read_text() == fixed
+
+
+@pytest.mark.slow
+def test_a_sandbox_that_cannot_run_is_a_usage_error(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    project = LoopProject(pytester, monkeypatch)
+    project.calc_suite("fwloop_build_sandbox = bwrap\nfwloop_build = make\n")
+    coder = project.agent("coder", [coder_answer(calc_fix_patches()[0])])
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap (nor anything else) on PATH
+    result = project.run(f"--fwloop-coder={coder.spec}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*fwloop_build_sandbox = bwrap but 'bwrap' is not on PATH*"])
+    bogus = project.run(f"--fwloop-coder={coder.spec}", "--fwloop-build-sandbox=docker")
+    assert bogus.ret == pytest.ExitCode.USAGE_ERROR
+    bogus.stderr.fnmatch_lines(["*--fwloop-build-sandbox=docker: must be one of none, bwrap*"])
+    assert not (project.root / ".fwloop").exists()
