@@ -16,6 +16,7 @@ import select
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Protocol
 
 from pytest_fwloop.envs.errors import ConsoleTimeout, EnvironmentFailure
@@ -31,6 +32,12 @@ READ_CHUNK = 65536
 TAIL_CHARS = 200
 #: A console nobody reads keeps at most this much unmatched text (pexpect's searchwindowsize idea).
 MAX_BUFFER_CHARS = 4 * 1024 * 1024
+
+
+class _Selectable(Protocol):
+    """Anything `select` can wait on: a socket, a paramiko channel."""
+
+    def fileno(self) -> int: ...
 
 
 class Transport(Protocol):
@@ -285,13 +292,11 @@ class ProcessTransport:
         return self._name
 
     def read(self) -> bytes:
-        ready, _, _ = select.select([self._stdout_fd], [], [], POLL_SECONDS)
-        if not ready:
-            return b""
-        data = os.read(self._stdout_fd, READ_CHUNK)
-        if not data:
-            raise EOFError(f"{self._name} {self.exit_reason()}")
-        return data
+        return poll_read(
+            self._stdout_fd,
+            lambda size: os.read(self._stdout_fd, size),
+            lambda: f"{self._name} {self.exit_reason()}",
+        )
 
     def write(self, data: bytes) -> None:
         self._stdin.write(data)
@@ -313,6 +318,20 @@ class ProcessTransport:
         reason = f"exited with status {status}"
         detail = stderr_tail(self._stderr)
         return f"{reason} ({detail})" if detail else reason
+
+
+def poll_read(
+    source: int | _Selectable, receive: Callable[[int], bytes], closed: Callable[[], str]
+) -> bytes:
+    """One `Transport.read` over anything `select` can wait on: b"" when nothing came within
+    POLL_SECONDS, the bytes that did, or EOFError saying why (`closed()`) at end of stream."""
+    ready, _, _ = select.select([source], [], [], POLL_SECONDS)
+    if not ready:
+        return b""
+    data = receive(READ_CHUNK)
+    if not data:
+        raise EOFError(closed())
+    return data
 
 
 def stderr_tail(stderr: IO[bytes] | None, chars: int = TAIL_CHARS) -> str:

@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING
 
 import paramiko
 
-from pytest_fwloop.envs.console import POLL_SECONDS, READ_CHUNK, TAIL_CHARS, Console, Transcript
+from pytest_fwloop.envs.console import (
+    POLL_SECONDS,
+    READ_CHUNK,
+    TAIL_CHARS,
+    Console,
+    Transcript,
+    poll_read,
+)
 from pytest_fwloop.envs.errors import ConsoleTimeout, EnvironmentFailure
 
 if TYPE_CHECKING:
@@ -87,13 +94,7 @@ class _ChannelTransport:
         return self._name
 
     def read(self) -> bytes:
-        ready, _, _ = select.select([self._channel], [], [], POLL_SECONDS)
-        if not ready:
-            return b""
-        data = self._channel.recv(READ_CHUNK)
-        if not data:
-            raise EOFError("the SSH channel was closed")
-        return data
+        return poll_read(self._channel, self._channel.recv, lambda: "the SSH channel was closed")
 
     def write(self, data: bytes) -> None:
         self._channel.sendall(data)
