@@ -35,7 +35,7 @@ from pytest_fwloop.agents.protocol import (
 )
 from pytest_fwloop.agents.registry import parse_role_specs
 from pytest_fwloop.agents.role import CallRecord, RoleAgent
-from pytest_fwloop.allowlist import AllowlistRunner, CommandCheck, CommandResult, check_commands
+from pytest_fwloop.allowlist import AllowlistRunner, CommandCheck, CommandResult
 from pytest_fwloop.budget import BudgetExhausted, UsageLedger
 from pytest_fwloop.context import pack_failures
 from pytest_fwloop.convergence import (
@@ -51,9 +51,9 @@ from pytest_fwloop.procs import ProcessResult, run_logged
 from pytest_fwloop.recovery import ErrorState
 from pytest_fwloop.redaction import Redactor
 from pytest_fwloop.repeats import find_repeat
-from pytest_fwloop.sandbox import bwrap_argv
 from pytest_fwloop.results import IterationResults, TestRecord, nodeids
 from pytest_fwloop.rundir import RunRecorder, new_run_id, utc_now
+from pytest_fwloop.sandbox import bwrap_argv
 from pytest_fwloop.settings import LoopSettings, load_settings
 from pytest_fwloop.terminal import PREFIX, Terminal
 from pytest_fwloop.verdicts import REVIEW_ENV, TEST_PLAN_ENV
@@ -478,7 +478,7 @@ class Controller:
         )
         plan = self.tester.ask(request)
         assert isinstance(plan, TesterAnswer)
-        check = check_commands((c.argv for c in plan.commands), self.settings.allowed_commands)
+        check = self.runner.check(c.argv for c in plan.commands)
         if not (check.only_blocked and self.settings.mode is ExecutionMode.AUTO):
             return plan, check
         retry = request.model_copy(
@@ -494,7 +494,7 @@ class Controller:
         )
         plan = self.tester.ask(retry)
         assert isinstance(plan, TesterAnswer)
-        return plan, check_commands((c.argv for c in plan.commands), self.settings.allowed_commands)
+        return plan, self.runner.check(c.argv for c in plan.commands)
 
     def test_run(self) -> Step:
         folder = self.recorder.round_path(self.current.number)

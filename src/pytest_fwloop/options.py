@@ -221,7 +221,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "allowed_commands",
         "argv prefixes the tester's commands must start with, one per line, split like a "
-        "shell would (commands never run through one); a list given replaces the defaults",
+        "shell would (commands never run through one); a line is trusted as written, what a "
+        "command adds after it must fit that tool's grammar (docs/security.md); a list given "
+        "replaces the defaults",
         ["make test", "make check", "ctest", "pytest", "python -m pytest"],
         kind="linelist",
     ),
