@@ -7,6 +7,7 @@ The controller never imports the code under test: each TEST_RUN is a child `pyth
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -46,7 +47,7 @@ from pytest_fwloop.convergence import (
 )
 from pytest_fwloop.fsm import ErrorType, State
 from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG, addopts_without_loop
-from pytest_fwloop.outcomes import Outcome, exit_status
+from pytest_fwloop.outcomes import Outcome, describe_crash, exit_status
 from pytest_fwloop.procs import ProcessResult, run_logged
 from pytest_fwloop.recovery import ErrorState
 from pytest_fwloop.redaction import Redactor
@@ -1159,29 +1160,68 @@ def run_loop(config: pytest.Config) -> int:
                 "restored_paths": recovered.restored_paths,
             },
         )
-    abort = threading.Event()
-    controller = Controller(config, settings, recorder, workspace, terminal, abort, redact)
-    terminal.header(settings, recorder)
-    previous = _install_abort_handlers(controller)
+    from pytest_fwloop.report import finalize, settle_crash
+
+    # From here on every exception is an internal error (DESIGN.md §10): outcome
+    # internal_error, exit status 3, the tree restored, the records written, no traceback.
     started = time.monotonic()
-    internal_error: BaseException | None = None
+    try:
+        controller = Controller(
+            config, settings, recorder, workspace, terminal, threading.Event(), redact
+        )
+        terminal.header(settings, recorder)
+    except Exception as exc:
+        return settle_crash(
+            workspace, recorder, terminal, redact, [exc], time.monotonic() - started
+        )
+    previous = _install_abort_handlers(controller)
+    crashes: list[Exception] = []
+    pointer = ""
     try:
         controller.run()
-    except Exception as exc:  # the tree must be restored whatever went wrong
-        internal_error = exc
-        controller.outcome = Outcome.FAILURE
-        controller.final_reason = f"internal error: {type(exc).__name__}: {exc}"
-        controller.state = State.FAILURE
+    except Exception as exc:
+        crashes.append(exc)
+        pointer = _stop_on_internal_error(controller, exc)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    from pytest_fwloop.report import finalize
-
-    finalize(controller, time.monotonic() - started)
-    if internal_error is not None:
-        raise internal_error
+    try:
+        finalize(controller, time.monotonic() - started)
+    except Exception as exc:
+        return settle_crash(
+            workspace, recorder, terminal, redact, [*crashes, exc], time.monotonic() - started
+        )
+    if crashes:
+        terminal.line(f"{PREFIX} internal error: {pointer}")
     assert controller.outcome is not None
     return int(exit_status(controller.outcome, advisory=settings.advisory))
+
+
+def _stop_on_internal_error(controller: Controller, exc: Exception) -> str:
+    """End the run where an exception left it: outcome internal_error, the traceback in the run
+    directory and the move to FAILURE in the trace. Where the traceback is, for the terminal."""
+    from pytest_fwloop.report import INTERNAL_ERROR_FILE, record_internal_error
+
+    controller.outcome = Outcome.INTERNAL_ERROR
+    controller.final_reason = f"internal error: {describe_crash(exc)}"
+    pointer = record_internal_error(controller.recorder, [exc])
+    with contextlib.suppress(OSError):  # finalize will meet a failing disk too, and settle it
+        controller.recorder.append_event(
+            {
+                "time": utc_now(),
+                "kind": "internal_error",
+                "from": controller.state.value,
+                "to": State.FAILURE.value,
+                "event": "internal_error",
+                "reason": controller.final_reason,
+                "iteration": controller.current.number,
+                "evidence": [INTERNAL_ERROR_FILE],
+                "retry_count": 0,
+                "retry_reason": None,
+            }
+        )
+    controller.state = State.FAILURE
+    return pointer
 
 
 def _install_abort_handlers(controller: Controller) -> dict[int, Any]:

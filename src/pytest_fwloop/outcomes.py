@@ -33,7 +33,11 @@ class Outcome(str, enum.Enum):
     PROVIDER_BAD_OUTPUT = "provider_bad_output"
     BUDGET_EXHAUSTED = "budget_exhausted"
     REPEATED_PATCH = "repeated_patch"
+    INTERNAL_ERROR = "internal_error"
 
+
+#: Longest line an internal error is reported by.
+CRASH_LINE_CHARS = 300
 
 #: Outcomes that ci_terminate_as="warning" may soften to exit 0 (DESIGN.md §10).
 ADVISORY_OUTCOMES = frozenset({Outcome.PLATEAUED, Outcome.CONVERGED_WITH_IMPROVEMENT})
@@ -45,6 +49,16 @@ def exit_status(outcome: Outcome, *, advisory: bool = False) -> pytest.ExitCode:
         return pytest.ExitCode.OK
     if outcome is Outcome.CANCELED:
         return pytest.ExitCode.INTERRUPTED
+    if outcome is Outcome.INTERNAL_ERROR:
+        return pytest.ExitCode.INTERNAL_ERROR
     if advisory and outcome in ADVISORY_OUTCOMES:
         return pytest.ExitCode.OK
     return pytest.ExitCode.TESTS_FAILED
+
+
+def describe_crash(exc: BaseException) -> str:
+    """An internal error in one bounded line: its type and the first line of its message (a
+    jsonschema error's message goes on to quote whole schemas)."""
+    lines = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {lines[0].strip()}" if lines else type(exc).__name__
+    return text if len(text) <= CRASH_LINE_CHARS else text[: CRASH_LINE_CHARS - 1] + "…"

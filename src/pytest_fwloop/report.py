@@ -1,17 +1,36 @@
-"""The end of a run: the tree settled, `summary.json`, the timeline, the report, the summary."""
+"""The end of a run: the tree settled, `summary.json`, the timeline, the report, the summary.
+
+Also the end of a run that could not end that way (an internal error, DESIGN.md §10): exit
+status 3, the tree restored, and as many of the records as can still be written.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import traceback
 from typing import TYPE_CHECKING, Any
+
+import pytest
 
 from pytest_fwloop.budget import Usage
 from pytest_fwloop.fsm import State
-from pytest_fwloop.outcomes import Outcome, exit_status
+from pytest_fwloop.outcomes import Outcome, describe_crash, exit_status
 from pytest_fwloop.results import nodeids
 from pytest_fwloop.rundir import utc_now
+from pytest_fwloop.terminal import PREFIX
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pytest_fwloop.controller import Controller, Iteration
+    from pytest_fwloop.redaction import Redactor
+    from pytest_fwloop.rundir import RunRecorder
+    from pytest_fwloop.terminal import Terminal
+    from pytest_fwloop.workspace import Workspace
+
+#: The tracebacks of an internal error, in the run directory.
+INTERNAL_ERROR_FILE = "internal-error.txt"
 
 
 def final_state_of(outcome: Outcome) -> State:
@@ -39,19 +58,17 @@ def finalize(controller: Controller, duration: float) -> None:
     state = final_state_of(outcome)
     patch_name: str | None = None
     if outcome is Outcome.SUCCESS:
-        c.recorder.write_text("final.patch", c.workspace.diff_from_baseline())
+        c.recorder.write_patch("final.patch", c.workspace.diff_from_baseline())
         patch_name = "final.patch"
-        c.workspace.close(keep_tree=True)
         tree = "the fixed tree is kept"
     else:
         best = best_iteration(c.iterations)
         if best is not None:
-            c.recorder.write_text(
+            c.recorder.write_patch(
                 "best.patch", c.workspace.diff(c.workspace.baseline, best.checkpoint)
             )
             patch_name = "best.patch"
         restored = c.workspace.restore_baseline()
-        c.workspace.close(keep_tree=True)  # already restored just above
         tree = f"the tree is restored to its baseline ({len(restored)} path(s) reverted)"
 
     measured = [it for it in c.iterations if it.results is not None]
@@ -76,6 +93,7 @@ def finalize(controller: Controller, duration: float) -> None:
         "max_iter": c.settings.max_iter,
         "rootdir": str(c.settings.rootdir),
         "baseline_snapshot": c.workspace.baseline,
+        "internal_error": INTERNAL_ERROR_FILE if outcome is Outcome.INTERNAL_ERROR else None,
         "finished": utc_now(),
         "duration_s": round(duration, 2),
     }
@@ -114,6 +132,63 @@ def finalize(controller: Controller, duration: float) -> None:
         rows=rows,
         closing=closing,
     )
+    # Last, so that a failure anywhere above leaves the journal for settle_crash to restore from.
+    c.workspace.close(keep_tree=True)
+
+
+def record_internal_error(recorder: RunRecorder, crashes: Sequence[BaseException]) -> str:
+    """Write the tracebacks of an internal error to INTERNAL_ERROR_FILE; where they are, as
+    the terminal says it."""
+    text = "\n".join("".join(traceback.format_exception(exc)) for exc in crashes)
+    try:
+        path = recorder.write_text(INTERNAL_ERROR_FILE, text)
+    except OSError as exc:
+        return f"its traceback could not be written ({exc})"
+    return f"traceback in {path}; please report it with that file"
+
+
+def settle_crash(
+    workspace: Workspace,
+    recorder: RunRecorder,
+    terminal: Terminal,
+    redact: Redactor,
+    crashes: Sequence[BaseException],
+    duration: float,
+) -> int:
+    """The end of a run that `finalize` could not give: the tree back to its baseline first,
+    then what records can still be written, then one line. Never raises; exit status 3."""
+    try:
+        restored = workspace.restore_baseline()
+        workspace.close(keep_tree=True)
+        tree = f"the tree is restored to its baseline ({len(restored)} path(s) reverted)"
+    except Exception as exc:  # whatever broke the run may break this too; the journal remains
+        tree = (
+            f"the tree could not be restored ({describe_crash(exc)}); the next "
+            f"`pytest --fwloop` in {workspace.root} restores it from its journal"
+        )
+    reason = f"internal error: {describe_crash(crashes[0])}"
+    if len(crashes) > 1:
+        reason += f"; then, ending the run: {describe_crash(crashes[-1])}"
+    pointer = record_internal_error(recorder, crashes)
+    # What finalize wrote before it failed is kept; only the verdict on it changes.
+    try:
+        summary = json.loads((recorder.path / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        summary = {"run_id": recorder.run_id}
+    summary.update(
+        outcome=Outcome.INTERNAL_ERROR.value,
+        final_state=State.FAILURE.value,
+        reason=reason,
+        exit_status=int(pytest.ExitCode.INTERNAL_ERROR),
+        internal_error=INTERNAL_ERROR_FILE,
+        finished=utc_now(),
+        duration_s=round(duration, 2),
+    )
+    with contextlib.suppress(OSError):
+        recorder.write_json("summary.json", summary)
+    with contextlib.suppress(OSError):
+        terminal.line(redact(f"{PREFIX} {reason}; {tree}; {pointer}"))
+    return int(pytest.ExitCode.INTERNAL_ERROR)
 
 
 def _timeline_entry(it: Iteration) -> dict[str, Any]:

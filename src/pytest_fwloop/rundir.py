@@ -2,10 +2,16 @@
 
 Every text passes through the redactor on its way to disk, including the logs that subprocesses
 wrote directly (scrubbed in place when they finish).
+
+Text may hold lone surrogates, which UTF-8 cannot encode: an agent's `\\ud800`, or bytes of the
+tree that were not UTF-8, kept as surrogate escapes in a diff. Records are written with
+`\\udXXX` escapes for them: marked in text files, and in JSON files exactly the escape that reads
+back as the same string. Diffs are written byte for byte instead, so that they still apply.
 """
 
 from __future__ import annotations
 
+import codecs
 import datetime as dt
 import json
 import os
@@ -14,6 +20,23 @@ from pathlib import Path
 from typing import Any
 
 from pytest_fwloop.redaction import Redactor
+
+#: The encoding error handler of every record: UTF-8 fails only on surrogates, escaped thus.
+LONE_SURROGATES = "backslashreplace"
+#: The handler for diffs: surrogate escapes back to their bytes, any other surrogate escaped.
+UNDECODED_BYTES = "fwloop-undecoded-bytes"
+
+
+def _undecoded_bytes(error: UnicodeError) -> tuple[str | bytes, int]:
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    code = ord(error.object[error.start])
+    if 0xDC80 <= code <= 0xDCFF:  # what surrogateescape made of an undecodable byte
+        return bytes([code - 0xDC00]), error.start + 1
+    return f"\\u{code:04x}", error.start + 1
+
+
+codecs.register_error(UNDECODED_BYTES, _undecoded_bytes)
 
 
 def new_run_id(now: dt.datetime | None = None) -> str:
@@ -44,10 +67,18 @@ class RunRecorder:
         return path.relative_to(self.path).as_posix()
 
     def write_text(self, relpath: str | Path, text: str) -> Path:
+        return self._write(relpath, self._redact(text).encode("utf-8", LONE_SURROGATES))
+
+    def write_patch(self, relpath: str | Path, diff: str) -> Path:
+        """A diff as the shadow repository gives it: bytes of the tree that were not UTF-8 (kept
+        as surrogate escapes) are written back as they were, so `git apply` takes the file."""
+        return self._write(relpath, self._redact(diff).encode("utf-8", UNDECODED_BYTES))
+
+    def _write(self, relpath: str | Path, data: bytes) -> Path:
         target = self.path / relpath
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_name(target.name + ".partial")
-        partial.write_text(self._redact(text), encoding="utf-8")
+        partial.write_bytes(data)
         os.replace(partial, target)
         return target
 
@@ -56,7 +87,7 @@ class RunRecorder:
 
     def append_event(self, event: dict[str, Any]) -> None:
         line = self._redact(json.dumps(event, ensure_ascii=False))
-        with self._events.open("a", encoding="utf-8") as stream:
+        with self._events.open("a", encoding="utf-8", errors=LONE_SURROGATES) as stream:
             stream.write(line + "\n")
 
     def scrub(self, path: Path) -> None:
@@ -65,4 +96,4 @@ class RunRecorder:
             text = path.read_text(encoding="utf-8", errors="replace")
             cleaned = self._redact(text)
             if cleaned != text:
-                path.write_text(cleaned, encoding="utf-8")
+                path.write_text(cleaned, encoding="utf-8", errors=LONE_SURROGATES)

@@ -25,7 +25,10 @@ class Terminal:
         self.stream = stream or sys.stdout
 
     def line(self, text: str = "") -> None:
-        self.stream.write(text + "\n")
+        self._write(text + "\n")
+
+    def _write(self, text: str) -> None:
+        self.stream.write(printable(text, self.stream))
         self.stream.flush()
 
     def header(self, settings: LoopSettings, recorder: RunRecorder) -> None:
@@ -44,8 +47,7 @@ class Terminal:
         self.line(f"{PREFIX} [{iteration}] {source.value} -> {target.value}: {reason}")
 
     def ask(self, prompt: str) -> bool:
-        self.stream.write(prompt)
-        self.stream.flush()
+        self._write(prompt)
         try:
             answer = sys.stdin.readline()
         except (OSError, ValueError):
@@ -73,3 +75,10 @@ class Terminal:
         )
         for text in closing:
             self.line(text)
+
+
+def printable(text: str, stream: TextIO) -> str:
+    """`text` as `stream` can encode it. Agent text may hold lone surrogates, and a CI log may be
+    ASCII: what the encoding cannot take is shown as backslash escapes rather than crash the run."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    return text.encode(encoding, "backslashreplace").decode(encoding)

@@ -7,6 +7,7 @@ Pure: no subprocess or network here, so the gate can be property-tested on its o
 from __future__ import annotations
 
 import json
+import math
 import re
 from importlib import resources
 from pathlib import PurePath
@@ -22,6 +23,8 @@ Role = Literal["coder", "reviewer", "tester"]
 
 #: Longest error line handed back to a model or a user; jsonschema quotes whole documents.
 MAX_ERROR_CHARS = 240
+#: Deepest nesting of objects and arrays an answer may have; the contract needs 3.
+MAX_JSON_DEPTH = 32
 
 
 class Failure(BaseModel):
@@ -184,21 +187,99 @@ def extract_json(text: str) -> dict[str, object]:
     if fenced is not None:
         body = fenced.group("body").strip()
     try:
-        document = json.loads(body, parse_constant=_reject_constant)
+        document = json.loads(
+            body,
+            parse_constant=_reject_constant,
+            parse_float=_finite_float,
+            object_pairs_hook=_unique_keys,
+        )
     except json.JSONDecodeError as exc:
         raise ValueError(
             f"the answer is not one JSON object: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
+    except _Rejected as exc:
+        raise ValueError(str(exc)) from None
     except (ValueError, RecursionError) as exc:
         raise ValueError(f"the answer is not one JSON object: {_one_line(str(exc))}") from None
     if not isinstance(document, dict):
         raise ValueError(f"the answer is a JSON {type(document).__name__}, not one JSON object")
+    refusal = _refusal(document)
+    if refusal is not None:
+        raise ValueError(refusal)
     return document
+
+
+class _Rejected(ValueError):
+    """Valid JSON syntax that the gate still refuses; its message is the whole reason."""
 
 
 def _reject_constant(name: str) -> object:
     # Python's json accepts NaN and Infinity; JSON does not, and NaN slips past min/max checks.
     raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    # 1e999 is valid JSON, but Python reads it as inf, which slips past min/max checks as NaN does.
+    value = float(text)
+    if math.isinf(value):
+        raise _Rejected(
+            f"the answer holds the number {_one_line(text, 40)}, which overflows a float"
+        )
+    return value
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    # Python keeps the last of two equal keys, other readers the first: a reviewer could say
+    # changes_requested to one reader and approve to another. Neither reading is taken.
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise _Rejected(
+                f"the key {_one_line(repr(key), 60)} appears twice in one object; "
+                "give every key once"
+            )
+        seen.add(key)
+    return dict(pairs)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _refusal(document: object) -> str | None:
+    """Why a parsed document is still refused, or None: a string or key holding a surrogate
+    code point, or nesting deeper than MAX_JSON_DEPTH.
+
+    The decoder joins a valid escaped pair into one character, so any surrogate left is lone:
+    not Unicode, and unwritable as UTF-8. The depth bound keeps a document that only just
+    parsed from exhausting the stack of whatever handles it next. Walked without recursion.
+    """
+    stack: list[tuple[list[str | int], object]] = [([], document)]
+    while stack:
+        path, value = stack.pop()
+        children: list[tuple[list[str | int], object]] = []
+        if isinstance(value, str):
+            found = _SURROGATE.search(value)
+            if found is not None:
+                return _lone_surrogate(found.group(), f"at {_json_path(path)}")
+        elif isinstance(value, (dict, list)) and len(path) >= MAX_JSON_DEPTH:
+            return f"the answer nests objects and arrays deeper than {MAX_JSON_DEPTH} levels"
+        elif isinstance(value, dict):
+            for key, child in value.items():
+                found = _SURROGATE.search(key)
+                if found is not None:
+                    return _lone_surrogate(found.group(), f"in a key at {_json_path(path)}")
+                children.append(([*path, key], child))
+        elif isinstance(value, list):
+            children = [([*path, index], child) for index, child in enumerate(value)]
+        stack.extend(reversed(children))  # popped in document order
+    return None
+
+
+def _lone_surrogate(char: str, where: str) -> str:
+    return _one_line(
+        f"the answer holds a lone surrogate U+{ord(char):04X} {where}; JSON text must be "
+        "valid Unicode (\\uD800-\\uDBFF only as the first half of a pair with \\uDC00-\\uDFFF)"
+    )
 
 
 def _error_line(path: Iterable[str | int], message: str) -> str:

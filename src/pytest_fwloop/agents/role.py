@@ -21,6 +21,7 @@ from pytest_fwloop.agents.protocol import (
     validate_answer,
 )
 from pytest_fwloop.agents.retry import RetryBudget, RetryPolicy
+from pytest_fwloop.outcomes import Outcome, describe_crash
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -48,7 +49,7 @@ class CallRecord:
     stderr: str
     document: object | None  # the parsed JSON, when there was any
     errors: list[str]
-    error_kind: str | None  # a ProviderErrorKind value; None when the answer passed
+    error_kind: str | None  # a ProviderErrorKind value, or internal_error; None when it passed
     duration_s: float
     retry_count: int = 0
     retry_reason: str | None = None
@@ -163,21 +164,26 @@ class RoleAgent:
     ) -> _Checked:
         wire = request.to_wire()
         started = time.monotonic()
-        error: ProviderError | None = None
+        answer = RawAnswer(text="")
+        error: Exception | None = None
+        kind: str | None
         try:
             answer = provider.call(request, self.timeout)
-        except ProviderError as exc:
-            # Nothing was answered; what the call still produced is kept for the record.
-            error, answer = exc, RawAnswer(text="", stderr=exc.stderr, usage=exc.usage)
-        duration_s = time.monotonic() - started
-        kind: str | None
-        if error is not None:
-            checked, kind = _Checked("", None, None, [error.message]), error.kind.value
-        else:
             checked = self._check(answer.text)
             kind = (
                 None if checked.answer is not None else ProviderErrorKind.PROVIDER_BAD_OUTPUT.value
             )
+        except ProviderError as exc:
+            # Nothing was answered; what the call still produced is kept for the record.
+            error, answer = exc, RawAnswer(text="", stderr=exc.stderr, usage=exc.usage)
+            checked, kind = _Checked("", None, None, [exc.message]), exc.kind.value
+        except Exception as exc:
+            # A bug in the provider or the gate (a broken replacement schema): the call is
+            # still recorded and counted, then the exception ends the run as an internal error.
+            error = exc
+            checked = _Checked(answer.text, None, None, [describe_crash(exc)])
+            kind = Outcome.INTERNAL_ERROR.value
+        duration_s = time.monotonic() - started
         self._record(
             CallRecord(
                 role=self.role,
