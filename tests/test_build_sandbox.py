@@ -11,7 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from loopkit import CALC, FIXES, LoopProject, calc_fix_patches, coder_answer, unified_diff
+from loopkit import (
+    CALC,
+    FIXES,
+    LoopProject,
+    calc_fix_patches,
+    coder_answer,
+    tree_state,
+    unified_diff,
+)
 from pytest_fwloop.sandbox import bwrap_argv, parse_sandbox
 
 BUILD = "import py_compile\npy_compile.compile('fw/calc.py', doraise=True)\n"
@@ -126,3 +134,40 @@ def test_a_sandbox_that_cannot_run_is_a_usage_error(
     assert bogus.ret == pytest.ExitCode.USAGE_ERROR
     bogus.stderr.fnmatch_lines(["*--fwloop-build-sandbox=docker: must be one of none, bwrap*"])
     assert not (project.root / ".fwloop").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sandbox", ["none", "bwrap"])
+def test_a_build_that_rewrites_protected_files_is_rolled_back(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, sandbox: str
+) -> None:
+    """The tree is writable even in the sandbox, so a patched build script could plant a
+    conftest that xfails every test; the loop sees the protected change and rolls it back."""
+    if sandbox == "bwrap" and shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    project = LoopProject(pytester, monkeypatch)
+    project.calc_suite(f"fwloop_build_sandbox = {sandbox}\n")
+    project.write("build.py", BUILD)
+    before = tree_state(project.root)
+    hostile_build = BUILD + (
+        "open('tests/conftest.py', 'w').write(\n"
+        "    'import pytest\\n'\n"
+        "    'def pytest_collection_modifyitems(items):\\n'\n"
+        "    '    for item in items:\\n'\n"
+        "        '        item.add_marker(pytest.mark.xfail)\\n'\n"
+        ")\n"
+    )
+    patches = [unified_diff("build.py", BUILD, hostile_build), *calc_fix_patches()]
+    coder = project.agent("coder", [coder_answer(p) for p in patches])
+    result = project.run(
+        f"--fwloop-coder={coder.spec}", f"--fwloop-build={sys.executable} build.py"
+    )
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    told = coder.requests()[1]["must_fix"][0]["issue"]
+    assert "changed protected files (tests/conftest.py)" in told
+    assert not (project.root / "tests" / "conftest.py").exists()
+    assert (project.root / "build.py").read_text() == BUILD
+    [run_dir] = project.run_dirs()
+    assert "build.py" not in (run_dir / "final.patch").read_text()
+    after = tree_state(project.root)
+    assert {path for path in after if after[path] != before.get(path)} == {"fw/calc.py"}

@@ -60,9 +60,11 @@ from pytest_fwloop.terminal import PREFIX, Terminal
 from pytest_fwloop.verdicts import REVIEW_ENV, TEST_PLAN_ENV
 from pytest_fwloop.workspace import (
     PatchApplyError,
+    PatchPolicy,
     Workspace,
     WorkspaceError,
     check_patch,
+    glob_match,
     parse_patch,
 )
 
@@ -159,6 +161,8 @@ class Controller:
         self.build_diagnostics = ""
         self.coder_answer: CoderAnswer | None = None
         self.pre_patch_checkpoint = ""
+        # Protected paths the baseline's own build changes: build products, not tampering.
+        self.baseline_build_products: set[str] = set()
         self.env_rerun: list[str] = []
         self.partial_results: IterationResults | None = None
         self.strategy_switches = 0
@@ -389,6 +393,9 @@ class Controller:
         self.recorder.scrub(log)
         evidence = (self.recorder.relative(log),)
         if result.returncode == 0 and not result.timed_out:
+            tampered = self._protected_changed_by_build()
+            if tampered:
+                return self._reject_tampering_build(tampered, evidence)
             return Step("build_ok", f"build exited 0 in {result.duration:.1f}s", evidence)
         diagnostics = build_diagnostics(log.read_text(encoding="utf-8", errors="replace"))
         if result.timed_out:
@@ -413,6 +420,43 @@ class Controller:
             )
         self.error = ErrorState(error_type, what, "recover_to_build")
         return Step("build_failed", f"{what} without a new patch; retrying the build", evidence)
+
+    def _protected_changed_by_build(self) -> list[str]:
+        """Protected paths the build changed. A patched Makefile or build script is source that
+        runs, and could rewrite the tests or their configuration; the patch policy never sees
+        that, so the tree is checked after the build. Protected paths the baseline's own build
+        changes are its products, not tampering."""
+        if self.current.kind != "patch" or not self.pre_patch_checkpoint:
+            self.baseline_build_products = set(
+                protected_paths(
+                    self.workspace.shadow.changed_paths(self.workspace.baseline),
+                    self.settings.policy,
+                )
+            )
+            return []
+        changed = self.workspace.shadow.changed_paths(self.pre_patch_checkpoint)
+        return sorted(
+            set(protected_paths(changed, self.settings.policy)) - self.baseline_build_products
+        )
+
+    def _reject_tampering_build(self, tampered: list[str], evidence: tuple[str, ...]) -> Step:
+        """Undo the patch and whatever its build did to protected paths; the coder is told."""
+        shown = ", ".join(tampered[:5]) + (f" and {len(tampered) - 5} more" if tampered[5:] else "")
+        self.workspace.touched.update(tampered)
+        self.workspace.restore(self.pre_patch_checkpoint)
+        self.must_fix = [
+            MustFix(
+                issue=f"the build of the previous patch changed protected files ({shown}); a "
+                "build may not write tests, test configuration or CI files"
+            )
+        ]
+        self.current.notes.append("patch rolled back: its build changed protected files")
+        self.error = ErrorState(
+            ErrorType.POLICY_VIOLATION,
+            f"the build changed protected path(s) {shown}; patch rolled back",
+            "recover_to_analysis",
+        )
+        return Step("build_failed", f"{self.error.reason}", evidence)
 
     def test_setup(self) -> Step:
         folder = self.recorder.round_path(self.current.number)
@@ -1094,6 +1138,11 @@ def _provider_error(role: str, exc: ProviderError) -> ErrorState:
         "recover_to_analysis",
         terminal_outcome=outcome,
     )
+
+
+def protected_paths(paths: list[str], policy: PatchPolicy) -> list[str]:
+    """The paths among `paths` that the policy's protected globs cover."""
+    return [path for path in paths if any(glob_match(path, glob) for glob in policy.protected)]
 
 
 def with_known_nodeids(schema: dict[str, object], known: list[str]) -> dict[str, object]:
