@@ -250,3 +250,38 @@ def test_an_allowlist_line_that_does_not_split_is_a_usage_error(
     result.stderr.fnmatch_lines(
         ['*fwloop: fwloop_allowed_commands line "make \'check": No closing quotation*']
     )
+
+
+def test_a_command_that_rewrites_protected_files_fails_and_they_are_put_back(
+    project: LoopProject,
+) -> None:
+    """`make check` is allowed, but the Makefile is source the coder may write: a recipe that
+    plants a conftest xfailing every test is caught after the command and undone."""
+    before = tree_state(project.root)
+    plant = (
+        "check:\n"
+        "\tprintf 'import pytest\\ndef pytest_collection_modifyitems(items):\\n"
+        "    [i.add_marker(pytest.mark.xfail) for i in items]\\n' > tests/conftest.py\n"
+    )
+    patches = calc_fix_patches()
+    hostile = diff("Makefile", "", plant).replace(
+        "--- a/Makefile", "new file mode 100644\n--- /dev/null", 1
+    )
+    agent = project.agent(
+        "agent",
+        [coder_answer(patches[0] + hostile), *[coder_answer(p) for p in patches[1:]]],
+        tester=[plan([], [["make", "check"]])],
+    )
+    result = project.run(f"--fwloop-coder={agent.spec}", f"--fwloop-tester={agent.spec}")
+    [run_dir] = project.run_dirs()
+    commands = json.loads((run_dir / "rounds" / "02" / "commands.json").read_text())["commands"]
+    assert [(c["argv"], c["status"]) for c in commands] == [(["make", "check"], "failed")]
+    assert (
+        "changed protected files (tests/conftest.py), which were put back" in (commands[0]["ended"])
+    )
+    assert all(t["outcome"] != "xfailed" for t in results(project, 3).values())
+    assert "changed protected files" in agent.requests("coder")[1]["must_fix"][0]["issue"]
+    # The coder left the recipe in place, so the command failed again in the next round.
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert project.summary()["outcome"] == "repeated_test_failure"
+    assert tree_state(project.root) == before

@@ -605,15 +605,20 @@ class CommandResult:
     duration: float
     output: str  # the tail, see OUTPUT_TAIL_BYTES
     start_error: str = ""  # why the program could not be started, if it could not
+    #: Protected paths the command changed (and the loop put back): a failure whatever its exit.
+    tampered: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
-        return self.returncode == 0 and not self.timed_out and not self.start_error
+        ended_well = self.returncode == 0 and not self.timed_out
+        return ended_well and not self.start_error and not self.tampered
 
     def describe(self, timeout: float) -> str:
         """How it ended, in a few words."""
         if self.start_error:
             return f"could not start: {self.start_error}"
+        if self.tampered:
+            return f"changed protected files ({', '.join(self.tampered[:5])}), which were put back"
         if self.timed_out:
             return f"timed out after fwloop_command_timeout={timeout:g}s"
         return f"exit {self.returncode}"

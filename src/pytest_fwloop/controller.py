@@ -8,6 +8,7 @@ The controller never imports the code under test: each TEST_RUN is a child `pyth
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shlex
 import shutil
@@ -424,8 +425,8 @@ class Controller:
     def _protected_changed_by_build(self) -> list[str]:
         """Protected paths the build changed. A patched Makefile or build script is source that
         runs, and could rewrite the tests or their configuration; the patch policy never sees
-        that, so the tree is checked after the build. Protected paths the baseline's own build
-        changes are its products, not tampering."""
+        that, so the tree is checked after the build (and after each tester command). Protected
+        paths the baseline's own build changes are its products, not tampering."""
         if self.current.kind != "patch" or not self.pre_patch_checkpoint:
             self.baseline_build_products = set(
                 protected_paths(
@@ -434,7 +435,11 @@ class Controller:
                 )
             )
             return []
-        changed = self.workspace.shadow.changed_paths(self.pre_patch_checkpoint)
+        return self._protected_changed_since(self.pre_patch_checkpoint)
+
+    def _protected_changed_since(self, snapshot: str) -> list[str]:
+        """Protected paths that differ from `snapshot`, the baseline build's products aside."""
+        changed = self.workspace.shadow.changed_paths(snapshot)
         return sorted(
             set(protected_paths(changed, self.settings.policy)) - self.baseline_build_products
         )
@@ -650,7 +655,14 @@ class Controller:
             if self.abort.is_set():
                 break
             log = folder / "commands" / f"{index}.log"
+            before = self.workspace.checkpoint(f"before tester command {index}")
             result = self.runner.run(argv, log)
+            tampered = self._protected_changed_since(before)
+            if tampered:
+                # An allowed `make test` runs a Makefile the coder may have patched.
+                self.workspace.touched.update(tampered)
+                self.workspace.restore(before)
+                result = dataclasses.replace(result, tampered=tuple(tampered))
             tester.records.append(command_record(result, self.settings.command_timeout))
             if not result.passed:
                 failed.append(result)
