@@ -64,7 +64,6 @@ from pytest_fwloop.workspace import (
     PatchPolicy,
     Workspace,
     WorkspaceError,
-    check_patch,
     glob_match,
     parse_patch,
 )
@@ -1002,7 +1001,7 @@ class Controller:
             self.repeat_told = True
             self.must_fix = [MustFix(issue=repeat.must_fix())]
             return Step("patch_repeated", f"{repeat.must_fix()} (the coder is told once)")
-        violations = check_patch(patch, self.settings.policy)
+        violations = self.workspace.check_patch(patch, self.settings.policy)
         if violations:
             self.must_fix = [MustFix(issue=v.message, file=v.path or None) for v in violations]
             self.constraints = [
@@ -1101,7 +1100,7 @@ class Controller:
     def _record_rejected(self, patch: str, why: str) -> None:
         folder = self.recorder.relative(self.recorder.round_path(self.current.number))
         count = len(list(self.recorder.round_path(self.current.number).glob("rejected-*.diff")))
-        self.recorder.write_text(f"{folder}/rejected-{count + 1}-{why}.diff", patch)
+        self.recorder.write_patch(f"{folder}/rejected-{count + 1}-{why}.diff", patch)
 
     def patch_apply(self) -> Step:
         self.pre_patch_checkpoint = self.workspace.checkpoint(
@@ -1119,7 +1118,7 @@ class Controller:
         self.tester_due = self.tester is not None
         self.tester_round = None
         folder = self.recorder.relative(self.recorder.round_path(self.current.number))
-        path = self.recorder.write_text(f"{folder}/patch.diff", self.current.patch)
+        path = self.recorder.write_patch(f"{folder}/patch.diff", self.current.patch)
         self.must_fix = []
         self.constraints = []
         self.build_diagnostics = ""

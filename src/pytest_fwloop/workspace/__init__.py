@@ -14,9 +14,11 @@ from pytest_fwloop.workspace.journal import Journal, JournalEntry, JournalRecord
 from pytest_fwloop.workspace.policy import (
     DEFAULT_PROTECTED,
     FileChange,
+    GitReading,
     PatchParseError,
     PatchPolicy,
     Violation,
+    check_git_reading,
     check_patch,
     glob_match,
     normalize_path,
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_PROTECTED",
     "FileChange",
+    "GitReading",
     "Journal",
     "JournalEntry",
     "JournalRecord",
@@ -43,6 +46,7 @@ __all__ = [
     "Workspace",
     "WorkspaceError",
     "WorkspaceLocked",
+    "check_git_reading",
     "check_patch",
     "glob_match",
     "normalize_path",
@@ -73,8 +77,9 @@ class Workspace:
         self.journal = Journal(self.shadow.state_dir)
         self._baseline: str | None = None
         # Only what the loop wrote is ever diffed or restored: build products and the user's own
-        # edits during a run are none of its business.
-        self.touched: set[str] = set()
+        # edits during a run are none of its business. The shadow snapshots these paths even
+        # where an ignore rule hides them.
+        self.touched: set[str] = self.shadow.written
 
     @property
     def baseline(self) -> str:
@@ -93,15 +98,42 @@ class Workspace:
         self._baseline = baseline
         return report
 
+    def check_patch(self, patch: str, policy: PatchPolicy) -> list[Violation]:
+        """Every rule the patch breaks, judged on its headers and on what git would write."""
+        violations = check_patch(patch, policy)
+        if any(v.rule in ("empty", "parse") for v in violations):
+            return violations
+        try:
+            reading = self.shadow.read_patch(patch)
+        except PatchParseError as err:
+            return [Violation("", "parse", f"patch: {err}; send a unified diff git can apply")]
+        # The refusal names the files git would really write, not only the headers' names.
+        return list(dict.fromkeys([*violations, *check_git_reading(patch, reading, policy)]))
+
     def apply(self, patch: str) -> list[str]:
-        """Apply a patch (paths relative to the root), journalled; the paths it touched."""
-        intended = touched_paths(patch)
+        """Apply a patch (paths relative to the root), journalled; the paths it touched.
+
+        The journal names every path the headers or git name before anything is written; after
+        `git apply`, a change to any other path is undone and refused (`PatchApplyError`).
+        """
+        named = {normalize_path(p) for p in self.shadow.read_patch(patch).paths}
+        intended = sorted(named.union(touched_paths(patch)))
         self.journal.intend("apply", intended)
         self.touched.update(intended)
-        paths = self.shadow.apply(patch)
-        self.touched.update(paths)
+        before = self.shadow.snapshot("before applying a patch")
+        self.shadow.apply(patch)
+        unnamed = sorted(set(self.shadow.changed_paths(before)) - set(intended))
+        if unnamed:
+            self.touched.update(unnamed)
+            self.journal.intend("restore", [*intended, *unnamed])
+            self.shadow.restore(before, [*intended, *unnamed])
+            self.journal.done()
+            raise PatchApplyError(
+                f"fwloop: applying the patch also changed {', '.join(unnamed[:5])}, which it "
+                "does not name; the tree was put back: send a plain `git diff`"
+            )
         self.journal.done()
-        return paths
+        return sorted(named)
 
     def checkpoint(self, label: str) -> str:
         """Snapshot the current tree under `label`; its commit id."""
@@ -149,6 +181,7 @@ class Workspace:
             return None
         salvage = self.shadow.snapshot(f"tree left by run {record.run_id} (pid {record.pid})")
         written = {path for entry in record.entries for path in entry.paths}
+        self.shadow.written.update(written)
         restored = self.shadow.restore(record.baseline, sorted(written))
         # The dead run's journal goes only now: a crash during recovery recovers again.
         self.journal.finish()

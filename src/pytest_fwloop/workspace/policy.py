@@ -11,27 +11,50 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+# Modules that `python -m pytest` would import from the root before the user's own code (the
+# child runs with the root first on sys.path), so a file of that name replaces pytest itself.
+_SHADOWING_MODULES = ("pytest", "_pytest", "py", "pluggy", "iniconfig", "pytest_fwloop")
+
 DEFAULT_PROTECTED: tuple[str, ...] = (
+    # Tests and everything that decides how they are collected and run.
     "tests/**",
     "test/**",
     "testing/**",
     "**/test_*.py",
     "**/*_test.py",
     "**/conftest.py",
-    "pytest.ini",
-    "tox.ini",
-    "setup.cfg",
-    "pyproject.toml",
+    "**/pytest.ini",
+    "**/.pytest.ini",
+    "**/pytest.toml",
+    "**/.pytest.toml",
+    "**/tox.ini",
+    "**/setup.cfg",
+    "**/pyproject.toml",
     "noxfile.py",
+    *(f"{name}.py" for name in _SHADOWING_MODULES),
+    *(f"{name}/**" for name in _SHADOWING_MODULES),
+    "**/sitecustomize.py",
+    "**/usercustomize.py",
+    "**/*.pth",
+    # CI configuration.
     ".github/**",
     ".gitlab-ci.yml",
+    ".gitlab/**",
+    ".circleci/**",
     ".ci/**",
+    ".buildkite/**",
+    ".travis.yml",
+    "azure-pipelines.yml",
+    "bitbucket-pipelines.yml",
     "Jenkinsfile",
+    # Version control and the loop's own state: what decides which files a snapshot sees.
     ".git/**",
     "**/.git/**",
+    "**/.gitignore",
+    "**/.gitattributes",
+    ".gitmodules",
     ".fwloop/**",
     "**/.fwloop/**",
-    ".gitmodules",
 )
 
 _SAFE_NEW_FILE_MODE = "100644"
@@ -298,42 +321,80 @@ def _patch_violation(rule: str, message: str) -> Violation:
     return Violation("", rule, f"patch: {message}")
 
 
-def _check_change(change: FileChange, policy: PatchPolicy) -> list[Violation]:
+@dataclass(frozen=True)
+class GitReading:
+    """What `git apply --numstat` says a patch would write: every path, and the binary ones."""
+
+    paths: tuple[str, ...]
+    binary: tuple[str, ...] = ()
+
+
+def check_git_reading(text: str, reading: GitReading, policy: PatchPolicy) -> list[Violation]:
+    """Judge what git itself would write, for a patch that passed `check_patch`.
+
+    Each path git names is checked like the headers' own, and one the headers do not name means
+    git reads the diff differently from them (a timestamp after a `+++` name, say), which is
+    refused outright: the reviewer and the journal must see the files git really writes.
+    """
+    named = set(touched_paths(text))
     violations: list[Violation] = []
-    for path in change.paths:
-        shown = _show(path)
-        problem = _root_problem(path)
-        if problem is not None:
+    for path in reading.paths:
+        if normalize_path(path) not in named:
             violations.append(
                 Violation(
                     path,
-                    "outside_root",
-                    f"{shown}: path outside the workspace root ({problem}); "
-                    "patch only files inside the root, by relative path",
+                    "git_disagrees",
+                    f"{_show(path)}: git apply would write this path, which the diff's headers "
+                    "name differently; send a plain `git diff` whose headers name each file once",
                 )
             )
-            continue
-        normal = normalize_path(path)
-        glob = next((g for g in policy.protected if glob_match(normal, g)), None)
-        if glob is not None:
-            violations.append(
-                Violation(
-                    path,
-                    "protected",
-                    f"{shown}: protected path (matches {glob!r}); the coder may not edit tests, "
-                    "test or CI configuration, or other protected paths",
-                )
+        violations += path_violations(path, policy)
+    violations += [
+        Violation(path, "binary", f"{_show(path)}: git reads a binary patch here; text only")
+        for path in reading.binary
+    ]
+    return violations
+
+
+def path_violations(path: str, policy: PatchPolicy) -> list[Violation]:
+    """The rules one path breaks: outside the root, protected, or not under the allowed paths."""
+    shown = _show(path)
+    problem = _root_problem(path)
+    if problem is not None:
+        return [
+            Violation(
+                path,
+                "outside_root",
+                f"{shown}: path outside the workspace root ({problem}); "
+                "patch only files inside the root, by relative path",
             )
-        elif policy.allow_paths and not any(glob_match(normal, g) for g in policy.allow_paths):
-            allowed = ", ".join(repr(g) for g in policy.allow_paths)
-            violations.append(
-                Violation(
-                    path,
-                    "not_allowed",
-                    f"{shown}: not under the allowed paths ({allowed}); "
-                    "edit only files that fwloop_allow_paths allows",
-                )
+        ]
+    normal = normalize_path(path)
+    glob = next((g for g in policy.protected if glob_match(normal, g)), None)
+    if glob is not None:
+        return [
+            Violation(
+                path,
+                "protected",
+                f"{shown}: protected path (matches {glob!r}); the coder may not edit tests, "
+                "test or CI configuration, or other protected paths",
             )
+        ]
+    if policy.allow_paths and not any(glob_match(normal, g) for g in policy.allow_paths):
+        allowed = ", ".join(repr(g) for g in policy.allow_paths)
+        return [
+            Violation(
+                path,
+                "not_allowed",
+                f"{shown}: not under the allowed paths ({allowed}); "
+                "edit only files that fwloop_allow_paths allows",
+            )
+        ]
+    return []
+
+
+def _check_change(change: FileChange, policy: PatchPolicy) -> list[Violation]:
+    violations = [v for path in change.paths for v in path_violations(path, policy)]
     path = change.paths[-1]  # the new name, or the old one for a deletion
     shown = _show(path)
     if change.is_binary:

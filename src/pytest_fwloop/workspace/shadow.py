@@ -22,7 +22,12 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pytest_fwloop.workspace.policy import normalize_path, touched_paths
+from pytest_fwloop.workspace.policy import (
+    GitReading,
+    PatchParseError,
+    normalize_path,
+    touched_paths,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -59,6 +64,9 @@ class ShadowRepo:
         self.root = root.resolve()
         self.state_dir = self.root / STATE_DIR_NAME
         self.git_dir = self.state_dir / "shadow.git"
+        # Paths the loop wrote: always snapshotted, even where an ignore rule (perhaps one the loop
+        # itself wrote) hides them, so a restore sees and undoes them.
+        self.written: set[str] = set()
         self._ready = False
 
     def ensure(self) -> None:
@@ -151,6 +159,30 @@ class ShadowRepo:
             )
         return sorted(c.path for c in changes)
 
+    def read_patch(self, patch: str) -> GitReading:
+        """The paths `git apply` would write for `patch`, as git reads it (`--numstat`).
+
+        A rename or copy is listed by its new name only: its source is the `rename from` line,
+        which `parse_patch` reads as git does.
+
+        Raises `PatchParseError` with git's reason when git cannot read it as a patch.
+        """
+        self.ensure()
+        result = self._git("apply", "--numstat", "-z", "-", stdin=_encode(patch), check=False)
+        if result.returncode != 0:
+            raise PatchParseError(f"git apply cannot read it: {_one_line(result.stderr)}")
+        paths: list[str] = []
+        binary: list[str] = []
+        # One "added<TAB>deleted<TAB>path" per file; a rename or copy is named by its new path.
+        for entry in result.stdout.split(b"\0"):
+            if not entry:
+                continue
+            added, deleted, name = entry.split(b"\t", 2)
+            paths.append(os.fsdecode(name))
+            if added == deleted == b"-":
+                binary.append(os.fsdecode(name))
+        return GitReading(tuple(dict.fromkeys(paths)), tuple(dict.fromkeys(binary)))
+
     def check_apply(self, patch: str) -> str | None:
         """None when the patch applies cleanly to the tree, else git's reason on one line."""
         self.ensure()
@@ -186,7 +218,8 @@ class ShadowRepo:
         tracked = _split_z(self._git("ls-files", "-z", "--cached").stdout)
         # Tracked paths go first so a file replaced by a directory leaves the index before its
         # new children arrive.
-        staged = list(dict.fromkeys([*tracked, *self._user_tracked_ignored(), *files]))
+        written = [p for p in sorted(self.written) if _is_file_or_link(self.root / p)]
+        staged = list(dict.fromkeys([*tracked, *self._user_tracked_ignored(), *files, *written]))
         self._git(
             "update-index", "--add", "--remove", "--replace", "-z", "--stdin", stdin=_join_z(staged)
         )
@@ -373,6 +406,10 @@ def _exclude_file(git_dir: Path) -> str:
 def _write_if_changed(path: Path, text: str) -> None:
     if not path.is_file() or path.read_text() != text:
         path.write_text(text)
+
+
+def _is_file_or_link(path: Path) -> bool:
+    return path.is_symlink() or path.is_file()
 
 
 def _is_within(path: str, prefix: str) -> bool:
