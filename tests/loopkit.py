@@ -20,6 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
+
+from pytest_fwloop import records
+from pytest_fwloop.results import IterationResults
 
 CALC = '''\
 """A tiny stand-in for firmware logic: three functions, three seeded bugs."""
@@ -250,6 +254,32 @@ class LoopProject:
         [run_dir] = self.run_dirs()
         lines = (run_dir / "task-events.jsonl").read_text().splitlines()
         return [json.loads(line) for line in lines]
+
+
+def check_records(run_dir: Path) -> int:
+    """Validate every JSON record of a run directory against its model; how many were read."""
+    summary = (run_dir / "summary.json").read_bytes()
+    try:
+        records.Summary.model_validate_json(summary)
+    except ValueError:
+        records.CrashSummary.model_validate_json(summary)
+    records.Timeline.model_validate_json((run_dir / "task-timeline.json").read_bytes())
+    lines = (run_dir / "task-events.jsonl").read_text().splitlines()
+    for line in lines:
+        event = records.Event.model_validate_json(line)
+        assert json.loads(line) == event.to_json()  # written exactly as the model dumps it
+    checked = 2 + len(lines)
+    models: dict[str, type[BaseModel]] = {
+        "*.meta.json": records.CallMeta,
+        "convergence.json": records.ConvergenceRecord,
+        "commands.json": records.CommandsRecord,
+        "results.json": IterationResults,
+    }
+    for pattern, model in models.items():
+        for path in run_dir.glob(f"rounds/*/{pattern}"):
+            model.model_validate_json(path.read_bytes())
+            checked += 1
+    return checked
 
 
 def tree_state(root: Path) -> dict[str, tuple[bytes, int]]:

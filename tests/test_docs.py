@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_fwloop import options
+from pytest_fwloop import options, records
 from pytest_fwloop.outcomes import Outcome
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -13,6 +13,12 @@ DOCS = Path(__file__).resolve().parents[1] / "docs"
 def test_configuration_reference_is_generated_from_the_options() -> None:
     assert (DOCS / "configuration.md").read_text(encoding="utf-8") == options.render_markdown(), (
         "regenerate with `python -m pytest_fwloop.options > docs/configuration.md`"
+    )
+
+
+def test_run_directory_reference_is_generated_from_the_records() -> None:
+    assert (DOCS / "run-directory.md").read_text(encoding="utf-8") == records.render_markdown(), (
+        "regenerate with `python -m pytest_fwloop.records > docs/run-directory.md`"
     )
 
 

@@ -20,6 +20,7 @@ from loopkit import (
     CALC,
     FIXES,
     LoopProject,
+    check_records,
     coder_answer,
     tree_state,
     unified_diff,
@@ -97,6 +98,7 @@ def test_an_exception_inside_the_loop_ends_as_internal_error_with_the_tree_resto
     assert event["evidence"] == ["internal-error.txt"]
     for name in ("task-timeline.json", "report.md"):
         assert (run_dir / name).is_file()
+    assert check_records(run_dir) > 10
     result.stdout.fnmatch_lines(
         ["*outcome: internal_error (FAILURE)*", "*restored to its baseline*"]
     )

@@ -14,6 +14,7 @@ from loopkit import (
     FIXES,
     LoopProject,
     calc_fix_patches,
+    check_records,
     coder_answer,
     unified_diff,
 )
@@ -77,6 +78,7 @@ def test_secrets_never_reach_the_run_directory_or_the_terminal(
     assert "[redacted:OPENAI_API_KEY]" in output
     # The tester's command ran without them in its environment.
     assert "token in env: absent" in (rounds / "02" / "commands" / "1.log").read_text()
+    assert check_records(run_dir) > 10
 
 
 def test_every_retry_and_failover_is_an_event_and_transitions_follow_the_table(
@@ -108,6 +110,7 @@ def test_every_retry_and_failover_is_an_event_and_transitions_follow_the_table(
     assert reask["retry_reason"].startswith("re-asked with the validation errors")
     [run_dir] = project.run_dirs()
     assert (run_dir / reask["evidence"][0]).name == "reviewer-2.meta.json"
+    assert check_records(run_dir) > 20
     # Transitions stay exactly the table's moves; the call lines sit between them.
     transitions = [e for e in events if e["kind"] == "transition"]
     assert len(transitions) + len(calls) == len(events)

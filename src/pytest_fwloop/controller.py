@@ -50,6 +50,13 @@ from pytest_fwloop.fsm import ErrorType, State
 from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG, addopts_without_loop
 from pytest_fwloop.outcomes import Outcome, describe_crash, exit_status
 from pytest_fwloop.procs import ProcessResult, run_logged
+from pytest_fwloop.records import (
+    CallMeta,
+    CommandEntry,
+    CommandsRecord,
+    ConvergenceRecord,
+    Event,
+)
 from pytest_fwloop.recovery import ErrorState
 from pytest_fwloop.redaction import Redactor
 from pytest_fwloop.repeats import find_repeat
@@ -242,25 +249,23 @@ class Controller:
         self.recorder.write_text(f"{rel}/{stem}.answer.txt", call.raw)
         if call.document is not None:
             self.recorder.write_json(f"{rel}/{stem}.answer.json", call.document)
-        meta = self.recorder.write_json(
-            f"{rel}/{stem}.meta.json",
-            {
-                "provider": call.provider,
-                "attempt": call.attempt,
-                "duration_s": round(call.duration_s, 3),
-                "errors": call.errors,
-                "error_kind": call.error_kind,
-                "retry_count": call.retry_count,
-                "retry_reason": call.retry_reason,
-                "usage": call.usage,
-                "stderr_tail": call.stderr[-2000:],
-            },
+        meta = CallMeta(
+            provider=call.provider,
+            attempt=call.attempt,
+            duration_s=round(call.duration_s, 3),
+            errors=call.errors,
+            error_kind=call.error_kind,
+            retry_count=call.retry_count,
+            retry_reason=call.retry_reason,
+            usage=call.usage,
+            stderr_tail=call.stderr[-2000:],
         )
+        meta_path = self.recorder.write_json(f"{rel}/{stem}.meta.json", meta.model_dump())
         if call.role == "coder":
             self.coder_calls += 1
             self.current.coder_calls += 1
         if call.retry_reason is not None:
-            self._record_retry(call, self.recorder.relative(meta))
+            self._record_retry(call, self.recorder.relative(meta_path))
         self.usage.add(call.role, call.usage)
         overrun = self.settings.budget.overrun(self.usage.total)
         if overrun is not None:
@@ -270,22 +275,21 @@ class Controller:
         """A retried or failed-over call is an event of the trace: not a transition (the state
         stays), so it is a line of kind `agent_call` with from == to."""
         reason = f"{call.role} call {call.attempt} to {call.provider}: {call.retry_reason}"
-        self.recorder.append_event(
-            {
-                "time": utc_now(),
-                "kind": "agent_call",
-                "from": self.state.value,
-                "to": self.state.value,
-                "event": "agent_retry",
-                "reason": reason,
-                "iteration": self.current.number,
-                "evidence": [evidence],
-                "retry_count": call.retry_count,
-                "retry_reason": call.retry_reason,
-                "role": call.role,
-                "provider": call.provider,
-            }
+        event = Event(
+            time=utc_now(),
+            kind="agent_call",
+            from_state=self.state.value,
+            to_state=self.state.value,
+            event="agent_retry",
+            reason=reason,
+            iteration=self.current.number,
+            evidence=[evidence],
+            retry_count=call.retry_count,
+            retry_reason=call.retry_reason,
+            role=call.role,
+            provider=call.provider,
         )
+        self.recorder.append_event(event.to_json())
         self.terminal.line(
             f"{PREFIX} [{self.current.number}] {self.state.value}: {self.redact(reason)}"
         )
@@ -294,19 +298,19 @@ class Controller:
         source = self.state
         target = fsm.next_state(source, step.event)
         recovering = source is State.ERROR_RECOVERY and self.error is not None
-        event = {
-            "time": utc_now(),
-            "kind": "transition",
-            "from": source.value,
-            "to": target.value,
-            "event": step.event,
-            "reason": step.reason,
-            "iteration": self.current.number,
-            "evidence": list(step.evidence),
-            "retry_count": self.retries.get(self.error.type, 0) if recovering and self.error else 0,
-            "retry_reason": self.error.reason if recovering and self.error else None,
-        }
-        self.recorder.append_event(event)
+        event = Event(
+            time=utc_now(),
+            kind="transition",
+            from_state=source.value,
+            to_state=target.value,
+            event=step.event,
+            reason=step.reason,
+            iteration=self.current.number,
+            evidence=list(step.evidence),
+            retry_count=self.retries.get(self.error.type, 0) if recovering and self.error else 0,
+            retry_reason=self.error.reason if recovering and self.error else None,
+        )
+        self.recorder.append_event(event.to_json())
         self.current.states.append(target.value)
         self.terminal.transition(self.current.number, source, target, self.redact(step.reason))
         self.state = target
@@ -640,13 +644,13 @@ class Controller:
         iteration, so a failing one keeps the suite from counting as green, and its output's
         tail goes to the coder as a must-fix item (seed 004's test_failed)."""
         reasons = {tuple(c.argv): c.reason for c in tester.plan.commands}
-        entries: list[dict[str, object]] = [
-            {
-                "argv": list(b.argv),
-                "reason": reasons.get(b.argv, ""),
-                "status": "blocked",
-                "blocked_because": b.reason,
-            }
+        entries = [
+            CommandEntry(
+                argv=list(b.argv),
+                reason=reasons.get(b.argv, ""),
+                status="blocked",
+                blocked_because=b.reason,
+            )
             for b in tester.commands.blocked
         ]
         failed: list[CommandResult] = []
@@ -666,14 +670,14 @@ class Controller:
             if not result.passed:
                 failed.append(result)
             entries.append(
-                {
-                    "argv": list(argv),
-                    "reason": reasons.get(argv, ""),
-                    "status": "passed" if result.passed else "failed",
-                    "ended": result.describe(self.settings.command_timeout),
-                    "duration_s": round(result.duration, 3),
-                    "log": self.recorder.relative(log),
-                }
+                CommandEntry(
+                    argv=list(argv),
+                    reason=reasons.get(argv, ""),
+                    status="passed" if result.passed else "failed",
+                    ended=result.describe(self.settings.command_timeout),
+                    duration_s=round(result.duration, 3),
+                    log=self.recorder.relative(log),
+                )
             )
         self.failed_commands = frozenset(r.argv for r in failed)
         self.must_fix.extend(
@@ -685,7 +689,8 @@ class Controller:
             for r in failed
         )
         self.recorder.write_json(
-            f"{self.recorder.relative(folder)}/commands.json", {"commands": entries}
+            f"{self.recorder.relative(folder)}/commands.json",
+            CommandsRecord(commands=entries).model_dump(mode="json", exclude_none=True),
         )
         ran = len(tester.records)
         return (
@@ -831,18 +836,19 @@ class Controller:
         iteration.convergence_type = verdict.value if verdict else None
         iteration.reason = reason
         iteration.score = round(self.checker.score(), 4)
+        record = ConvergenceRecord(
+            iteration=iteration.number,
+            pass_counts=self.checker.pass_counts,
+            total_counts=self.checker.total_counts,
+            convergence_type=iteration.convergence_type,
+            reason=reason,
+            score=iteration.score,
+            criteria=self.settings.criteria.to_dict(),
+        )
         self.recorder.write_json(
             f"{self.recorder.relative(self.recorder.round_path(iteration.number))}/"
             "convergence.json",
-            {
-                "iteration": iteration.number,
-                "pass_counts": self.checker.pass_counts,
-                "total_counts": self.checker.total_counts,
-                "convergence_type": iteration.convergence_type,
-                "reason": reason,
-                "score": iteration.score,
-                "criteria": self.settings.criteria.to_dict(),
-            },
+            record.model_dump(mode="json"),
         )
         if verdict is None:
             return self._next_iteration(reason)
@@ -1266,20 +1272,19 @@ def _stop_on_internal_error(controller: Controller, exc: Exception) -> str:
     controller.final_reason = f"internal error: {describe_crash(exc)}"
     pointer = record_internal_error(controller.recorder, [exc])
     with contextlib.suppress(OSError):  # finalize will meet a failing disk too, and settle it
-        controller.recorder.append_event(
-            {
-                "time": utc_now(),
-                "kind": "internal_error",
-                "from": controller.state.value,
-                "to": State.FAILURE.value,
-                "event": "internal_error",
-                "reason": controller.final_reason,
-                "iteration": controller.current.number,
-                "evidence": [INTERNAL_ERROR_FILE],
-                "retry_count": 0,
-                "retry_reason": None,
-            }
+        event = Event(
+            time=utc_now(),
+            kind="internal_error",
+            from_state=controller.state.value,
+            to_state=State.FAILURE.value,
+            event="internal_error",
+            reason=controller.final_reason,
+            iteration=controller.current.number,
+            evidence=[INTERNAL_ERROR_FILE],
+            retry_count=0,
+            retry_reason=None,
         )
+        controller.recorder.append_event(event.to_json())
     controller.state = State.FAILURE
     return pointer
 

@@ -7,7 +7,6 @@ status 3, the tree restored, and as many of the records as can still be written.
 from __future__ import annotations
 
 import contextlib
-import json
 import traceback
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +15,7 @@ import pytest
 from pytest_fwloop.budget import Usage
 from pytest_fwloop.fsm import State
 from pytest_fwloop.outcomes import Outcome, describe_crash, exit_status
+from pytest_fwloop.records import CrashSummary, Summary, Timeline, TimelineEntry, UsageRecord
 from pytest_fwloop.results import nodeids
 from pytest_fwloop.rundir import utc_now
 from pytest_fwloop.terminal import PREFIX
@@ -74,34 +74,34 @@ def finalize(controller: Controller, duration: float) -> None:
     measured = [it for it in c.iterations if it.results is not None]
     latest = measured[-1].results if measured else None
     code = int(exit_status(outcome, advisory=c.settings.advisory))
-    summary: dict[str, Any] = {
-        "run_id": c.recorder.run_id,
-        "outcome": outcome.value,
-        "final_state": state.value,
-        "iterations": len(measured),
-        "convergence_type": c.convergence_type.value if c.convergence_type else None,
-        "reason": c.final_reason,
-        "pass_counts": [it.pass_count for it in measured],
-        "total_counts": [it.total_count for it in measured],
-        "coder_calls": c.coder_calls,
-        "usage": c.usage.to_dict(),
-        "unresolved": nodeids(latest.not_passing()) if latest else [],
-        "patch": patch_name,
-        "exit_status": code,
-        "mode": c.settings.mode.value,
-        "criteria": c.settings.criteria.to_dict(),
-        "max_iter": c.settings.max_iter,
-        "rootdir": str(c.settings.rootdir),
-        "baseline_snapshot": c.workspace.baseline,
-        "internal_error": INTERNAL_ERROR_FILE if outcome is Outcome.INTERNAL_ERROR else None,
-        "finished": utc_now(),
-        "duration_s": round(duration, 2),
-    }
-    c.recorder.write_json("summary.json", summary)
-    c.recorder.write_json(
-        "task-timeline.json",
-        {"run_id": c.recorder.run_id, "iterations": [_timeline_entry(it) for it in c.iterations]},
+    summary = Summary(
+        run_id=c.recorder.run_id,
+        outcome=outcome,
+        final_state=state.value,
+        iterations=len(measured),
+        convergence_type=c.convergence_type.value if c.convergence_type else None,
+        reason=c.final_reason,
+        pass_counts=[it.pass_count for it in measured],
+        total_counts=[it.total_count for it in measured],
+        coder_calls=c.coder_calls,
+        usage=UsageRecord.model_validate(c.usage.to_dict()),
+        unresolved=nodeids(latest.not_passing()) if latest else [],
+        patch=patch_name,
+        exit_status=code,
+        mode=c.settings.mode.value,
+        criteria=c.settings.criteria.to_dict(),
+        max_iter=c.settings.max_iter,
+        rootdir=str(c.settings.rootdir),
+        baseline_snapshot=c.workspace.baseline,
+        internal_error=INTERNAL_ERROR_FILE if outcome is Outcome.INTERNAL_ERROR else None,
+        finished=utc_now(),
+        duration_s=round(duration, 2),
     )
+    c.recorder.write_json("summary.json", summary.model_dump(mode="json"))
+    timeline = Timeline(
+        run_id=c.recorder.run_id, iterations=[_timeline_entry(it) for it in c.iterations]
+    )
+    c.recorder.write_json("task-timeline.json", timeline.model_dump(mode="json"))
     c.recorder.write_text(
         "report.md", _report(summary, c.iterations, tree, _usage_line(c.usage.total))
     )
@@ -171,43 +171,45 @@ def settle_crash(
         reason += f"; then, ending the run: {describe_crash(crashes[-1])}"
     pointer = record_internal_error(recorder, crashes)
     # What finalize wrote before it failed is kept; only the verdict on it changes.
+    ending: dict[str, Any] = {
+        "outcome": Outcome.INTERNAL_ERROR,
+        "final_state": State.FAILURE.value,
+        "reason": reason,
+        "exit_status": int(pytest.ExitCode.INTERNAL_ERROR),
+        "internal_error": INTERNAL_ERROR_FILE,
+        "finished": utc_now(),
+        "duration_s": round(duration, 2),
+    }
+    record: Summary | CrashSummary
     try:
-        summary = json.loads((recorder.path / "summary.json").read_text(encoding="utf-8"))
+        written = Summary.model_validate_json((recorder.path / "summary.json").read_bytes())
+        record = written.model_copy(update=ending)
     except (OSError, ValueError):
-        summary = {"run_id": recorder.run_id}
-    summary.update(
-        outcome=Outcome.INTERNAL_ERROR.value,
-        final_state=State.FAILURE.value,
-        reason=reason,
-        exit_status=int(pytest.ExitCode.INTERNAL_ERROR),
-        internal_error=INTERNAL_ERROR_FILE,
-        finished=utc_now(),
-        duration_s=round(duration, 2),
-    )
+        record = CrashSummary(run_id=recorder.run_id, **ending)
     with contextlib.suppress(OSError):
-        recorder.write_json("summary.json", summary)
+        recorder.write_json("summary.json", record.model_dump(mode="json"))
     with contextlib.suppress(OSError):
         terminal.line(redact(f"{PREFIX} {reason}; {tree}; {pointer}"))
     return int(pytest.ExitCode.INTERNAL_ERROR)
 
 
-def _timeline_entry(it: Iteration) -> dict[str, Any]:
-    return {
-        "iteration": it.number,
-        "kind": it.kind,
-        "states": it.states,
-        "pass_count": it.pass_count,
-        "total_count": it.total_count,
-        "counts": it.results.counts() if it.results else None,
-        "patch_summary": it.patch_summary,
-        "coder_calls": it.coder_calls,
-        "review_rounds": it.review_rounds,
-        "convergence_type": it.convergence_type,
-        "reason": it.reason,
-        "score": it.score,
-        "snapshot": it.checkpoint,
-        "notes": it.notes,
-    }
+def _timeline_entry(it: Iteration) -> TimelineEntry:
+    return TimelineEntry(
+        iteration=it.number,
+        kind=it.kind,
+        states=it.states,
+        pass_count=it.pass_count,
+        total_count=it.total_count,
+        counts=it.results.counts() if it.results else None,
+        patch_summary=it.patch_summary,
+        coder_calls=it.coder_calls,
+        review_rounds=it.review_rounds,
+        convergence_type=it.convergence_type,
+        reason=it.reason,
+        score=it.score,
+        snapshot=it.checkpoint,
+        notes=it.notes,
+    )
 
 
 def _usage_line(total: Usage) -> str:
@@ -218,17 +220,17 @@ def _usage_line(total: Usage) -> str:
     return text
 
 
-def _report(summary: dict[str, Any], iterations: list[Iteration], tree: str, usage: str) -> str:
+def _report(summary: Summary, iterations: list[Iteration], tree: str, usage: str) -> str:
     lines = [
-        f"# fwloop run {summary['run_id']}",
+        f"# fwloop run {summary.run_id}",
         "",
-        f"- outcome: **{summary['outcome']}** ({summary['final_state']}), exit status "
-        f"{summary['exit_status']}",
-        f"- reason: {summary['reason']}",
+        f"- outcome: **{summary.outcome.value}** ({summary.final_state}), exit status "
+        f"{summary.exit_status}",
+        f"- reason: {summary.reason}",
         f"- {tree}",
-        f"- coder calls: {summary['coder_calls']}",
+        f"- coder calls: {summary.coder_calls}",
         f"- agent usage: {usage}",
-        f"- patch: {summary['patch'] or 'none'}",
+        f"- patch: {summary.patch or 'none'}",
         "",
         "| iteration | kind | passed/total | verdict | patch |",
         "|---|---|---|---|---|",
@@ -240,8 +242,8 @@ def _report(summary: dict[str, Any], iterations: list[Iteration], tree: str, usa
             f"| {it.number} | {it.kind} | {it.pass_count}/{it.total_count} | "
             f"{it.convergence_type or 'continue'} | {it.patch_summary or '-'} |"
         )
-    if summary["unresolved"]:
+    if summary.unresolved:
         lines += ["", "Still failing:", ""]
-        lines += [f"- `{nodeid}`" for nodeid in summary["unresolved"]]
+        lines += [f"- `{nodeid}`" for nodeid in summary.unresolved]
     lines.append("")
     return "\n".join(lines)

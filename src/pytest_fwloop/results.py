@@ -20,22 +20,24 @@ class TestRecord(BaseModel):
 
     __test__ = False  # not a pytest test class, despite the name
 
-    nodeid: str
-    outcome: TestOutcome
-    phase: Phase
-    duration: float = 0.0
-    strict_xpass: bool = False
-    longrepr: str = ""
-    crash: str = ""
-    sections: str = ""
-    env_failure: str | None = None
+    nodeid: str = Field(description="pytest's node id")
+    outcome: TestOutcome = Field(description="the test's final outcome")
+    phase: Phase = Field(description="the phase that decided the outcome")
+    duration: float = Field(default=0.0, description="seconds, all phases")
+    strict_xpass: bool = Field(default=False, description="an xpass under `strict=True`")
+    longrepr: str = Field(default="", description="the failure text, bounded")
+    crash: str = Field(default="", description="the crash line (`file:line: message`)")
+    sections: str = Field(default="", description="captured output, bounded")
+    env_failure: str | None = Field(
+        default=None, description="the transport error, when the environment failed the test"
+    )
 
 
 class IterationResults(BaseModel):
     """Everything the controller needs from one child run."""
 
-    exitstatus: int
-    tests: list[TestRecord] = Field(default_factory=list)
+    exitstatus: int = Field(description="the child pytest's exit status")
+    tests: list[TestRecord] = Field(default_factory=list, description="one record per test")
 
     def counts(self) -> dict[str, int]:
         totals = dict.fromkeys(("passed", "failed", "error", "skipped", "xfailed", "xpassed"), 0)
