@@ -91,6 +91,12 @@ def _text(text: str) -> str:
     return text
 
 
+#: The fwloop_ssh_known_hosts value that turns strict host key checking off for unknown hosts.
+KNOWN_HOSTS_ACCEPT_NEW = "insecure-accept-new"
+QEMU_COMMAND_EXAMPLE = (
+    "qemu-system-arm -M mps2-an385 -display none -monitor none -serial stdio -kernel {firmware}"
+)
+
 #: Kept literal so plain pytest never imports the providers; a test checks it against the registry.
 PROVIDER_CHOICES = "claude, codex, openai:MODEL@URL, command:PATH, scripted:DIR, rules"
 
@@ -106,6 +112,8 @@ class OptionSpec:
     flag: str | None = None
     kind: str = "string"
     metavar: str = "VALUE"
+    #: A value shown in error messages (`e.g. fwloop_x = …`); set for the environment options.
+    example: str = ""
 
     @property
     def ini(self) -> str:
@@ -278,6 +286,76 @@ OPTIONS: tuple[OptionSpec, ...] = (
         32768,
         _context_cap,
     ),
+    # The environment fixtures' options (DESIGN.md §7): read, and checked, only by a test that
+    # requests the fixture, so each has an example for its error message.
+    OptionSpec(
+        "qemu_cmd",
+        "QEMU command for fwloop_qemu with {firmware} and {port} placeholders; split like a "
+        "shell line, never run by a shell",
+        "",
+        example=QEMU_COMMAND_EXAMPLE,
+    ),
+    OptionSpec(
+        "firmware",
+        "firmware image for {firmware} in fwloop_qemu_cmd, relative to the rootdir",
+        "",
+        example="build/firmware.elf",
+    ),
+    OptionSpec(
+        "console_ready",
+        "regex the console must show at setup (QEMU: the banner; serial: the prompt after a "
+        "newline); ini drops a trailing space, write it as [ ]; empty: no health check",
+        "",
+        example=r"FW \S+ ready",
+    ),
+    OptionSpec(
+        "console_timeout",
+        "seconds to wait for the ready regex, and the default expect/run timeout",
+        "10",
+        example="10",
+    ),
+    OptionSpec(
+        "serial_url",
+        "pyserial URL of the board's console for fwloop_serial (/dev/ttyUSB0, socket://, "
+        "rfc2217://, loop://)",
+        "",
+        example="/dev/ttyUSB0",
+    ),
+    OptionSpec("serial_baudrate", "baud rate for fwloop_serial_url", "115200", example="115200"),
+    OptionSpec(
+        "serial_pool",
+        "one serial URL per pytest-xdist worker (gwN takes line N); overrides fwloop_serial_url",
+        [],
+        kind="linelist",
+        example="/dev/ttyUSB0",
+    ),
+    OptionSpec(
+        "ssh_target",
+        "user@host:port of the target for fwloop_ssh",
+        "",
+        example="root@192.168.0.20:22",
+    ),
+    OptionSpec(
+        "ssh_key",
+        "private key file for fwloop_ssh, relative to the rootdir; empty: your default keys",
+        "",
+        example="keys/id_ed25519",
+    ),
+    OptionSpec(
+        "ssh_known_hosts",
+        "known_hosts file checked strictly (empty: ~/.ssh/known_hosts), or "
+        f"{KNOWN_HOSTS_ACCEPT_NEW} to accept unknown host keys on a trusted network",
+        "",
+        example="keys/known_hosts",
+    ),
+    OptionSpec(
+        "ssh_pool",
+        "one user@host:port per pytest-xdist worker (gwN takes line N); overrides "
+        "fwloop_ssh_target",
+        [],
+        kind="linelist",
+        example="root@192.168.0.20:22",
+    ),
 )
 
 _BY_NAME = {spec.name: spec for spec in OPTIONS}
@@ -309,6 +387,11 @@ def add_options(parser: pytest.Parser) -> None:
         parser.addini(spec.ini, spec.help, type=ini_type, default=spec.default)  # type: ignore[arg-type]
     group.addoption(CHILD_REPORT_FLAG, default="", help=argparse.SUPPRESS)
     group.addoption(CHILD_SELECT_FLAG, default="", help=argparse.SUPPRESS)
+
+
+def spec_of(name: str) -> OptionSpec:
+    """The option called `name` (without its `fwloop_` prefix)."""
+    return _BY_NAME[name]
 
 
 def resolve(config: pytest.Config, name: str) -> Any:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 import pytest
 
 from pytest_fwloop.envs.pool import CONTROLLER_ID, PoolError, pick_for_worker
+from pytest_fwloop.options import KNOWN_HOSTS_ACCEPT_NEW, resolve, spec_of
 
 if TYPE_CHECKING:
     from collections.abc import Generator, Iterator
@@ -34,87 +35,9 @@ if TYPE_CHECKING:
     from pytest_fwloop.envs.ssh import SshTarget
 
 CONSOLE_LOG_DIR_ENV = "FWLOOP_CONSOLE_LOG_DIR"
-#: The fwloop_ssh_known_hosts value that turns strict host key checking off for unknown hosts.
-KNOWN_HOSTS_ACCEPT_NEW = "insecure-accept-new"
-COMMAND_EXAMPLE = (
-    "qemu-system-arm -M mps2-an385 -display none -monitor none -serial stdio -kernel {firmware}"
-)
 REPORT_SECTION = "fwloop console"
 REPORT_TAIL_CHARS = 2048
 _LOG_NAME_MAX = 200
-
-
-@dataclass(frozen=True)
-class IniOption:
-    name: str
-    help: str
-    example: str
-    default: str = ""
-    linelist: bool = False
-
-
-INI_OPTIONS = (
-    IniOption(
-        "fwloop_qemu_cmd",
-        "QEMU command for fwloop_qemu with {firmware} and {port} placeholders; split like a "
-        "shell line, never run by a shell",
-        COMMAND_EXAMPLE,
-    ),
-    IniOption(
-        "fwloop_firmware",
-        "firmware image for {firmware} in fwloop_qemu_cmd, relative to the rootdir",
-        "build/firmware.elf",
-    ),
-    IniOption(
-        "fwloop_console_ready",
-        "regex the console must show at setup (QEMU: the banner; serial: the prompt after a "
-        "newline); ini drops a trailing space, write it as [ ]; empty: no health check",
-        r"FW \S+ ready",
-    ),
-    IniOption(
-        "fwloop_console_timeout",
-        "seconds to wait for the ready regex, and the default expect/run timeout",
-        "10",
-        default="10",
-    ),
-    IniOption(
-        "fwloop_serial_url",
-        "pyserial URL of the board's console for fwloop_serial (/dev/ttyUSB0, socket://, "
-        "rfc2217://, loop://)",
-        "/dev/ttyUSB0",
-    ),
-    IniOption(
-        "fwloop_serial_baudrate", "baud rate for fwloop_serial_url", "115200", default="115200"
-    ),
-    IniOption(
-        "fwloop_serial_pool",
-        "one serial URL per pytest-xdist worker (gwN takes line N); overrides fwloop_serial_url",
-        "/dev/ttyUSB0",
-        linelist=True,
-    ),
-    IniOption(
-        "fwloop_ssh_target", "user@host:port of the target for fwloop_ssh", "root@192.168.0.20:22"
-    ),
-    IniOption(
-        "fwloop_ssh_key",
-        "private key file for fwloop_ssh, relative to the rootdir; empty: your default keys",
-        "keys/id_ed25519",
-    ),
-    IniOption(
-        "fwloop_ssh_known_hosts",
-        "known_hosts file checked strictly (empty: ~/.ssh/known_hosts), or "
-        f"{KNOWN_HOSTS_ACCEPT_NEW} to accept unknown host keys on a trusted network",
-        "keys/known_hosts",
-    ),
-    IniOption(
-        "fwloop_ssh_pool",
-        "one user@host:port per pytest-xdist worker (gwN takes line N); overrides "
-        "fwloop_ssh_target",
-        "root@192.168.0.20:22",
-        linelist=True,
-    ),
-)
-_EXAMPLES = {option.name: option.example for option in INI_OPTIONS}
 
 
 class _Recorded(Protocol):
@@ -137,14 +60,6 @@ class _Segment:
 
 
 _SEGMENTS = pytest.StashKey[list[_Segment]]()
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    for option in INI_OPTIONS:
-        if option.linelist:
-            parser.addini(option.name, option.help, type="linelist", default=[])
-        else:
-            parser.addini(option.name, option.help, type="string", default=option.default)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -283,20 +198,25 @@ def _record(node: pytest.Item, source: _Recorded) -> None:
 
 
 def _ini(config: pytest.Config, name: str) -> str:
-    return str(config.getini(name)).strip()
+    """An environment option's raw value, by the options' precedence (environment, then ini)."""
+    return str(resolve(config, name.removeprefix("fwloop_"))).strip()
+
+
+def _example(name: str) -> str:
+    return spec_of(name.removeprefix("fwloop_")).example
 
 
 def _required(config: pytest.Config, name: str, fixture: str) -> str:
     value = _ini(config, name)
     if not value:
         raise pytest.UsageError(
-            f"fwloop: the {fixture} fixture needs ini {name}; e.g. {name} = {_EXAMPLES[name]}"
+            f"fwloop: the {fixture} fixture needs ini {name}; e.g. {name} = {_example(name)}"
         )
     return value
 
 
 def _bad_value(name: str, value: str) -> str:
-    return f"fwloop: ini {name} = {value!r} is not valid; e.g. {name} = {_EXAMPLES[name]}"
+    return f"fwloop: ini {name} = {value!r} is not valid; e.g. {name} = {_example(name)}"
 
 
 def _rooted(config: pytest.Config, value: str) -> Path:
@@ -323,7 +243,7 @@ def _ready(config: pytest.Config) -> str | None:
     except re.error as exc:
         raise pytest.UsageError(
             f"fwloop: ini fwloop_console_ready = {pattern!r} is not a regex ({exc}); "
-            f"e.g. fwloop_console_ready = {_EXAMPLES['fwloop_console_ready']}"
+            f"e.g. fwloop_console_ready = {_example('fwloop_console_ready')}"
         ) from exc
     return pattern
 
@@ -334,7 +254,8 @@ def _pooled(
     """This worker's pool entry, else the single value; `exclusive` resources can't be shared."""
     worker_id = os.environ.get("PYTEST_XDIST_WORKER", CONTROLLER_ID)
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    entries = [str(entry).strip() for entry in config.getini(pool) if str(entry).strip()]
+    listed = resolve(config, pool.removeprefix("fwloop_"))
+    entries = [str(entry).strip() for entry in listed if str(entry).strip()]
     if entries:
         try:
             return pick_for_worker(entries, worker_id, worker_count=workers)
@@ -346,7 +267,7 @@ def _pooled(
     if not value:
         raise pytest.UsageError(
             f"fwloop: the {fixture} fixture needs ini {single} (or {pool}); "
-            f"e.g. {single} = {_EXAMPLES[single]}"
+            f"e.g. {single} = {_example(single)}"
         )
     if exclusive and workers > 1:
         raise pytest.UsageError(
