@@ -63,7 +63,7 @@ from pytest_fwloop.repeats import find_repeat
 from pytest_fwloop.results import IterationResults, TestRecord, nodeids
 from pytest_fwloop.rundir import RunRecorder, new_run_id, utc_now
 from pytest_fwloop.sandbox import bwrap_argv
-from pytest_fwloop.settings import LoopSettings, load_settings
+from pytest_fwloop.settings import LoopSettings, custom_providers, load_settings
 from pytest_fwloop.terminal import PREFIX, Terminal
 from pytest_fwloop.verdicts import REVIEW_ENV, TEST_PLAN_ENV
 from pytest_fwloop.workspace import (
@@ -232,6 +232,7 @@ class Controller:
                 role,  # type: ignore[arg-type]
                 self.settings.rootdir,
                 self.settings.provider_options,
+                custom_providers(self.config, role),
             ),
             schema if schema is not None else shipped,
             self._record_call,
@@ -849,6 +850,13 @@ class Controller:
             f"{self.recorder.relative(self.recorder.round_path(iteration.number))}/"
             "convergence.json",
             record.model_dump(mode="json"),
+        )
+        self.config.hook.pytest_fwloop_iteration_done(
+            config=self.config,
+            iteration=iteration.number,
+            results=iteration.results,
+            verdict=iteration.convergence_type,
+            reason=reason,
         )
         if verdict is None:
             return self._next_iteration(reason)

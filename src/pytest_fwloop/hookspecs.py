@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from pytest_fwloop.agents.base import Provider
+    from pytest_fwloop.results import IterationResults
 
 
 @pytest.hookspec(firstresult=True)
@@ -15,4 +19,32 @@ def pytest_fwloop_schema(
 
     `schema` is the shipped schema. firstresult: the first non-None answer wins; the answer must
     still describe the answer shape of DESIGN.md §5, because it is parsed into the same models.
+    """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_fwloop_make_provider(config: pytest.Config, role: str, spec: str) -> Provider | None:
+    """Return the provider for one entry of a role's failover list, or None for the built-ins.
+
+    `spec` is the entry as written (`--fwloop-coder=ourbot:fw-team,claude` asks once for
+    `ourbot:fw-team` and once for `claude`). The provider needs a `spec` property and
+    `call(request, timeout) -> RawAnswer` (`pytest_fwloop.agents.base.Provider`); its answers go
+    through the same strict gates as a built-in's. Asked at startup, to check the specs, and again
+    when the loop starts.
+    """
+
+
+def pytest_fwloop_iteration_done(
+    config: pytest.Config,
+    iteration: int,
+    results: IterationResults | None,
+    verdict: str | None,
+    reason: str,
+) -> None:
+    """Called in the controller after each iteration's convergence check.
+
+    `results` is the iteration's per-test results, `verdict` the convergence type that ends the
+    run (None: the loop goes on) and `reason` the checker's reason. For dashboards and
+    notifications; what it returns or raises does not steer the loop (an exception ends the run
+    as `internal_error`).
     """

@@ -10,11 +10,13 @@ import dataclasses
 import os
 import shlex
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from pytest_fwloop.agents.base import Provider
 from pytest_fwloop.agents.errors import SpecError
 from pytest_fwloop.agents.registry import PROVIDER_SYNTAX, ProviderOptions, parse_role_specs
 from pytest_fwloop.allowlist import Argv, parse_prefixes
@@ -66,6 +68,18 @@ class LoopSettings:
         return self.plateau.ci_terminate_as == "warning"
 
 
+def custom_providers(config: pytest.Config, role: str) -> Callable[[str], Provider | None]:
+    """The `pytest_fwloop_make_provider` hook for one role, as `parse_role_specs` asks it."""
+
+    def make(spec: str) -> Provider | None:
+        made: Provider | None = config.hook.pytest_fwloop_make_provider(
+            config=config, role=role, spec=spec
+        )
+        return made
+
+    return make
+
+
 def detect_mode(explicit: str) -> ExecutionMode:
     """DESIGN.md §4: ci when $CI is set or stdin is not a terminal, else interactive."""
     if explicit:
@@ -104,7 +118,13 @@ def load_settings(config: pytest.Config) -> LoopSettings:
     for role, spec in (("coder", coder), ("reviewer", reviewer), ("tester", tester)):
         if spec:
             try:
-                parse_role_specs(spec, role, rootdir, provider_options)  # type: ignore[arg-type]
+                parse_role_specs(
+                    spec,
+                    role,  # type: ignore[arg-type]
+                    rootdir,
+                    provider_options,
+                    custom_providers(config, role),
+                )
             except SpecError as exc:
                 raise pytest.UsageError(str(exc)) from None
 

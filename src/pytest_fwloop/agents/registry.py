@@ -131,9 +131,16 @@ _CREDENTIAL = re.compile(
 
 
 def parse_role_specs(
-    text: str, role: Role, rootdir: Path, options: ProviderOptions | None = None
+    text: str,
+    role: Role,
+    rootdir: Path,
+    options: ProviderOptions | None = None,
+    custom: Callable[[str], Provider | None] | None = None,
 ) -> list[Provider]:
-    """The providers of a comma-separated failover list, in order; SpecError names the bad one."""
+    """The providers of a comma-separated failover list, in order; SpecError names the bad one.
+
+    `custom` is asked first for each entry (the `pytest_fwloop_make_provider` hook).
+    """
     if _CREDENTIAL.search(text):
         raise SpecError(
             f"fwloop: --fwloop-{role}: the spec seems to contain a credential (not shown); put "
@@ -150,6 +157,10 @@ def parse_role_specs(
     for spec in specs:
         if not spec:
             raise SpecError(f"{where}: empty entry in the failover list; remove the extra comma")
+        made = custom(spec) if custom is not None else None
+        if made is not None:
+            providers.append(made)
+            continue
         name, colon, argument = spec.partition(":")
         entry = PROVIDERS.get(name)
         if entry is None:
