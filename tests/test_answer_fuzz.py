@@ -303,7 +303,7 @@ def corpus(seed: int = SEED, per_role: int = CASES_PER_ROLE) -> list[Case]:
     a duplicated key very last, as its object is then done with), rendered with escapes or
     raw, then maybe one text mutation."""
     rng = random.Random(seed)
-    cases = []
+    cases: list[Case] = []
     for role in VALID:
         for _ in range(per_role):
             names = rng.sample(sorted(DOCUMENT_MUTATIONS), k=rng.choice([0, 1, 1, 2]))

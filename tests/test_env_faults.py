@@ -42,7 +42,8 @@ SHORT_BOOT = "fwloop_console_timeout=2"
 def _raised(qualified: str) -> Exception:
     """An instance of a stand-in class with the given qualified name."""
     module, _, name = qualified.rpartition(".")
-    return type(name, (Exception,), {"__module__": module})("down")
+    stand_in: type[Exception] = type(name, (Exception,), {"__module__": module})
+    return stand_in("down")
 
 
 @pytest.mark.parametrize(

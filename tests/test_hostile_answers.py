@@ -182,7 +182,8 @@ def test_a_provider_that_crashes_is_recorded_then_the_crash_propagates() -> None
 def test_a_gate_that_crashes_after_the_answer_still_records_the_answer_and_its_usage() -> None:
     records: list[CallRecord] = []
     billed = {"input_tokens": 900.0, "output_tokens": 40.0}
-    broken = {"type": "bogus"}  # a conftest hook's mistake: a configuration bug, not bad output
+    # A conftest hook's mistake: a configuration bug, not bad output.
+    broken: dict[str, object] = {"type": "bogus"}
     agent = reviewer(Replies(APPROVE, usage=billed), records, schema=broken)
     with pytest.raises(jsonschema.SchemaError):
         agent.ask(request())
@@ -305,6 +306,7 @@ def test_a_reviewer_with_a_double_decision_then_a_surrogate_never_gets_a_patch_a
 
 
 def test_an_internal_error_exits_3_and_ends_in_failure() -> None:
-    assert exit_status(Outcome.INTERNAL_ERROR) == pytest.ExitCode.INTERNAL_ERROR == 3
+    assert exit_status(Outcome.INTERNAL_ERROR) == pytest.ExitCode.INTERNAL_ERROR
+    assert int(pytest.ExitCode.INTERNAL_ERROR) == 3
     assert exit_status(Outcome.INTERNAL_ERROR, advisory=True) == 3
     assert final_state_of(Outcome.INTERNAL_ERROR).value == "FAILURE"

@@ -24,7 +24,7 @@ def test_every_public_name_resolves_to_its_home() -> None:
 
 def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'Controller'"):
-        _ = pytest_fwloop.Controller  # type: ignore[attr-defined]
+        _ = pytest_fwloop.Controller
 
 
 def test_importing_the_package_loads_none_of_the_loop() -> None:
