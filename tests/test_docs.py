@@ -32,3 +32,12 @@ def test_option_help_names_every_registered_provider() -> None:
     from pytest_fwloop.agents.registry import PROVIDER_SYNTAX
 
     assert ", ".join(PROVIDER_SYNTAX) == options.PROVIDER_CHOICES
+
+
+def test_every_provider_error_kind_is_an_outcome_of_the_same_name() -> None:
+    """A provider failing for good ends the run as the outcome of the same name."""
+    from pytest_fwloop.agents.errors import ProviderErrorKind
+
+    kinds = {(k.name, k.value) for k in ProviderErrorKind}
+    outcomes = {(o.name, o.value) for o in Outcome if o.name.startswith("PROVIDER_")}
+    assert kinds == outcomes

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from pytest_fwloop import fsm, recovery
+from pytest_fwloop import children, fsm, recovery
 from pytest_fwloop.agents.errors import AnswerInvalid, ProviderError
 from pytest_fwloop.agents.protocol import (
     AgentRequest,
@@ -69,6 +69,7 @@ from pytest_fwloop.verdicts import REVIEW_ENV, TEST_PLAN_ENV
 from pytest_fwloop.workspace import (
     PatchApplyError,
     PatchPolicy,
+    RecoveryReport,
     Workspace,
     WorkspaceError,
     glob_match,
@@ -951,7 +952,7 @@ class Controller:
         return None
 
     def code_analysis(self) -> Step:
-        before = self.workspace.checkpoint(
+        before = self.workspace.expect_agent_edits(
             f"before the coder's call in iteration {self.current.number}"
         )
         try:
@@ -959,7 +960,9 @@ class Controller:
         except ProviderError as exc:
             return self.fail(_provider_error("coder", exc), "analysis_failed")
         finally:
-            edits = self._take_coder_edits(before)
+            # A CLI coder's edits are a proposed patch like any other (DESIGN.md §5): nothing
+            # stays in the tree before the policy and the reviewer have passed it.
+            edits = self.workspace.take_agent_edits(before)
         assert isinstance(answer, CoderAnswer)
         reason = f"coder: {answer.summary[:120]} (confidence {answer.analysis.confidence:.2f})"
         if edits and not answer.patch.strip():
@@ -971,19 +974,6 @@ class Controller:
             reason += f"; {note}"
         self.coder_answer = answer
         return Step("analysis_ready", reason)
-
-    def _take_coder_edits(self, before: str) -> str:
-        """The diff of what the coder changed in the tree during its call, which is undone: a CLI
-        coder's edits are a proposed patch like any other (DESIGN.md §5), so nothing stays in the
-        tree before the policy and the reviewer have passed it."""
-        edited = self.workspace.shadow.changed_paths(before)
-        if not edited:
-            return ""
-        # The loop takes charge of these paths: diffed, restored, and reverted at the end.
-        self.workspace.touched.update(edited)
-        diff = self.workspace.diff(before)
-        self.workspace.restore(before)
-        return diff
 
     def patch_generation(self) -> Step:
         answer = self.coder_answer
@@ -1216,10 +1206,31 @@ def run_loop(config: pytest.Config) -> int:
     workspace = Workspace(settings.rootdir)
     run_id = new_run_id()
     try:
+        # The run lock first; then what a killed run left running, before its tree is restored.
+        workspace.lock()
+        reaped = children.reap_leftovers(workspace.shadow.state_dir)
         recovered = workspace.open(run_id)
     except WorkspaceError as exc:
         terminal.line(str(exc))
         return int(pytest.ExitCode.USAGE_ERROR)
+    if reaped:
+        terminal.line(f"fwloop: stopped {reaped} process(es) left running by an interrupted run")
+    children.install(workspace.shadow.state_dir)
+    try:
+        return _control(config, settings, workspace, run_id, recovered, terminal, redact)
+    finally:
+        children.uninstall()
+
+
+def _control(
+    config: pytest.Config,
+    settings: LoopSettings,
+    workspace: Workspace,
+    run_id: str,
+    recovered: RecoveryReport | None,
+    terminal: Terminal,
+    redact: Redactor,
+) -> int:
     recorder = RunRecorder(settings.runs_root, run_id, redact)
     if recovered is not None:
         terminal.line(

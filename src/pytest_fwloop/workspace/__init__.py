@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pytest_fwloop.workspace.journal import Journal, JournalEntry, JournalRecord, WorkspaceLocked
+from pytest_fwloop.workspace.lock import RunLock
 from pytest_fwloop.workspace.policy import (
     DEFAULT_PROTECTED,
     FileChange,
@@ -75,6 +76,7 @@ class Workspace:
         self.shadow = ShadowRepo(root)
         self.root = self.shadow.root
         self.journal = Journal(self.shadow.state_dir)
+        self._lock = RunLock(self.shadow.state_dir)
         self._baseline: str | None = None
         # Only what the loop wrote is ever diffed or restored: build products and the user's own
         # edits during a run are none of its business. The shadow snapshots these paths even
@@ -89,8 +91,14 @@ class Workspace:
         return self._baseline
 
     def open(self, run_id: str) -> RecoveryReport | None:
-        """Lock the workspace, recover a dead run's leftovers, snapshot the baseline."""
+        """Lock the workspace, recover a dead run's leftovers, snapshot the baseline.
+
+        The run lock comes first: no git call is made before this process owns the workspace,
+        so git's own lock files found then were left by a dead process and are removed.
+        """
+        self.lock()
         self.journal.check_lock()
+        self.shadow.clear_stale_locks()
         self.shadow.ensure()
         report = self._recover()
         baseline = self.shadow.snapshot(f"baseline of run {run_id}")
@@ -109,6 +117,10 @@ class Workspace:
             return [Violation("", "parse", f"patch: {err}; send a unified diff git can apply")]
         # The refusal names the files git would really write, not only the headers' names.
         return list(dict.fromkeys([*violations, *check_git_reading(patch, reading, policy)]))
+
+    def lock(self) -> None:
+        """Take the run lock (idempotent); `WorkspaceLocked` while another controller holds it."""
+        self._lock.acquire()
 
     def apply(self, patch: str) -> list[str]:
         """Apply a patch (paths relative to the root), journalled; the paths it touched.
@@ -134,6 +146,28 @@ class Workspace:
             )
         self.journal.done()
         return sorted(named)
+
+    def expect_agent_edits(self, label: str) -> str:
+        """Snapshot the tree and journal that an agent may now edit it; the snapshot's id.
+
+        A controller killed during the agent's call is recovered by restoring every path that
+        differs from this snapshot, so the agent's edits never become the next baseline.
+        """
+        before = self.shadow.snapshot(label)
+        self.journal.intend("agent_edit", [], snapshot=before)
+        return before
+
+    def take_agent_edits(self, before: str) -> str:
+        """The diff of what changed since `expect_agent_edits`, which is then undone."""
+        edited = self.shadow.changed_paths(before)
+        diff = ""
+        if edited:
+            # The loop takes charge of these paths: diffed, restored, reverted at the end.
+            self.touched.update(edited)
+            diff = self.diff(before)
+            self.restore(before)
+        self.journal.done("agent_edit")
+        return diff
 
     def checkpoint(self, label: str) -> str:
         """Snapshot the current tree under `label`; its commit id."""
@@ -174,6 +208,7 @@ class Workspace:
             self.restore_baseline()
         # `baseline` stays readable for the run's report; further writes need a new open().
         self.journal.finish()
+        self._lock.release()
 
     def _recover(self) -> RecoveryReport | None:
         record = self.journal.pending()
@@ -181,6 +216,9 @@ class Workspace:
             return None
         salvage = self.shadow.snapshot(f"tree left by run {record.run_id} (pid {record.pid})")
         written = {path for entry in record.entries for path in entry.paths}
+        for entry in record.entries:
+            if entry.snapshot is not None:
+                written.update(self.shadow.changed_paths(entry.snapshot))
         self.shadow.written.update(written)
         restored = self.shadow.restore(record.baseline, sorted(written))
         # The dead run's journal goes only now: a crash during recovery recovers again.

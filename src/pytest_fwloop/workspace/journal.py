@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from pytest_fwloop.children import proc_stat, process_start
 from pytest_fwloop.workspace.shadow import WorkspaceError
 
 JOURNAL_NAME = "journal.json"
@@ -31,6 +32,9 @@ class JournalEntry(BaseModel):
     action: str
     paths: list[str]
     done: bool = False
+    # `agent_edit`: the snapshot taken before an agent that may edit the tree was called; the
+    # paths it changed are not known in advance, so recovery compares the tree with it.
+    snapshot: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
 
 class JournalRecord(BaseModel):
@@ -62,7 +66,7 @@ class Journal:
             run_id=run_id,
             baseline=baseline,
             pid=os.getpid(),
-            process_start=_process_start(os.getpid()),
+            process_start=process_start(os.getpid()),
             started_at=datetime.now(timezone.utc),
         )
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -99,18 +103,22 @@ class Journal:
             return None
         return existing
 
-    def intend(self, action: str, paths: list[str]) -> None:
-        """Record, durably, that `action` is about to write `paths`."""
+    def intend(self, action: str, paths: list[str], snapshot: str | None = None) -> None:
+        """Record, durably, that `action` is about to write `paths` (or, with `snapshot`, any
+        path that differs from it)."""
         record = self._require()
-        record.entries.append(JournalEntry(action=action, paths=list(paths)))
+        record.entries.append(JournalEntry(action=action, paths=list(paths), snapshot=snapshot))
         self._write(record, exclusive=False)
 
-    def done(self) -> None:
-        """Mark the last intent completed."""
+    def done(self, action: str | None = None) -> None:
+        """Mark the last intent (of `action`, if given) completed."""
         record = self._require()
-        if not record.entries:
+        entry = next(
+            (e for e in reversed(record.entries) if action is None or e.action == action), None
+        )
+        if entry is None:
             raise RuntimeError("Journal.done() without a preceding intend()")
-        record.entries[-1].done = True
+        entry.done = True
         self._write(record, exclusive=False)
 
     def finish(self) -> None:
@@ -148,7 +156,7 @@ class Journal:
             raise self._locked(existing)
         raise WorkspaceError(
             f"fwloop: {self.path} was left by run {existing.run_id} (pid {existing.pid}, no longer "
-            "running); open the workspace with fwloop to recover it, or delete the file"
+            f"running); run pytest --fwloop again in {self.state_dir.parent} to recover the tree"
         )
 
     def _locked(self, existing: JournalRecord) -> WorkspaceLocked:
@@ -174,7 +182,7 @@ class Journal:
 
 
 def _is_ours(record: JournalRecord) -> bool:
-    return record.pid == os.getpid() and record.process_start == _process_start(record.pid)
+    return record.pid == os.getpid() and record.process_start == process_start(record.pid)
 
 
 def _is_alive(record: JournalRecord) -> bool:
@@ -184,32 +192,13 @@ def _is_alive(record: JournalRecord) -> bool:
         return False
     except PermissionError:
         pass  # alive, owned by another user
-    stat = _proc_stat(record.pid)
+    stat = proc_stat(record.pid)
     if stat is None:
         return True
     state, started = stat
     if state in ("Z", "X"):
         return False  # killed, not yet reaped
     return record.process_start is None or record.process_start == started
-
-
-def _process_start(pid: int) -> int | None:
-    stat = _proc_stat(pid)
-    return None if stat is None else stat[1]
-
-
-def _proc_stat(pid: int) -> tuple[str, int] | None:
-    """State letter and start time of `pid` from /proc; None where /proc is unavailable."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        return None
-    # The command name may hold spaces and parentheses: fields start after the last ")".
-    fields = text.rpartition(")")[2].split()
-    try:
-        return fields[0], int(fields[19])
-    except (IndexError, ValueError):
-        return None
 
 
 def _fsync_dir(directory: Path) -> None:

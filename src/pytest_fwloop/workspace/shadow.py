@@ -83,6 +83,20 @@ class ShadowRepo:
         _write_if_changed(self.git_dir / "info" / "attributes", _ATTRIBUTES)
         self._ready = True
 
+    def clear_stale_locks(self) -> list[str]:
+        """Remove git's `*.lock` files from the shadow repository; call only under the run lock.
+
+        Git leaves them when it is killed mid-write and then refuses every later call. Under the
+        run lock no other process uses the shadow repository, so any lock found was left by a
+        dead one. Returns the removed paths, relative to the shadow repository.
+        """
+        if not self.git_dir.is_dir():
+            return []
+        stale = sorted(self.git_dir.rglob("*.lock"))
+        for path in stale:
+            path.unlink(missing_ok=True)
+        return [path.relative_to(self.git_dir).as_posix() for path in stale]
+
     def snapshot(self, label: str) -> str:
         """Commit the current tree (parent: the previous snapshot, message: `label`); its id."""
         self.ensure()
@@ -343,8 +357,9 @@ class ShadowRepo:
         if check and result.returncode != 0:
             raise WorkspaceError(
                 f"fwloop: git {args[0]} failed in the shadow repository {self.git_dir}: "
-                f"{_one_line(result.stderr)}; check the tree, then delete {self.state_dir} "
-                "if no run needs recovering"
+                f"{_one_line(result.stderr)}; keep {self.state_dir} (it holds the baseline and "
+                f"the journal), fix the cause, then run pytest --fwloop again in {self.root} "
+                "to recover the tree"
             )
         return result
 

@@ -1,0 +1,47 @@
+"""The run lock: one controller per tree, taken before anything else touches `.fwloop/`.
+
+An `flock` on `.fwloop/run.lock`, held for the run's life. The kernel drops it when the process
+dies, however it dies, so a stale lock cannot exist; the file holds the owner's pid only to name
+it in the loser's message.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from pytest_fwloop.workspace.journal import WorkspaceLocked
+
+LOCK_NAME = "run.lock"
+
+
+class RunLock:
+    """`<state_dir>/run.lock`; `acquire` raises `WorkspaceLocked` naming the live owner."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / LOCK_NAME
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        if self._fd is not None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise WorkspaceLocked(
+                f"fwloop: another pytest --fwloop (pid {owner}) is running in "
+                f"{self.path.parent.parent}; wait for it to finish or stop it with `fwloop cancel`"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = None
