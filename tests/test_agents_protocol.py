@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agentkit import CODER, REVIEWER, SHAPES, TESTER, WIRE_FIELDS
 from pytest_fwloop.agents.protocol import (
     MAX_ERROR_CHARS,
     AgentRequest,
@@ -34,31 +35,6 @@ if TYPE_CHECKING:
 
 ROLES: tuple[Role, ...] = get_args(Role)
 
-# The answer shapes exactly as DESIGN.md §5 spells them.
-CODER: dict[str, object] = {
-    "analysis": {
-        "root_cause": "uart_getc returns before the FIFO is drained",
-        "hypotheses": ["FIFO flag read too early", "baud divisor off by one"],
-        "confidence": 0.7,
-    },
-    "patch": "--- a/src/uart.c\n+++ b/src/uart.c\n@@ -1 +1 @@\n-x\n+y\n",
-    "summary": "wait for RXNE before reading",
-}
-REVIEWER: dict[str, object] = {
-    "decision": "changes_requested",
-    "must_fix": [
-        {"issue": "the loop never times out", "file": "src/uart.c", "line": 42},
-        {"issue": "add a comment"},
-    ],
-    "risk": 0.3,
-    "summary": "close, but the wait can hang",
-}
-TESTER: dict[str, object] = {
-    "select": ["tests/test_uart.py::test_echo"],
-    "commands": [{"argv": ["pytest", "-k", "uart"], "reason": "the UART tests"}],
-    "notes": "only UART code changed",
-}
-SHAPES: dict[Role, dict[str, object]] = {"coder": CODER, "reviewer": REVIEWER, "tester": TESTER}
 MODELS: dict[Role, type[Answer]] = {
     "coder": CoderAnswer,
     "reviewer": ReviewerAnswer,
@@ -385,17 +361,7 @@ def test_to_wire_carries_every_protocol_field_and_the_schema_under_its_name() ->
         schema=load_schema("reviewer"),
     )
     wire = request.to_wire()
-    for key in (
-        "role",
-        "iteration",
-        "goal",
-        "workspace",
-        "failures",
-        "history",
-        "must_fix",
-        "patch",
-        "schema",
-    ):
+    for key in WIRE_FIELDS:
         assert key in wire
     assert "schema_" not in wire
     assert wire["schema"] == load_schema("reviewer")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from agentkit import make_request
 from pytest_fwloop.agents.command import MAX_STDOUT_BYTES, STDERR_TAIL_BYTES, CommandProvider
 from pytest_fwloop.agents.errors import (
     AnswerInvalid,
@@ -74,19 +75,6 @@ def workspace(tmp_path: Path) -> Path:
     path = tmp_path / "firmware"
     path.mkdir()
     return path
-
-
-def make_request(workspace: Path, role: Role = "coder", **fields: object) -> AgentRequest:
-    return AgentRequest.model_validate(
-        {
-            "role": role,
-            "iteration": 2,
-            "goal": "make every selected test pass",
-            "workspace": str(workspace),
-            "schema": load_schema(role),
-            **fields,
-        }
-    )
 
 
 def agent(

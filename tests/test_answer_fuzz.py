@@ -24,6 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agentkit import CODER, TESTER
 from pytest_fwloop.agents.base import RawAnswer
 from pytest_fwloop.agents.errors import AnswerInvalid
 from pytest_fwloop.agents.protocol import AgentRequest, Role, load_schema
@@ -37,26 +38,14 @@ SEED = 20240611
 CASES_PER_ROLE = 200
 
 VALID: dict[Role, dict[str, Any]] = {
-    "coder": {
-        "analysis": {
-            "root_cause": "uart_getc returns before the FIFO is drained",
-            "hypotheses": ["FIFO flag read too early", "baud divisor off by one"],
-            "confidence": 0.7,
-        },
-        "patch": "--- a/src/uart.c\n+++ b/src/uart.c\n@@ -1 +1 @@\n-x\n+y\n",
-        "summary": "wait for RXNE before reading",
-    },
+    "coder": CODER,
     "reviewer": {
         "decision": "changes_requested",
         "must_fix": [{"issue": "the loop never times out", "file": "src/uart.c", "line": 42}],
         "risk": 0.3,
         "summary": "close, but the wait can hang",
     },
-    "tester": {
-        "select": ["tests/test_uart.py::test_echo"],
-        "commands": [{"argv": ["pytest", "-k", "uart"], "reason": "the UART tests"}],
-        "notes": "only UART code changed",
-    },
+    "tester": TESTER,
 }
 
 

@@ -12,7 +12,6 @@ the firmware no longer boots is rolled back and reported as such.
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -255,14 +254,6 @@ def test_sshd_stops(bmc):
         sshd.stop()
     reason = assert_env_unavailable(project, result, coder)
     assert f"ssh {sshd.target}: connection refused" in reason
-
-
-@pytest.fixture
-def taken_port() -> Iterator[int]:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
-        squatter.bind(("127.0.0.1", 0))
-        squatter.listen()
-        yield int(squatter.getsockname()[1])
 
 
 @pytest.mark.slow

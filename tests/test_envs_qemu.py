@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -110,14 +109,6 @@ def test_missing_firmware_is_named(tmp_path: Path) -> None:
     missing = tmp_path / "build" / "missing.elf"
     with pytest.raises(EnvironmentFailure, match=f"firmware {missing} not found"):
         QemuMachine(firmware.COMMAND_STDIO, missing).start()
-
-
-@pytest.fixture
-def taken_port() -> Iterator[int]:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
-        squatter.bind(("127.0.0.1", 0))
-        squatter.listen()
-        yield int(squatter.getsockname()[1])
 
 
 def test_console_port_in_use(firmware_v1: Path, taken_port: int) -> None:

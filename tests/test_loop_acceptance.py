@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from agentkit import WIRE_FIELDS
 from loopkit import (
     APPROVE,
     CALC,
@@ -89,17 +90,7 @@ def test_red_to_green_one_fix_per_iteration(project: LoopProject) -> None:
     )
     # The coder saw the reviewer's verdict path: every request carries the protocol's fields.
     request = coder.requests()[0]
-    for key in (
-        "role",
-        "iteration",
-        "goal",
-        "workspace",
-        "failures",
-        "history",
-        "must_fix",
-        "patch",
-        "schema",
-    ):
+    for key in WIRE_FIELDS:
         assert key in request
     assert request["iteration"] == 2
     assert {f["nodeid"] for f in request["failures"]} == {

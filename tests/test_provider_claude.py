@@ -8,25 +8,21 @@ with the real field names; what each call does comes from a script of steps the 
 from __future__ import annotations
 
 import json
-import sys
-from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 import pytest
 
+from agentkit import FakeCli, command_coder, make_request, role_agent
 from pytest_fwloop.agents.claude import ClaudeProvider
 from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind, SpecError
 from pytest_fwloop.agents.protocol import (
-    AgentRequest,
     CoderAnswer,
     Failure,
     ReviewerAnswer,
-    Role,
-    load_schema,
 )
 from pytest_fwloop.agents.registry import parse_role_specs
-from pytest_fwloop.agents.retry import RetryPolicy
-from pytest_fwloop.agents.role import CallRecord, RoleAgent
+from pytest_fwloop.agents.role import CallRecord
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -48,7 +44,7 @@ REVIEWER_ANSWER: dict[str, object] = {
 }
 
 FAKE_CLAUDE = """
-import json, os, pathlib, sys
+import json, pathlib, sys
 
 MODES = ("acceptEdits", "bypassPermissions", "default", "plan")
 VALUED = ("--output-format", "--json-schema", "--model", "--max-turns", "--permission-mode")
@@ -76,12 +72,7 @@ if not options.get("print") or not prompt:
           "when using --print", file=sys.stderr)
     sys.exit(1)
 
-state = pathlib.Path(os.environ["FAKE_CLAUDE_STATE"])
-number = len(list(state.glob("call-*.json"))) + 1
-(state / f"call-{number}.json").write_text(json.dumps(
-    {"argv": sys.argv[1:], "prompt": prompt, "cwd": os.getcwd()}))
-steps = json.loads((state / "steps.json").read_text())
-step = steps[min(number, len(steps)) - 1]  # the last step repeats
+step = next_step(prompt)
 
 result = {
     "type": "result", "subtype": "success", "is_error": False, "duration_ms": 2310,
@@ -128,41 +119,11 @@ RATE_LIMIT = {
 }
 
 
-@dataclass(frozen=True)
-class Call:
-    """What one run of the fake was given."""
+class FakeClaude(FakeCli):
+    """The `claude` on PATH."""
 
-    argv: list[str]
-    prompt: str
-    cwd: str
-
-    def option(self, name: str) -> str:
-        return self.argv[self.argv.index(name) + 1]
-
-
-class FakeClaude:
-    """The `claude` on PATH: `steps` says what each call does; `calls` is what it was given."""
-
-    def __init__(self, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.bin = root / "bin"
-        self.state = root / "claude-state"
-        self.bin.mkdir()
-        self.state.mkdir()
-        program = self.bin / "claude"
-        program.write_text(f"#!{sys.executable}\n{FAKE_CLAUDE}", encoding="utf-8")
-        program.chmod(0o755)
-        monkeypatch.setenv("PATH", str(self.bin))
-        monkeypatch.setenv("FAKE_CLAUDE_STATE", str(self.state))
-
-    def steps(self, *steps: dict[str, object]) -> None:
-        (self.state / "steps.json").write_text(json.dumps(steps))
-
-    def calls(self) -> list[Call]:
-        count = len(list(self.state.glob("call-*.json")))
-        return [
-            Call(**json.loads((self.state / f"call-{n}.json").read_text()))
-            for n in range(1, count + 1)
-        ]
+    name = "claude"
+    body = FAKE_CLAUDE
 
 
 @pytest.fixture
@@ -178,50 +139,7 @@ def workspace(tmp_path: Path) -> Path:
     return path
 
 
-def make_request(workspace: Path, role: Role = "coder", **fields: object) -> AgentRequest:
-    return AgentRequest.model_validate(
-        {
-            "role": role,
-            "iteration": 2,
-            "goal": "make every selected test pass",
-            "workspace": str(workspace),
-            "schema": load_schema(role),
-            "failures": [
-                {"nodeid": "tests/test_uart.py::test_echo", "signature": "s", "excerpt": "e"}
-            ],
-            **fields,
-        }
-    )
-
-
-def agent(
-    role: Role,
-    providers: list[ClaudeProvider] | str,
-    rootdir: Path,
-    records: list[CallRecord],
-    sleeps: list[float] | None = None,
-) -> RoleAgent:
-    chain = parse_role_specs(providers, role, rootdir) if isinstance(providers, str) else providers
-    return RoleAgent(
-        role,
-        list(chain),
-        load_schema(role),
-        records.append,
-        timeout=30,
-        retry_policy=RetryPolicy(max_retries=2, base_delay=0.001),
-        sleep=(sleeps if sleeps is not None else []).append,
-    )
-
-
-def command_coder(directory: Path) -> str:
-    """A `command:` provider that answers CODER_ANSWER: the failover target."""
-    program = directory / "coder.py"
-    program.write_text(
-        f"#!{sys.executable}\nimport json, sys\njson.load(sys.stdin)\n"
-        f"print(json.dumps({CODER_ANSWER!r}))\n"
-    )
-    program.chmod(0o755)
-    return f"command:{program}"
+agent = partial(role_agent, max_retries=2)
 
 
 def test_success_reads_structured_output_and_usage(
@@ -229,8 +147,9 @@ def test_success_reads_structured_output_and_usage(
 ) -> None:
     claude.steps({"answer": CODER_ANSWER})
     records: list[CallRecord] = []
+    failures = [Failure(nodeid="tests/test_uart.py::test_echo", signature="s", excerpt="e")]
     answer = agent("coder", "claude:claude-sonnet-4-5", tmp_path, records).ask(
-        make_request(workspace)
+        make_request(workspace, failures=failures)
     )
     assert isinstance(answer, CoderAnswer)
     assert answer.analysis.root_cause == "baud divisor off by one"
@@ -346,7 +265,9 @@ def test_an_auth_error_fails_over_at_once(
     claude.steps(AUTH_FAILURE)
     records: list[CallRecord] = []
     sleeps: list[float] = []
-    coder = agent("coder", f"claude,{command_coder(tmp_path)}", tmp_path, records, sleeps)
+    coder = agent(
+        "coder", f"claude,{command_coder(tmp_path, CODER_ANSWER)}", tmp_path, records, sleeps
+    )
     assert isinstance(coder.ask(make_request(workspace)), CoderAnswer)
     assert [(r.provider.split(":")[0], r.error_kind) for r in records] == [
         ("claude", "provider_auth_error"),
@@ -366,7 +287,9 @@ def test_a_rate_limit_is_retried_then_fails_over(
     claude.steps(RATE_LIMIT)
     records: list[CallRecord] = []
     sleeps: list[float] = []
-    coder = agent("coder", f"claude,{command_coder(tmp_path)}", tmp_path, records, sleeps)
+    coder = agent(
+        "coder", f"claude,{command_coder(tmp_path, CODER_ANSWER)}", tmp_path, records, sleeps
+    )
     assert isinstance(coder.ask(make_request(workspace)), CoderAnswer)
     assert len(claude.calls()) == 3  # the first call and max_retries=2 retries
     assert [(r.provider.split(":")[0], r.retry_count, r.error_kind) for r in records] == [
@@ -399,7 +322,7 @@ def test_not_installed_fails_over_to_a_command_provider(
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
     records: list[CallRecord] = []
-    coder = agent("coder", f"claude,{command_coder(tmp_path)}", tmp_path, records)
+    coder = agent("coder", f"claude,{command_coder(tmp_path, CODER_ANSWER)}", tmp_path, records)
     assert isinstance(coder.ask(make_request(workspace)), CoderAnswer)
     assert [r.error_kind for r in records] == ["provider_not_found", None]
     assert records[0].errors == [

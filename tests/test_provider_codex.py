@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 import pytest
 
+from agentkit import FakeCli, command_coder, make_request, role_agent
 from pytest_fwloop.agents.codex import CodexProvider
 from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind, SpecError
-from pytest_fwloop.agents.protocol import AgentRequest, CoderAnswer, Role, load_schema
+from pytest_fwloop.agents.protocol import CoderAnswer, Failure
 from pytest_fwloop.agents.registry import parse_role_specs
-from pytest_fwloop.agents.retry import RetryPolicy
-from pytest_fwloop.agents.role import CallRecord, RoleAgent
+from pytest_fwloop.agents.role import CallRecord
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -32,7 +32,7 @@ CODER_ANSWER: dict[str, object] = {
 }
 
 FAKE_CODEX = """
-import json, os, pathlib, sys
+import json, pathlib, sys
 
 args = sys.argv[1:]
 if not args or args.pop(0) != "exec":
@@ -60,12 +60,7 @@ if not prompt:
     print("No prompt provided via stdin.", file=sys.stderr)
     sys.exit(1)
 
-state = pathlib.Path(os.environ["FAKE_CODEX_STATE"])
-number = len(list(state.glob("call-*.json"))) + 1
-(state / f"call-{number}.json").write_text(json.dumps(
-    {"argv": sys.argv[1:], "prompt": prompt, "cwd": os.getcwd()}))
-steps = json.loads((state / "steps.json").read_text())
-step = steps[min(number, len(steps)) - 1]  # the last step repeats
+step = next_step(prompt)
 
 def emit(event):
     print(json.dumps(event), flush=True)
@@ -106,36 +101,11 @@ UNAUTHORIZED = (
 RATE_LIMITED = "exceeded retry limit, last status: 429 Too Many Requests"
 
 
-@dataclass(frozen=True)
-class Call:
-    argv: list[str]
-    prompt: str
-    cwd: str
+class FakeCodex(FakeCli):
+    """The `codex` on PATH."""
 
-
-class FakeCodex:
-    """The `codex` on PATH: `steps` says what each run does; `calls` is what it was given."""
-
-    def __init__(self, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.bin = root / "bin"
-        self.state = root / "codex-state"
-        self.bin.mkdir()
-        self.state.mkdir()
-        program = self.bin / "codex"
-        program.write_text(f"#!{sys.executable}\n{FAKE_CODEX}", encoding="utf-8")
-        program.chmod(0o755)
-        monkeypatch.setenv("PATH", str(self.bin))
-        monkeypatch.setenv("FAKE_CODEX_STATE", str(self.state))
-
-    def steps(self, *steps: dict[str, object]) -> None:
-        (self.state / "steps.json").write_text(json.dumps(steps))
-
-    def calls(self) -> list[Call]:
-        count = len(list(self.state.glob("call-*.json")))
-        return [
-            Call(**json.loads((self.state / f"call-{n}.json").read_text()))
-            for n in range(1, count + 1)
-        ]
+    name = "codex"
+    body = FAKE_CODEX
 
 
 @pytest.fixture
@@ -150,42 +120,7 @@ def workspace(tmp_path: Path) -> Path:
     return path
 
 
-def make_request(workspace: Path, role: Role = "coder") -> AgentRequest:
-    return AgentRequest.model_validate(
-        {
-            "role": role,
-            "iteration": 1,
-            "goal": "make every selected test pass",
-            "workspace": str(workspace),
-            "schema": load_schema(role),
-            "failures": [
-                {"nodeid": "tests/test_uart.py::test_rx", "signature": "s", "excerpt": "e"}
-            ],
-        }
-    )
-
-
-def agent(spec: str, rootdir: Path, records: list[CallRecord], sleeps: list[float]) -> RoleAgent:
-    return RoleAgent(
-        "coder",
-        parse_role_specs(spec, "coder", rootdir),
-        load_schema("coder"),
-        records.append,
-        timeout=30,
-        retry_policy=RetryPolicy(max_retries=1, base_delay=0.001),
-        sleep=sleeps.append,
-    )
-
-
-def command_coder(directory: Path) -> str:
-    """A `command:` provider that answers CODER_ANSWER: the failover target."""
-    program = directory / "coder.py"
-    program.write_text(
-        f"#!{sys.executable}\nimport json, sys\njson.load(sys.stdin)\n"
-        f"print(json.dumps({CODER_ANSWER!r}))\n"
-    )
-    program.chmod(0o755)
-    return f"command:{program}"
+agent = partial(role_agent, "coder", max_retries=1)
 
 
 def test_success_is_the_last_agent_message(
@@ -193,7 +128,10 @@ def test_success_is_the_last_agent_message(
 ) -> None:
     codex.steps({"answer": CODER_ANSWER})
     records: list[CallRecord] = []
-    answer = agent("codex:gpt-5-codex", tmp_path, records, []).ask(make_request(workspace))
+    failures = [Failure(nodeid="tests/test_uart.py::test_rx", signature="s", excerpt="e")]
+    answer = agent("codex:gpt-5-codex", tmp_path, records, []).ask(
+        make_request(workspace, failures=failures)
+    )
     assert isinstance(answer, CoderAnswer)
     assert answer.summary == "wait for RXNE"
     (call,) = codex.calls()
@@ -271,39 +209,33 @@ def test_refused_actions_do_not_matter_when_it_answers(codex: FakeCodex, workspa
     assert json.loads(raw.text) == CODER_ANSWER
 
 
-def test_an_auth_error_fails_over_at_once(
-    codex: FakeCodex, workspace: Path, tmp_path: Path
+@pytest.mark.parametrize(
+    ("failure", "kind", "attempts"),
+    [
+        pytest.param(UNAUTHORIZED, "provider_auth_error", 1, id="auth-error-fails-over-at-once"),
+        pytest.param(
+            RATE_LIMITED, "provider_rate_limited", 2, id="rate-limit-is-retried-then-fails-over"
+        ),
+    ],
+)
+def test_a_failed_turn_fails_over(
+    codex: FakeCodex, workspace: Path, tmp_path: Path, failure: str, kind: str, attempts: int
 ) -> None:
-    codex.steps({"fail": UNAUTHORIZED})
+    codex.steps({"fail": failure})
     records: list[CallRecord] = []
     sleeps: list[float] = []
-    answer = agent(f"codex,{command_coder(tmp_path)}", tmp_path, records, sleeps).ask(
-        make_request(workspace)
-    )
-    assert isinstance(answer, CoderAnswer)
-    assert [r.error_kind for r in records] == ["provider_auth_error", None]
-    assert records[0].errors == [f"codex turn failed: {UNAUTHORIZED}"]
-    assert sleeps == []
-
-
-def test_a_rate_limit_is_retried_then_fails_over(
-    codex: FakeCodex, workspace: Path, tmp_path: Path
-) -> None:
-    codex.steps({"fail": RATE_LIMITED})
-    records: list[CallRecord] = []
-    sleeps: list[float] = []
-    answer = agent(f"codex,{command_coder(tmp_path)}", tmp_path, records, sleeps).ask(
+    answer = agent(f"codex,{command_coder(tmp_path, CODER_ANSWER)}", tmp_path, records, sleeps).ask(
         make_request(workspace)
     )
     assert isinstance(answer, CoderAnswer)
     assert [(r.provider.split(":")[0], r.retry_count, r.error_kind) for r in records] == [
-        ("codex", 0, "provider_rate_limited"),
-        ("codex", 1, "provider_rate_limited"),
+        *[("codex", retry, kind) for retry in range(attempts)],
         ("command", 0, None),
     ]
-    assert len(sleeps) == 1
-    assert str(records[2].retry_reason).startswith(
-        f"failover from codex: provider_rate_limited: codex turn failed: {RATE_LIMITED}"
+    assert records[0].errors == [f"codex turn failed: {failure}"]
+    assert len(sleeps) == attempts - 1  # only a transient failure is retried
+    assert str(records[-1].retry_reason).startswith(
+        f"failover from codex: {kind}: codex turn failed: {failure}"
     )
 
 
@@ -312,7 +244,7 @@ def test_not_installed_fails_over_to_a_command_provider(
 ) -> None:
     monkeypatch.setenv("PATH", str(workspace))
     records: list[CallRecord] = []
-    answer = agent(f"codex,{command_coder(tmp_path)}", tmp_path, records, []).ask(
+    answer = agent(f"codex,{command_coder(tmp_path, CODER_ANSWER)}", tmp_path, records, []).ask(
         make_request(workspace)
     )
     assert isinstance(answer, CoderAnswer)

@@ -11,6 +11,8 @@ import shutil
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from pydantic import BaseModel, ConfigDict
+
 from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind
 from pytest_fwloop.agents.protocol import extract_json
 
@@ -29,6 +31,30 @@ class RawAnswer:
     text: str
     stderr: str = ""
     usage: dict[str, float] = field(default_factory=dict)
+
+
+class TokenUsage(BaseModel):
+    """The token counts a CLI agent prints, in either vendor's terms: Anthropic's `input_tokens`
+    leaves out the prompt cache (`cache_creation_input_tokens`, `cache_read_input_tokens`),
+    OpenAI's includes its `cached_input_tokens`. A CLI uses one; the other's fields stay 0."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    def report(self) -> dict[str, float]:
+        """The counts in RawAnswer.usage's terms, where `input_tokens` is every prompt token."""
+        return {
+            "input_tokens": self.input_tokens
+            + self.cache_creation_input_tokens
+            + self.cache_read_input_tokens,
+            "cached_input_tokens": self.cached_input_tokens + self.cache_read_input_tokens,
+            "output_tokens": self.output_tokens,
+        }
 
 
 class Provider(Protocol):

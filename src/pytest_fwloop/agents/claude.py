@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from pytest_fwloop.agents.base import (
     RawAnswer,
+    TokenUsage,
     bare_schema,
     find_cli,
     has_json_object,
@@ -25,17 +26,6 @@ from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind, classi
 if TYPE_CHECKING:
     from pytest_fwloop.agents.command import AgentProcessResult
     from pytest_fwloop.agents.protocol import AgentRequest
-
-
-class ClaudeUsage(BaseModel):
-    """Token counts as the Anthropic API reports them: `input_tokens` excludes the cache."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
 
 
 class PermissionDenial(BaseModel):
@@ -59,7 +49,7 @@ class ClaudeResult(BaseModel):
     structured_output: JsonValue = None  # present when --json-schema was given
     errors: list[JsonValue] = Field(default_factory=list)  # details of the error_* subtypes
     permission_denials: list[PermissionDenial] = Field(default_factory=list)
-    usage: ClaudeUsage | None = None
+    usage: TokenUsage | None = None
     total_cost_usd: float | None = None
 
     def answer(self) -> str:
@@ -76,14 +66,7 @@ class ClaudeResult(BaseModel):
         )
 
     def usage_report(self) -> dict[str, float]:
-        report: dict[str, float] = {}
-        if self.usage is not None:
-            cached = self.usage.cache_read_input_tokens
-            report["input_tokens"] = (
-                self.usage.input_tokens + self.usage.cache_creation_input_tokens + cached
-            )
-            report["cached_input_tokens"] = cached
-            report["output_tokens"] = self.usage.output_tokens
+        report = self.usage.report() if self.usage is not None else {}
         if self.total_cost_usd is not None:
             report["cost_usd"] = self.total_cost_usd
         return report

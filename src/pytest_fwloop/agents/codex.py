@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from pytest_fwloop.agents.base import RawAnswer, find_cli, has_json_object, render_prompt
+from pytest_fwloop.agents.base import (
+    RawAnswer,
+    TokenUsage,
+    find_cli,
+    has_json_object,
+    render_prompt,
+)
 from pytest_fwloop.agents.command import _exit_description, _last_line, run_agent_process
 from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind, classify_failure
 
@@ -39,16 +45,6 @@ class CodexItem(BaseModel):
     command: str = ""
 
 
-class CodexUsage(BaseModel):
-    """`input_tokens` includes the cached ones (OpenAI's convention)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    input_tokens: int = 0
-    cached_input_tokens: int = 0
-    output_tokens: int = 0
-
-
 class CodexError(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -62,7 +58,7 @@ class CodexEvent(BaseModel):
 
     type: str
     item: CodexItem | None = None
-    usage: CodexUsage | None = None
+    usage: TokenUsage | None = None
     error: CodexError | None = None  # turn.failed
     message: str = ""  # error
 
@@ -100,11 +96,7 @@ def read_events(stdout: str) -> CodexTurn:
         elif event.type == "turn.completed":
             turn.completed = True
             if event.usage is not None:
-                turn.usage = {
-                    "input_tokens": event.usage.input_tokens,
-                    "cached_input_tokens": event.usage.cached_input_tokens,
-                    "output_tokens": event.usage.output_tokens,
-                }
+                turn.usage = event.usage.report()
         elif event.type == "turn.failed":
             turn.failure = event.error.message if event.error is not None else "no detail"
         elif event.type == "error":
