@@ -24,11 +24,11 @@ from pytest_fwloop.convergence import (
     convergence_score,
     determine_convergence,
     improvement_rate,
-    load_criteria,
     pass_rate,
     stability_delta,
     stable_for_last_n_iterations,
 )
+from pytest_fwloop.criteria_file import load_criteria
 
 if TYPE_CHECKING:
     from pathlib import Path

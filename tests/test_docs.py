@@ -41,3 +41,13 @@ def test_every_provider_error_kind_is_an_outcome_of_the_same_name() -> None:
     kinds = {(k.name, k.value) for k in ProviderErrorKind}
     outcomes = {(o.name, o.value) for o in Outcome if o.name.startswith("PROVIDER_")}
     assert kinds == outcomes
+
+
+def test_the_cores_exit_statuses_are_pytests() -> None:
+    import pytest
+
+    from pytest_fwloop.outcomes import ExitStatus
+
+    assert {s.name: s.value for s in ExitStatus} == {
+        s.name: pytest.ExitCode[s.name].value for s in ExitStatus
+    }

@@ -1,8 +1,8 @@
 """When the repair loop stops: the convergence rules of seed 001 §5.19 (DESIGN.md §4).
 
 Everything here is pure arithmetic over the per-iteration `pass_count`/`total_count` history, so
-the whole stop decision can be read and property-tested without running a loop. The only I/O is
-`load_criteria`, which reads a user's criteria file.
+the whole stop decision can be read and property-tested without running a loop. No I/O:
+`criteria_file.load_criteria` reads a user's criteria file and hands its text to `parse_criteria`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ if sys.version_info >= (3, 11):
     import tomllib
 
 if TYPE_CHECKING:
-    import pathlib
     from collections.abc import Sequence
 
 
@@ -528,26 +527,12 @@ def _validation_message(exc: ValidationError, where: str) -> str:
     return f"{where}: field {field!r}: {error['msg']} (got {error['input']!r}); fix the file"
 
 
-def load_criteria(spec: str, rootdir: pathlib.Path) -> ConvergenceCriteria:
-    """Resolve --fwloop-criteria: a preset name, or a .toml/.json file relative to `rootdir`."""
-    if spec in PRESETS:
-        return PRESETS[spec]
-    where = f"fwloop: --fwloop-criteria={spec}"
-    path = rootdir / spec
-    if not path.is_file():
-        raise CriteriaError(
-            f"{where}: {spec!r} is neither a preset nor a file ({path} not found); "
-            f"use one of {', '.join(PRESETS)} or a .toml/.json criteria file"
-        )
-    if path.suffix not in (".toml", ".json"):
-        raise CriteriaError(
-            f"{where}: {path.name} is not a .toml or .json file; rename or convert it"
-        )
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CriteriaError(f"{where}: cannot read {path} ({exc}); check the file") from None
-    document = _parse_toml(text, where) if path.suffix == ".toml" else _parse_json(text, where)
+def parse_criteria(text: str, suffix: str, where: str) -> ConvergenceCriteria:
+    """The criteria a .toml or .json document (`suffix`) gives: a preset plus field overrides.
+
+    `where` names the source in every `CriteriaError`.
+    """
+    document = _parse_toml(text, where) if suffix == ".toml" else _parse_json(text, where)
     if not isinstance(document, dict):
         raise CriteriaError(
             f"{where}: expected a table of criteria fields, got {type(document).__name__}; "

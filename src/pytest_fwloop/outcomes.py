@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import enum
 
-import pytest
-
 
 class Outcome(str, enum.Enum):
     """Every way a loop run can end; `summary.json["outcome"]` is one of these values."""
@@ -43,17 +41,27 @@ CRASH_LINE_CHARS = 300
 ADVISORY_OUTCOMES = frozenset({Outcome.PLATEAUED, Outcome.CONVERGED_WITH_IMPROVEMENT})
 
 
-def exit_status(outcome: Outcome, *, advisory: bool = False) -> pytest.ExitCode:
+class ExitStatus(enum.IntEnum):
+    """pytest's `ExitCode` values (DESIGN.md §10), without importing pytest into the core."""
+
+    OK = 0
+    TESTS_FAILED = 1
+    INTERRUPTED = 2
+    INTERNAL_ERROR = 3
+    USAGE_ERROR = 4
+
+
+def exit_status(outcome: Outcome, *, advisory: bool = False) -> ExitStatus:
     """Map an outcome to pytest's exit code; only a confirmed green tree exits 0."""
     if outcome is Outcome.SUCCESS:
-        return pytest.ExitCode.OK
+        return ExitStatus.OK
     if outcome is Outcome.CANCELED:
-        return pytest.ExitCode.INTERRUPTED
+        return ExitStatus.INTERRUPTED
     if outcome is Outcome.INTERNAL_ERROR:
-        return pytest.ExitCode.INTERNAL_ERROR
+        return ExitStatus.INTERNAL_ERROR
     if advisory and outcome in ADVISORY_OUTCOMES:
-        return pytest.ExitCode.OK
-    return pytest.ExitCode.TESTS_FAILED
+        return ExitStatus.OK
+    return ExitStatus.TESTS_FAILED
 
 
 def describe_crash(exc: BaseException) -> str:

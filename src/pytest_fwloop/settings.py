@@ -26,8 +26,8 @@ from pytest_fwloop.convergence import (
     CriteriaError,
     ExecutionMode,
     PlateauHandlingStrategy,
-    load_criteria,
 )
+from pytest_fwloop.criteria_file import load_criteria
 from pytest_fwloop.options import resolve, strip_controller_args
 from pytest_fwloop.sandbox import SandboxUnavailable, find_bwrap
 from pytest_fwloop.workspace import DEFAULT_PROTECTED, PatchPolicy

@@ -10,9 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pytest_fwloop.workspace.journal import Journal, JournalEntry, JournalRecord, WorkspaceLocked
-from pytest_fwloop.workspace.lock import RunLock
-from pytest_fwloop.workspace.policy import (
+from pytest_fwloop.policy import (
     DEFAULT_PROTECTED,
     FileChange,
     GitReading,
@@ -26,6 +24,8 @@ from pytest_fwloop.workspace.policy import (
     parse_patch,
     touched_paths,
 )
+from pytest_fwloop.workspace.journal import Journal, JournalEntry, JournalRecord, WorkspaceLocked
+from pytest_fwloop.workspace.lock import RunLock
 from pytest_fwloop.workspace.shadow import PatchApplyError, ShadowRepo, WorkspaceError
 
 if TYPE_CHECKING:
