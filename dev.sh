@@ -76,8 +76,8 @@ test_suite() {
     system_deps
     rig_deps
     python_env
-    "$VENV/bin/ruff" check src tests benchmarks
-    "$VENV/bin/ruff" format --check src tests benchmarks
+    "$VENV/bin/ruff" check pytest_fwloop tests benchmarks conftest.py
+    "$VENV/bin/ruff" format --check pytest_fwloop tests benchmarks conftest.py
     "$VENV/bin/mypy"
     "$VENV/bin/python" -m pytest "$@"
 }

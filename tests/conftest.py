@@ -8,8 +8,6 @@ import pytest
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-pytest_plugins = ["pytester"]
-
 
 @pytest.fixture
 def taken_port() -> Iterator[int]:
