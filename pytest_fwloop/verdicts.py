@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_fwloop.agents.protocol import ReviewerAnswer, TesterAnswer
+if TYPE_CHECKING:
+    from pytest_fwloop.agents.protocol import ReviewerAnswer, TesterAnswer
 
 REVIEW_ENV = "FWLOOP_REVIEW"
 TEST_PLAN_ENV = "FWLOOP_TEST_PLAN"
@@ -26,11 +28,20 @@ def _load(variable: str) -> str | None:
 def fwloop_review() -> ReviewerAnswer | None:
     """The reviewer's validated verdict on the patch under test, or None."""
     text = _load(REVIEW_ENV)
-    return ReviewerAnswer.model_validate_json(text) if text is not None else None
+    if text is None:
+        return None
+    # Imported only here: plain pytest must not pay for the loop's models (pydantic, jsonschema).
+    from pytest_fwloop.agents.protocol import ReviewerAnswer
+
+    return ReviewerAnswer.model_validate_json(text)
 
 
 @pytest.fixture
 def fwloop_test_plan() -> TesterAnswer | None:
     """The tester's validated plan for this iteration, or None."""
     text = _load(TEST_PLAN_ENV)
-    return TesterAnswer.model_validate_json(text) if text is not None else None
+    if text is None:
+        return None
+    from pytest_fwloop.agents.protocol import TesterAnswer
+
+    return TesterAnswer.model_validate_json(text)

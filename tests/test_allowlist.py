@@ -300,11 +300,13 @@ def test_the_pytest_grammar_matches_pytests_own_parser(pytestconfig: pytest.Conf
     look at pytest's parser, so the table cannot drift from the pytest that is installed."""
     actions = pytestconfig._parser.optparser._option_string_actions
     pytest_grammar = GRAMMARS["pytest"]
-    for name in pytest_grammar.flags:
+    # Spellings newer pytests added; an older pytest refuses them itself, as a usage error.
+    newer = {"--report-chars"} if pytest.version_tuple < (8,) else set()
+    for name in set(pytest_grammar.flags) - newer:
         assert actions[name].nargs == 0, name
-    for name in pytest_grammar.values:
+    for name in set(pytest_grammar.values) - newer:
         assert actions[name].nargs is None, name
-    for name in pytest_grammar.refused:
+    for name in set(pytest_grammar.refused) - newer:
         assert name in actions, name
     assert all(len(name) == 2 for name in actions if not name.startswith("--"))
 

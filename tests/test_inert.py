@@ -68,3 +68,29 @@ def test_ini_options_are_known_so_strict_config_accepts_them(pytester: pytest.Py
     pytester.makepyfile(test_ok="def test_ok():\n    pass\n")
     result = pytester.runpytest_subprocess("--strict-config")
     assert result.ret == pytest.ExitCode.OK
+
+
+def test_a_plain_run_imports_none_of_the_loop(pytester: pytest.Pytester) -> None:
+    """Without --fwloop only the options and the fixture modules load: no models, no agents."""
+    pytester.makeconftest(
+        "import sys\n\n"
+        "def pytest_sessionfinish(session):\n"
+        "    loaded = sorted(m for m in sys.modules if m.startswith('pytest_fwloop'))\n"
+        "    print('LOADED', ' '.join(loaded))\n"
+    )
+    pytester.makepyfile(test_ok="def test_ok():\n    pass\n")
+    result = pytester.runpytest_subprocess("-s")
+    [line] = [line for line in result.outlines if "LOADED " in line]
+    loaded = set(line.split("LOADED ", 1)[1].split())
+    assert loaded <= {
+        "pytest_fwloop",
+        "pytest_fwloop.envs",
+        "pytest_fwloop.envs.errors",
+        "pytest_fwloop.envs.fixtures",
+        "pytest_fwloop.envs.pool",
+        "pytest_fwloop.hookspecs",
+        "pytest_fwloop.options",
+        "pytest_fwloop.plugin",
+        "pytest_fwloop.sandbox",
+        "pytest_fwloop.verdicts",
+    }, loaded
