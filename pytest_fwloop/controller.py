@@ -7,24 +7,19 @@ The controller never imports the code under test: each TEST_RUN is a child `pyth
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import shlex
 import shutil
-import signal
 import sys
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 import pytest
 
-from pytest_fwloop import children, fsm, recovery
+from pytest_fwloop import fsm, recovery
 from pytest_fwloop.agents.errors import AnswerInvalid, ProviderError
 from pytest_fwloop.agents.protocol import (
     AgentRequest,
@@ -48,7 +43,7 @@ from pytest_fwloop.convergence import (
 )
 from pytest_fwloop.fsm import ErrorType, State
 from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG, addopts_without_loop
-from pytest_fwloop.outcomes import Outcome, describe_crash, exit_status
+from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.procs import ProcessResult, run_logged
 from pytest_fwloop.records import (
     CallMeta,
@@ -61,17 +56,15 @@ from pytest_fwloop.recovery import ErrorState
 from pytest_fwloop.redaction import Redactor
 from pytest_fwloop.repeats import find_repeat
 from pytest_fwloop.results import IterationResults, TestRecord, nodeids
-from pytest_fwloop.rundir import RunRecorder, new_run_id, utc_now
+from pytest_fwloop.rundir import RunRecorder, utc_now
 from pytest_fwloop.sandbox import bwrap_argv
-from pytest_fwloop.settings import LoopSettings, custom_providers, load_settings
+from pytest_fwloop.settings import LoopSettings, custom_providers
 from pytest_fwloop.terminal import PREFIX, Terminal
 from pytest_fwloop.verdicts import REVIEW_ENV, TEST_PLAN_ENV
 from pytest_fwloop.workspace import (
     PatchApplyError,
     PatchPolicy,
-    RecoveryReport,
     Workspace,
-    WorkspaceError,
     glob_match,
     parse_patch,
 )
@@ -1196,124 +1189,3 @@ def build_diagnostics(log: str) -> str:
     head = "\n".join(errors)[: BUILD_DIAGNOSTICS_BYTES // 2]
     tail = "\n".join(lines[-40:])[-(BUILD_DIAGNOSTICS_BYTES - len(head)) :]
     return f"{head}\n--- end of build log ---\n{tail}" if head else tail
-
-
-def run_loop(config: pytest.Config) -> int:
-    """Entry from pytest_cmdline_main: the whole controller lifetime, tree always accounted for."""
-    settings = load_settings(config)
-    terminal = Terminal()
-    redact = Redactor(os.environ)
-    workspace = Workspace(settings.rootdir)
-    run_id = new_run_id()
-    try:
-        # The run lock first; then what a killed run left running, before its tree is restored.
-        workspace.lock()
-        reaped = children.reap_leftovers(workspace.shadow.state_dir)
-        recovered = workspace.open(run_id)
-    except WorkspaceError as exc:
-        terminal.line(str(exc))
-        return int(pytest.ExitCode.USAGE_ERROR)
-    if reaped:
-        terminal.line(f"fwloop: stopped {reaped} process(es) left running by an interrupted run")
-    children.install(workspace.shadow.state_dir)
-    try:
-        return _control(config, settings, workspace, run_id, recovered, terminal, redact)
-    finally:
-        children.uninstall()
-
-
-def _control(
-    config: pytest.Config,
-    settings: LoopSettings,
-    workspace: Workspace,
-    run_id: str,
-    recovered: RecoveryReport | None,
-    terminal: Terminal,
-    redact: Redactor,
-) -> int:
-    recorder = RunRecorder(settings.runs_root, run_id, redact)
-    if recovered is not None:
-        terminal.line(
-            f"fwloop: recovered the tree of interrupted run {recovered.run_id}: restored "
-            f"{len(recovered.restored_paths)} path(s) to its baseline"
-        )
-        recorder.write_json(
-            "recovered.json",
-            {
-                "run_id": recovered.run_id,
-                "baseline": recovered.baseline,
-                "restored_paths": recovered.restored_paths,
-            },
-        )
-    from pytest_fwloop.report import finalize, settle_crash
-
-    # From here on every exception is an internal error (DESIGN.md §10): outcome
-    # internal_error, exit status 3, the tree restored, the records written, no traceback.
-    started = time.monotonic()
-    try:
-        controller = Controller(
-            config, settings, recorder, workspace, terminal, threading.Event(), redact
-        )
-        terminal.header(settings, recorder)
-    except Exception as exc:
-        return settle_crash(
-            workspace, recorder, terminal, redact, [exc], time.monotonic() - started
-        )
-    previous = _install_abort_handlers(controller)
-    crashes: list[Exception] = []
-    pointer = ""
-    try:
-        controller.run()
-    except Exception as exc:
-        crashes.append(exc)
-        pointer = _stop_on_internal_error(controller, exc)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    try:
-        finalize(controller, time.monotonic() - started)
-    except Exception as exc:
-        return settle_crash(
-            workspace, recorder, terminal, redact, [*crashes, exc], time.monotonic() - started
-        )
-    if crashes:
-        terminal.line(f"{PREFIX} internal error: {pointer}")
-    assert controller.outcome is not None
-    return int(exit_status(controller.outcome, advisory=settings.advisory))
-
-
-def _stop_on_internal_error(controller: Controller, exc: Exception) -> str:
-    """End the run where an exception left it: outcome internal_error, the traceback in the run
-    directory and the move to FAILURE in the trace. Where the traceback is, for the terminal."""
-    from pytest_fwloop.report import INTERNAL_ERROR_FILE, record_internal_error
-
-    controller.outcome = Outcome.INTERNAL_ERROR
-    controller.final_reason = f"internal error: {describe_crash(exc)}"
-    pointer = record_internal_error(controller.recorder, [exc])
-    with contextlib.suppress(OSError):  # finalize will meet a failing disk too, and settle it
-        event = Event(
-            time=utc_now(),
-            kind="internal_error",
-            from_state=controller.state.value,
-            to_state=State.FAILURE.value,
-            event="internal_error",
-            reason=controller.final_reason,
-            iteration=controller.current.number,
-            evidence=[INTERNAL_ERROR_FILE],
-            retry_count=0,
-            retry_reason=None,
-        )
-        controller.recorder.append_event(event.to_json())
-    controller.state = State.FAILURE
-    return pointer
-
-
-def _install_abort_handlers(controller: Controller) -> dict[int, Any]:
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        controller.abort_reason = signal.Signals(signum).name
-        controller.abort.set()
-
-    previous: dict[int, Any] = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        previous[sig] = signal.signal(sig, on_signal)
-    return previous

@@ -29,7 +29,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if not config.getoption("fwloop") or config.getoption("help") or config.getoption("version"):
         return None
     # Imported here so that plain pytest never pays for the controller's imports.
-    from pytest_fwloop.controller import run_loop
+    from pytest_fwloop.loop_main import run_loop
 
     return int(run_loop(config))
 

@@ -1,0 +1,151 @@
+"""The controller's lifetime, from `pytest_cmdline_main` to the exit status (DESIGN.md §2, §10).
+
+Takes the run lock, stops what a killed run left running and recovers its tree, starts the
+watchdog, builds the controller, runs it, and ends the run: `finalize` on every path, or
+`settle_crash` when even that fails. From the controller's construction on, every exception is an
+internal error: outcome `internal_error`, exit status 3, the tree restored, the records written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from types import FrameType
+from typing import Any
+
+import pytest
+
+from pytest_fwloop import children
+from pytest_fwloop.controller import Controller
+from pytest_fwloop.fsm import State
+from pytest_fwloop.outcomes import Outcome, describe_crash, exit_status
+from pytest_fwloop.records import Event
+from pytest_fwloop.redaction import Redactor
+from pytest_fwloop.rundir import RunRecorder, new_run_id, utc_now
+from pytest_fwloop.settings import LoopSettings, load_settings
+from pytest_fwloop.terminal import PREFIX, Terminal
+from pytest_fwloop.workspace import RecoveryReport, Workspace, WorkspaceError
+
+
+def run_loop(config: pytest.Config) -> int:
+    """Entry from pytest_cmdline_main: the whole controller lifetime, tree always accounted for."""
+    settings = load_settings(config)
+    terminal = Terminal()
+    redact = Redactor(os.environ)
+    workspace = Workspace(settings.rootdir)
+    run_id = new_run_id()
+    try:
+        # The run lock first; then what a killed run left running, before its tree is restored.
+        workspace.lock()
+        reaped = children.reap_leftovers(workspace.shadow.state_dir)
+        recovered = workspace.open(run_id)
+    except WorkspaceError as exc:
+        terminal.line(str(exc))
+        return int(pytest.ExitCode.USAGE_ERROR)
+    if reaped:
+        terminal.line(f"fwloop: stopped {reaped} process(es) left running by an interrupted run")
+    children.install(workspace.shadow.state_dir)
+    try:
+        return _control(config, settings, workspace, run_id, recovered, terminal, redact)
+    finally:
+        children.uninstall()
+
+
+def _control(
+    config: pytest.Config,
+    settings: LoopSettings,
+    workspace: Workspace,
+    run_id: str,
+    recovered: RecoveryReport | None,
+    terminal: Terminal,
+    redact: Redactor,
+) -> int:
+    recorder = RunRecorder(settings.runs_root, run_id, redact)
+    if recovered is not None:
+        terminal.line(
+            f"fwloop: recovered the tree of interrupted run {recovered.run_id}: restored "
+            f"{len(recovered.restored_paths)} path(s) to its baseline"
+        )
+        recorder.write_json(
+            "recovered.json",
+            {
+                "run_id": recovered.run_id,
+                "baseline": recovered.baseline,
+                "restored_paths": recovered.restored_paths,
+            },
+        )
+    from pytest_fwloop.report import finalize, settle_crash
+
+    # From here on every exception is an internal error (DESIGN.md §10): outcome
+    # internal_error, exit status 3, the tree restored, the records written, no traceback.
+    started = time.monotonic()
+    try:
+        controller = Controller(
+            config, settings, recorder, workspace, terminal, threading.Event(), redact
+        )
+        terminal.header(settings, recorder)
+    except Exception as exc:
+        return settle_crash(
+            workspace, recorder, terminal, redact, [exc], time.monotonic() - started
+        )
+    previous = _install_abort_handlers(controller)
+    crashes: list[Exception] = []
+    pointer = ""
+    try:
+        controller.run()
+    except Exception as exc:
+        crashes.append(exc)
+        pointer = _stop_on_internal_error(controller, exc)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    try:
+        finalize(controller, time.monotonic() - started)
+    except Exception as exc:
+        return settle_crash(
+            workspace, recorder, terminal, redact, [*crashes, exc], time.monotonic() - started
+        )
+    if crashes:
+        terminal.line(f"{PREFIX} internal error: {pointer}")
+    assert controller.outcome is not None
+    return int(exit_status(controller.outcome, advisory=settings.advisory))
+
+
+def _stop_on_internal_error(controller: Controller, exc: Exception) -> str:
+    """End the run where an exception left it: outcome internal_error, the traceback in the run
+    directory and the move to FAILURE in the trace. Where the traceback is, for the terminal."""
+    from pytest_fwloop.report import INTERNAL_ERROR_FILE, record_internal_error
+
+    controller.outcome = Outcome.INTERNAL_ERROR
+    controller.final_reason = f"internal error: {describe_crash(exc)}"
+    pointer = record_internal_error(controller.recorder, [exc])
+    with contextlib.suppress(OSError):  # finalize will meet a failing disk too, and settle it
+        event = Event(
+            time=utc_now(),
+            kind="internal_error",
+            from_state=controller.state.value,
+            to_state=State.FAILURE.value,
+            event="internal_error",
+            reason=controller.final_reason,
+            iteration=controller.current.number,
+            evidence=[INTERNAL_ERROR_FILE],
+            retry_count=0,
+            retry_reason=None,
+        )
+        controller.recorder.append_event(event.to_json())
+    controller.state = State.FAILURE
+    return pointer
+
+
+def _install_abort_handlers(controller: Controller) -> dict[int, Any]:
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        controller.abort_reason = signal.Signals(signum).name
+        controller.abort.set()
+
+    previous: dict[int, Any] = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        previous[sig] = signal.signal(sig, on_signal)
+    return previous
