@@ -7,7 +7,6 @@ The controller never imports the code under test: each TEST_RUN is a child `pyth
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shlex
 import shutil
@@ -32,8 +31,9 @@ from pytest_fwloop.agents.protocol import (
 )
 from pytest_fwloop.agents.registry import parse_role_specs
 from pytest_fwloop.agents.role import CallRecord, RoleAgent
-from pytest_fwloop.allowlist import AllowlistRunner, CommandCheck, CommandResult
+from pytest_fwloop.allowlist import AllowlistRunner, CommandCheck
 from pytest_fwloop.budget import BudgetExhausted, UsageLedger
+from pytest_fwloop.child_run import ChildRunner
 from pytest_fwloop.context import pack_failures
 from pytest_fwloop.convergence import (
     ConvergenceChecker,
@@ -42,13 +42,11 @@ from pytest_fwloop.convergence import (
     PlateauAction,
 )
 from pytest_fwloop.fsm import ErrorType, State
-from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG, addopts_without_loop
+from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG
 from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.procs import ProcessResult, run_logged
 from pytest_fwloop.records import (
     CallMeta,
-    CommandEntry,
-    CommandsRecord,
     ConvergenceRecord,
     Event,
 )
@@ -60,7 +58,11 @@ from pytest_fwloop.rundir import RunRecorder, utc_now
 from pytest_fwloop.sandbox import bwrap_argv
 from pytest_fwloop.settings import LoopSettings, custom_providers
 from pytest_fwloop.terminal import PREFIX, Terminal
-from pytest_fwloop.verdicts import REVIEW_ENV, TEST_PLAN_ENV
+from pytest_fwloop.tester_round import (
+    TesterRound,
+    ask_tester,
+    run_tester_commands,
+)
 from pytest_fwloop.workspace import (
     PatchApplyError,
     PatchPolicy,
@@ -71,10 +73,6 @@ from pytest_fwloop.workspace import (
 
 #: Diagnostics kept from a failed build for the coder.
 BUILD_DIAGNOSTICS_BYTES = 6000
-#: Output of a failed tester command sent to the coder as a must-fix item.
-COMMAND_MUST_FIX_CHARS = 3000
-#: Node ids of a tester-made record: a command's outcome counts like a test's.
-COMMAND_NODEID_PREFIX = "tester::"
 
 _VERDICT_OUTCOMES = {
     ConvergenceType.SUCCESS: Outcome.SUCCESS,
@@ -110,17 +108,6 @@ class Iteration:
     @property
     def total_count(self) -> int:
         return self.results.total_count if self.results else 0
-
-
-@dataclass
-class TesterRound:
-    """The tester's validated plan for the patch under test, and what has become of it."""
-
-    plan: TesterAnswer
-    path: Path  # rounds/NN/test-plan.json, handed to the child runs as FWLOOP_TEST_PLAN
-    commands: CommandCheck
-    done: bool = False  # pre-check and commands run: once per round, never on env reruns
-    records: list[TestRecord] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -192,6 +179,7 @@ class Controller:
         self.reviewer = self._role_agent("reviewer", settings.reviewer)
         self.tester = self._role_agent("tester", settings.tester) if settings.tester else None
         self.tester_schema = self.tester.schema if self.tester is not None else {}
+        self.child = ChildRunner(settings, recorder, abort)
         self.handlers: dict[State, Callable[[], Step]] = {
             State.IDLE: self.idle,
             State.INIT: self.init,
@@ -509,40 +497,19 @@ class Controller:
         )
 
     def _ask_tester(self) -> tuple[TesterAnswer, CommandCheck]:
-        """The tester's plan, `select` checked against the node ids of the latest run. In auto
-        mode a plan whose commands are all blocked is asked for once more, with the reasons
-        (seed 004's resilient policy); elsewhere it stands."""
         assert self.tester is not None
-        latest = self._latest_results()
-        collected = [
-            nodeid
-            for nodeid in nodeids(latest.tests if latest else [])
-            if not nodeid.startswith(COMMAND_NODEID_PREFIX)
-        ]
-        self.tester.schema = with_known_nodeids(self.tester_schema, collected)
         allowed = [shlex.join(prefix) for prefix in self.settings.allowed_commands]
         request = self._request(
             "tester", self.current.patch, allowed_commands=allowed, constraints=[]
         )
-        plan = self.tester.ask(request)
-        assert isinstance(plan, TesterAnswer)
-        check = self.runner.check(c.argv for c in plan.commands)
-        if not (check.only_blocked and self.settings.mode is ExecutionMode.AUTO):
-            return plan, check
-        retry = request.model_copy(
-            update={
-                "blocked_commands": [
-                    {"argv": list(b.argv), "reason": b.reason} for b in check.blocked
-                ],
-                "constraints": [
-                    "every command you proposed was blocked (see blocked_commands); propose "
-                    "only commands that start with one of allowed_commands, or none"
-                ],
-            }
+        return ask_tester(
+            self.tester,
+            self.tester_schema,
+            request,
+            self._latest_results(),
+            self.runner,
+            retry_blocked=self.settings.mode is ExecutionMode.AUTO,
         )
-        plan = self.tester.ask(retry)
-        assert isinstance(plan, TesterAnswer)
-        return plan, self.runner.check(c.argv for c in plan.commands)
 
     def test_run(self) -> Step:
         folder = self.recorder.round_path(self.current.number)
@@ -567,7 +534,7 @@ class Controller:
         if tester is not None:
             tester.done = True
             notes.append(self._run_tester_commands(folder, tester))
-        self._scrub_round(folder)
+        self.child.scrub(folder)
         evidence = (self.recorder.relative(log),)
         if result.timed_out:
             return Step(
@@ -584,114 +551,28 @@ class Controller:
         )
 
     def _run_child(self, args: list[str], log: Path) -> ProcessResult:
-        """One child `python -m pytest` with the user's arguments plus `args`."""
-        folder = self.recorder.round_path(self.current.number)
-        env = dict(os.environ)
-        env["FWLOOP_CONSOLE_LOG_DIR"] = str(folder / "console")
-        # A controller started inside a pytest-xdist worker must not make its child one too.
-        for name in (REVIEW_ENV, TEST_PLAN_ENV, "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):
-            env.pop(name, None)
-        if self.review_path is not None:
-            env[REVIEW_ENV] = str(self.review_path)
-        if self.tester_round is not None:
-            env[TEST_PLAN_ENV] = str(self.tester_round.path)
-        env["PYTEST_ADDOPTS"] = addopts_without_loop(env.get("PYTEST_ADDOPTS", ""))
-        return run_logged(
-            [sys.executable, "-m", "pytest", *self.settings.child_args, *args],
-            cwd=self.settings.invocation_dir,
-            log_path=log,
-            timeout=self.settings.test_timeout,
-            abort=self.abort,
-            env=env,
-        )
-
-    def _scrub_round(self, folder: Path) -> None:
-        """Redact what the child runs and commands wrote themselves: logs, results, JUnit XML
-        and console transcripts carry the tests' own output, which may print a secret."""
-        for path in folder.rglob("*"):
-            self.recorder.scrub(path)
+        plan = self.tester_round.path if self.tester_round is not None else None
+        return self.child.run(self.current.number, args, log, self.review_path, plan)
 
     def _tester_precheck(self, folder: Path, select: list[str]) -> str:
-        """Run the tester's selection first, as a quick signal. It never replaces the full run
-        after it, which is the one that counts for convergence."""
-        selection = self.recorder.write_text(
-            f"{self.recorder.relative(folder)}/tester-select.txt", "\n".join(select) + "\n"
-        )
-        results_path = folder / "precheck-results.json"
-        self._run_child(
-            [f"{CHILD_REPORT_FLAG}={results_path}", f"{CHILD_SELECT_FLAG}={selection}"],
-            folder / "precheck.log",
-        )
-        try:
-            results = IterationResults.model_validate_json(results_path.read_text("utf-8"))
-        except (OSError, ValueError):
-            note = "tester pre-check wrote no results (see precheck.log)"
-        else:
-            note = (
-                f"tester pre-check: {results.pass_count}/{results.total_count} selected test(s) "
-                "passed"
-            )
+        note = self.child.precheck(folder, select, self._run_child)
         self.current.notes.append(note)
         return note
 
     def _run_tester_commands(self, folder: Path, tester: TesterRound) -> str:
-        """Run the plan's allowlisted commands. Each becomes a `tester::<argv>` record of this
-        iteration, so a failing one keeps the suite from counting as green, and its output's
-        tail goes to the coder as a must-fix item (seed 004's test_failed)."""
-        reasons = {tuple(c.argv): c.reason for c in tester.plan.commands}
-        entries = [
-            CommandEntry(
-                argv=list(b.argv),
-                reason=reasons.get(b.argv, ""),
-                status="blocked",
-                blocked_because=b.reason,
-            )
-            for b in tester.commands.blocked
-        ]
-        failed: list[CommandResult] = []
-        for index, argv in enumerate(tester.commands.runnable, 1):
-            if self.abort.is_set():
-                break
-            log = folder / "commands" / f"{index}.log"
-            before = self.workspace.checkpoint(f"before tester command {index}")
-            result = self.runner.run(argv, log)
-            tampered = self._protected_changed_since(before)
-            if tampered:
-                # An allowed `make test` runs a Makefile the coder may have patched.
-                self.workspace.touched.update(tampered)
-                self.workspace.restore(before)
-                result = dataclasses.replace(result, tampered=tuple(tampered))
-            tester.records.append(command_record(result, self.settings.command_timeout))
-            if not result.passed:
-                failed.append(result)
-            entries.append(
-                CommandEntry(
-                    argv=list(argv),
-                    reason=reasons.get(argv, ""),
-                    status="passed" if result.passed else "failed",
-                    ended=result.describe(self.settings.command_timeout),
-                    duration_s=round(result.duration, 3),
-                    log=self.recorder.relative(log),
-                )
-            )
-        self.failed_commands = frozenset(r.argv for r in failed)
-        self.must_fix.extend(
-            MustFix(
-                issue=f"the tester's command `{shlex.join(r.argv)}` failed "
-                f"({r.describe(self.settings.command_timeout)}); make it pass. Its output "
-                f"ends:\n{r.output[-COMMAND_MUST_FIX_CHARS:]}"
-            )
-            for r in failed
+        done = run_tester_commands(
+            folder,
+            tester,
+            self.runner,
+            self.workspace,
+            self.recorder,
+            self.abort,
+            self.settings.command_timeout,
+            self._protected_changed_since,
         )
-        self.recorder.write_json(
-            f"{self.recorder.relative(folder)}/commands.json",
-            CommandsRecord(commands=entries).model_dump(mode="json", exclude_none=True),
-        )
-        ran = len(tester.records)
-        return (
-            f"tester commands: {ran - len(failed)} passed, {len(failed)} failed, "
-            f"{len(tester.commands.blocked)} blocked"
-        )
+        self.failed_commands = frozenset(r.argv for r in done.failed)
+        self.must_fix.extend(done.must_fix)
+        return done.note
 
     def result_collection(self) -> Step:
         assert self.test_run_result is not None
@@ -1151,31 +1032,6 @@ def _provider_error(role: str, exc: ProviderError) -> ErrorState:
 def protected_paths(paths: list[str], policy: PatchPolicy) -> list[str]:
     """The paths among `paths` that the policy's protected globs cover."""
     return [path for path in paths if any(glob_match(path, glob) for glob in policy.protected)]
-
-
-def with_known_nodeids(schema: dict[str, object], known: list[str]) -> dict[str, object]:
-    """The tester's schema with `select` limited to the node ids the latest run collected, so an
-    unknown id fails the strict-JSON gate like any schema error: re-asked once, then
-    tester_schema_invalid. A replaced schema without a `select` array is left as it is."""
-    properties = schema.get("properties")
-    if not isinstance(properties, dict) or not isinstance(properties.get("select"), dict):
-        return schema
-    select: dict[str, object] = properties["select"]
-    items = select.get("items")
-    limited = {**(items if isinstance(items, dict) else {}), "enum": known}
-    return {**schema, "properties": {**properties, "select": {**select, "items": limited}}}
-
-
-def command_record(result: CommandResult, timeout: float) -> TestRecord:
-    """A tester command as one test of the iteration: passed, or failed with its output tail."""
-    return TestRecord(
-        nodeid=COMMAND_NODEID_PREFIX + shlex.join(result.argv),
-        outcome="passed" if result.passed else "failed",
-        phase="call",
-        duration=result.duration,
-        longrepr="" if result.passed else result.output,
-        crash="" if result.passed else f"tester command {result.describe(timeout)}",
-    )
 
 
 def build_diagnostics(log: str) -> str:

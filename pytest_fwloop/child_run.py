@@ -1,0 +1,90 @@
+"""Each TEST_RUN's child `python -m pytest` (DESIGN.md §2): its environment, its log, its records.
+
+The child runs the user's own arguments plus the reporting plugin's, from the directory pytest
+was invoked in, so patched code is imported afresh and a crash cannot take the loop down.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG, addopts_without_loop
+from pytest_fwloop.procs import ProcessResult, run_logged
+from pytest_fwloop.results import IterationResults
+from pytest_fwloop.rundir import RunRecorder
+from pytest_fwloop.settings import LoopSettings
+from pytest_fwloop.verdicts import REVIEW_ENV, TEST_PLAN_ENV
+
+
+class ChildRunner:
+    """Starts child runs for one loop run; every file they write is redacted afterwards."""
+
+    def __init__(
+        self, settings: LoopSettings, recorder: RunRecorder, abort: threading.Event
+    ) -> None:
+        self.settings = settings
+        self.recorder = recorder
+        self.abort = abort
+
+    def run(
+        self,
+        iteration: int,
+        args: list[str],
+        log: Path,
+        review: Path | None,
+        plan: Path | None,
+    ) -> ProcessResult:
+        """One child `python -m pytest` with the user's arguments plus `args`."""
+        folder = self.recorder.round_path(iteration)
+        env = dict(os.environ)
+        env["FWLOOP_CONSOLE_LOG_DIR"] = str(folder / "console")
+        # A controller started inside a pytest-xdist worker must not make its child one too.
+        for name in (REVIEW_ENV, TEST_PLAN_ENV, "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):
+            env.pop(name, None)
+        if review is not None:
+            env[REVIEW_ENV] = str(review)
+        if plan is not None:
+            env[TEST_PLAN_ENV] = str(plan)
+        env["PYTEST_ADDOPTS"] = addopts_without_loop(env.get("PYTEST_ADDOPTS", ""))
+        return run_logged(
+            [sys.executable, "-m", "pytest", *self.settings.child_args, *args],
+            cwd=self.settings.invocation_dir,
+            log_path=log,
+            timeout=self.settings.test_timeout,
+            abort=self.abort,
+            env=env,
+        )
+
+    def precheck(
+        self,
+        folder: Path,
+        select: list[str],
+        run: Callable[[list[str], Path], ProcessResult],
+    ) -> str:
+        """Run the tester's selection first, as a quick signal; a one-line note of how it went.
+        It never replaces the full run after it, which is the one that counts."""
+        selection = self.recorder.write_text(
+            f"{self.recorder.relative(folder)}/tester-select.txt", "\n".join(select) + "\n"
+        )
+        results_path = folder / "precheck-results.json"
+        run(
+            [f"{CHILD_REPORT_FLAG}={results_path}", f"{CHILD_SELECT_FLAG}={selection}"],
+            folder / "precheck.log",
+        )
+        try:
+            results = IterationResults.model_validate_json(results_path.read_text("utf-8"))
+        except (OSError, ValueError):
+            return "tester pre-check wrote no results (see precheck.log)"
+        return (
+            f"tester pre-check: {results.pass_count}/{results.total_count} selected test(s) passed"
+        )
+
+    def scrub(self, folder: Path) -> None:
+        """Redact what the child runs and commands wrote themselves: logs, results, JUnit XML
+        and console transcripts carry the tests' own output, which may print a secret."""
+        for path in folder.rglob("*"):
+            self.recorder.scrub(path)
