@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from pytest_fwloop import fsm, recovery
+from pytest_fwloop.agent_calls import CallLog, role_agent
 from pytest_fwloop.agents.errors import AnswerInvalid, ProviderError
 from pytest_fwloop.agents.protocol import (
     AgentRequest,
@@ -27,12 +28,9 @@ from pytest_fwloop.agents.protocol import (
     MustFix,
     ReviewerAnswer,
     TesterAnswer,
-    load_schema,
 )
-from pytest_fwloop.agents.registry import parse_role_specs
-from pytest_fwloop.agents.role import CallRecord, RoleAgent
 from pytest_fwloop.allowlist import AllowlistRunner, CommandCheck
-from pytest_fwloop.budget import BudgetExhausted, UsageLedger
+from pytest_fwloop.budget import BudgetExhausted
 from pytest_fwloop.child_run import ChildRunner
 from pytest_fwloop.context import pack_failures
 from pytest_fwloop.convergence import (
@@ -46,7 +44,6 @@ from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG
 from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.procs import ProcessResult, run_logged
 from pytest_fwloop.records import (
-    CallMeta,
     ConvergenceRecord,
     Event,
 )
@@ -56,8 +53,8 @@ from pytest_fwloop.repeats import find_repeat
 from pytest_fwloop.results import IterationResults, TestRecord, nodeids
 from pytest_fwloop.rundir import RunRecorder, utc_now
 from pytest_fwloop.sandbox import bwrap_argv
-from pytest_fwloop.settings import LoopSettings, custom_providers
-from pytest_fwloop.terminal import PREFIX, Terminal
+from pytest_fwloop.settings import LoopSettings
+from pytest_fwloop.terminal import Terminal
 from pytest_fwloop.tester_round import (
     TesterRound,
     ask_tester,
@@ -154,12 +151,9 @@ class Controller:
         self.env_rerun: list[str] = []
         self.partial_results: IterationResults | None = None
         self.strategy_switches = 0
-        self.coder_calls = 0
-        self.call_counts: dict[tuple[int, str], int] = {}
         # The child's results file, its log, its exit status, and whether it timed out.
         self.test_run_result: tuple[Path, Path, int | None, bool] | None = None
         self.review_path: Path | None = None
-        self.usage = UsageLedger()
         # (iteration, patch) of every patch applied, for stuck detection; told at most once.
         self.tried_patches: list[tuple[int, str]] = []
         self.repeat_told = False
@@ -175,9 +169,18 @@ class Controller:
             abort=abort,
             environ=os.environ,
         )
-        self.coder = self._role_agent("coder", settings.coder)
-        self.reviewer = self._role_agent("reviewer", settings.reviewer)
-        self.tester = self._role_agent("tester", settings.tester) if settings.tester else None
+        self.calls = CallLog(
+            recorder, terminal, redact, settings.budget, lambda: (self.current, self.state)
+        )
+        self.coder = role_agent(config, settings, "coder", settings.coder, self.calls.record)
+        self.reviewer = role_agent(
+            config, settings, "reviewer", settings.reviewer, self.calls.record
+        )
+        self.tester = (
+            role_agent(config, settings, "tester", settings.tester, self.calls.record)
+            if settings.tester
+            else None
+        )
         self.tester_schema = self.tester.schema if self.tester is not None else {}
         self.child = ChildRunner(settings, recorder, abort)
         self.handlers: dict[State, Callable[[], Step]] = {
@@ -201,81 +204,6 @@ class Controller:
     @property
     def current(self) -> Iteration:
         return self.iterations[-1]
-
-    def _role_agent(self, role: str, spec: str) -> RoleAgent:
-        shipped = load_schema(role)  # type: ignore[arg-type]
-        schema = self.config.hook.pytest_fwloop_schema(
-            config=self.config, role=role, schema=shipped
-        )
-        return RoleAgent(
-            role,  # type: ignore[arg-type]
-            parse_role_specs(
-                spec,
-                role,  # type: ignore[arg-type]
-                self.settings.rootdir,
-                self.settings.provider_options,
-                custom_providers(self.config, role),
-            ),
-            schema if schema is not None else shipped,
-            self._record_call,
-            timeout=self.settings.agent_timeout,
-        )
-
-    def _record_call(self, call: CallRecord) -> None:
-        iteration = self.current.number
-        key = (iteration, call.role)
-        self.call_counts[key] = self.call_counts.get(key, 0) + 1
-        stem = f"{call.role}-{self.call_counts[key]}"
-        folder = self.recorder.round_path(iteration)
-        rel = self.recorder.relative(folder)
-        self.recorder.write_json(f"{rel}/{stem}.request.json", call.request)
-        self.recorder.write_text(f"{rel}/{stem}.answer.txt", call.raw)
-        if call.document is not None:
-            self.recorder.write_json(f"{rel}/{stem}.answer.json", call.document)
-        meta = CallMeta(
-            provider=call.provider,
-            attempt=call.attempt,
-            duration_s=round(call.duration_s, 3),
-            errors=call.errors,
-            error_kind=call.error_kind,
-            retry_count=call.retry_count,
-            retry_reason=call.retry_reason,
-            usage=call.usage,
-            stderr_tail=call.stderr[-2000:],
-        )
-        meta_path = self.recorder.write_json(f"{rel}/{stem}.meta.json", meta.model_dump())
-        if call.role == "coder":
-            self.coder_calls += 1
-            self.current.coder_calls += 1
-        if call.retry_reason is not None:
-            self._record_retry(call, self.recorder.relative(meta_path))
-        self.usage.add(call.role, call.usage)
-        overrun = self.settings.budget.overrun(self.usage.total)
-        if overrun is not None:
-            raise BudgetExhausted(overrun)
-
-    def _record_retry(self, call: CallRecord, evidence: str) -> None:
-        """A retried or failed-over call is an event of the trace: not a transition (the state
-        stays), so it is a line of kind `agent_call` with from == to."""
-        reason = f"{call.role} call {call.attempt} to {call.provider}: {call.retry_reason}"
-        event = Event(
-            time=utc_now(),
-            kind="agent_call",
-            from_state=self.state.value,
-            to_state=self.state.value,
-            event="agent_retry",
-            reason=reason,
-            iteration=self.current.number,
-            evidence=[evidence],
-            retry_count=call.retry_count,
-            retry_reason=call.retry_reason,
-            role=call.role,
-            provider=call.provider,
-        )
-        self.recorder.append_event(event.to_json())
-        self.terminal.line(
-            f"{PREFIX} [{self.current.number}] {self.state.value}: {self.redact(reason)}"
-        )
 
     def move(self, step: Step) -> None:
         source = self.state

@@ -83,8 +83,8 @@ def finalize(controller: Controller, duration: float) -> None:
         reason=c.final_reason,
         pass_counts=[it.pass_count for it in measured],
         total_counts=[it.total_count for it in measured],
-        coder_calls=c.coder_calls,
-        usage=UsageRecord.model_validate(c.usage.to_dict()),
+        coder_calls=c.calls.coder_calls,
+        usage=UsageRecord.model_validate(c.calls.usage.to_dict()),
         unresolved=nodeids(latest.not_passing()) if latest else [],
         patch=patch_name,
         exit_status=code,
@@ -103,7 +103,7 @@ def finalize(controller: Controller, duration: float) -> None:
     )
     c.recorder.write_json("task-timeline.json", timeline.model_dump(mode="json"))
     c.recorder.write_text(
-        "report.md", _report(summary, c.iterations, tree, _usage_line(c.usage.total))
+        "report.md", _report(summary, c.iterations, tree, _usage_line(c.calls.usage.total))
     )
 
     rows = [
@@ -117,7 +117,10 @@ def finalize(controller: Controller, duration: float) -> None:
         ]
         for it in measured
     ]
-    closing = [f"{tree}; records: {c.recorder.path}", f"agent usage: {_usage_line(c.usage.total)}"]
+    closing = [
+        f"{tree}; records: {c.recorder.path}",
+        f"agent usage: {_usage_line(c.calls.usage.total)}",
+    ]
     if patch_name:
         closing.append(f"patch: {c.recorder.path / patch_name}")
     if code == 0 and outcome is not Outcome.SUCCESS:
