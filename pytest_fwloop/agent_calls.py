@@ -24,7 +24,7 @@ from pytest_fwloop.settings import LoopSettings, custom_providers
 from pytest_fwloop.terminal import PREFIX, Terminal
 
 if TYPE_CHECKING:
-    from pytest_fwloop.controller import Iteration
+    from pytest_fwloop.loop_state import Iteration
 
 
 def role_agent(

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -31,6 +29,7 @@ from pytest_fwloop.agents.protocol import (
 )
 from pytest_fwloop.allowlist import AllowlistRunner, CommandCheck
 from pytest_fwloop.budget import BudgetExhausted
+from pytest_fwloop.build_step import BuildStep
 from pytest_fwloop.child_run import ChildRunner
 from pytest_fwloop.context import pack_failures
 from pytest_fwloop.convergence import (
@@ -40,9 +39,10 @@ from pytest_fwloop.convergence import (
     PlateauAction,
 )
 from pytest_fwloop.fsm import ErrorType, State
+from pytest_fwloop.loop_state import Iteration, Step, Verdict
 from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG
 from pytest_fwloop.outcomes import Outcome
-from pytest_fwloop.procs import ProcessResult, run_logged
+from pytest_fwloop.procs import ProcessResult
 from pytest_fwloop.records import (
     ConvergenceRecord,
     Event,
@@ -52,7 +52,6 @@ from pytest_fwloop.redaction import Redactor
 from pytest_fwloop.repeats import find_repeat
 from pytest_fwloop.results import IterationResults, TestRecord, nodeids
 from pytest_fwloop.rundir import RunRecorder, utc_now
-from pytest_fwloop.sandbox import bwrap_argv
 from pytest_fwloop.settings import LoopSettings
 from pytest_fwloop.terminal import Terminal
 from pytest_fwloop.tester_round import (
@@ -62,14 +61,9 @@ from pytest_fwloop.tester_round import (
 )
 from pytest_fwloop.workspace import (
     PatchApplyError,
-    PatchPolicy,
     Workspace,
-    glob_match,
     parse_patch,
 )
-
-#: Diagnostics kept from a failed build for the coder.
-BUILD_DIAGNOSTICS_BYTES = 6000
 
 _VERDICT_OUTCOMES = {
     ConvergenceType.SUCCESS: Outcome.SUCCESS,
@@ -78,40 +72,6 @@ _VERDICT_OUTCOMES = {
     ConvergenceType.FAILURE: Outcome.FAILURE,
     ConvergenceType.TIMEOUT: Outcome.MAX_ITERATIONS_REACHED,
 }
-
-
-@dataclass
-class Iteration:
-    """One pass through the test run, and the patch that led to it."""
-
-    number: int
-    kind: str  # "baseline", "patch" or "confirmation"
-    patch: str = ""
-    patch_summary: str = ""
-    checkpoint: str = ""
-    results: IterationResults | None = None
-    coder_calls: int = 0
-    review_rounds: int = 0
-    convergence_type: str | None = None
-    reason: str = ""
-    score: float | None = None
-    states: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def pass_count(self) -> int:
-        return self.results.pass_count if self.results else 0
-
-    @property
-    def total_count(self) -> int:
-        return self.results.total_count if self.results else 0
-
-
-@dataclass(frozen=True)
-class Step:
-    event: str
-    reason: str
-    evidence: tuple[str, ...] = ()
 
 
 class Controller:
@@ -146,8 +106,6 @@ class Controller:
         self.build_diagnostics = ""
         self.coder_answer: CoderAnswer | None = None
         self.pre_patch_checkpoint = ""
-        # Protected paths the baseline's own build changes: build products, not tampering.
-        self.baseline_build_products: set[str] = set()
         self.env_rerun: list[str] = []
         self.partial_results: IterationResults | None = None
         self.strategy_switches = 0
@@ -183,6 +141,7 @@ class Controller:
         )
         self.tester_schema = self.tester.schema if self.tester is not None else {}
         self.child = ChildRunner(settings, recorder, abort)
+        self.build = BuildStep(settings, workspace, recorder, abort)
         self.handlers: dict[State, Callable[[], Step]] = {
             State.IDLE: self.idle,
             State.INIT: self.init,
@@ -262,120 +221,22 @@ class Controller:
         )
 
     def build_setup(self) -> Step:
-        build = self.settings.build
-        if build is None:
-            return Step("no_build", "no build command configured")
-        program = "/bin/sh" if isinstance(build, str) else build[0]
-        if (
-            shutil.which(program, path=os.environ.get("PATH")) is None
-            and not Path(self.settings.rootdir, program).is_file()
-        ):
-            return self.fail(
-                ErrorState(
-                    ErrorType.BUILD_FAILURE,
-                    f"build tool '{program}' not found on PATH; install it or fix --fwloop-build",
-                    "recover_to_build",
-                    terminal_outcome=Outcome.BUILD_FAILED,
-                ),
-                "toolchain_missing",
-            )
-        return Step("build_ready", f"build tool '{program}' found")
+        return self._take(self.build.setup())
 
     def build_run(self) -> Step:
-        build = self.settings.build
-        assert build is not None
-        log = self.recorder.round_path(self.current.number, "build.log")
-        sandbox = self.settings.build_sandbox
-        try:
-            result = run_logged(
-                build if sandbox is None else bwrap_argv(sandbox, build, self.settings.rootdir),
-                cwd=self.settings.rootdir,
-                log_path=log,
-                timeout=self.settings.build_timeout,
-                abort=self.abort,
-                shell=sandbox is None and isinstance(build, str),
-            )
-        except OSError as exc:
-            return self.fail(
-                ErrorState(
-                    ErrorType.BUILD_FAILURE,
-                    f"cannot start the build: {exc}",
-                    "recover_to_build",
-                    terminal_outcome=Outcome.BUILD_FAILED,
-                ),
-                "build_failed",
-            )
-        self.recorder.scrub(log)
-        evidence = (self.recorder.relative(log),)
-        if result.returncode == 0 and not result.timed_out:
-            tampered = self._protected_changed_by_build()
-            if tampered:
-                return self._reject_tampering_build(tampered, evidence)
-            return Step("build_ok", f"build exited 0 in {result.duration:.1f}s", evidence)
-        diagnostics = build_diagnostics(log.read_text(encoding="utf-8", errors="replace"))
-        if result.timed_out:
-            what = f"build exceeded fwloop_build_timeout={self.settings.build_timeout:g}s"
-            error_type = ErrorType.TIMEOUT
-        else:
-            what = f"build exited {result.returncode}"
-            error_type = ErrorType.BUILD_FAILURE
-        if self.current.kind == "patch" and self.pre_patch_checkpoint:
-            self.workspace.restore(self.pre_patch_checkpoint)
-            self.build_diagnostics = diagnostics
-            self.must_fix = [
-                MustFix(
-                    issue=f"the previous patch broke the build ({what}); fix these errors:\n"
-                    f"{diagnostics}"
-                )
-            ]
-            self.current.notes.append(f"patch rolled back: {what}")
-            self.error = ErrorState(error_type, what, "recover_to_analysis")
-            return Step(
-                "build_failed", f"{what}; patch rolled back, diagnostics go to the coder", evidence
-            )
-        self.error = ErrorState(error_type, what, "recover_to_build")
-        return Step("build_failed", f"{what} without a new patch; retrying the build", evidence)
+        return self._take(self.build.run(self.current, self.pre_patch_checkpoint))
 
-    def _protected_changed_by_build(self) -> list[str]:
-        """Protected paths the build changed. A patched Makefile or build script is source that
-        runs, and could rewrite the tests or their configuration; the patch policy never sees
-        that, so the tree is checked after the build (and after each tester command). Protected
-        paths the baseline's own build changes are its products, not tampering."""
-        if self.current.kind != "patch" or not self.pre_patch_checkpoint:
-            self.baseline_build_products = set(
-                protected_paths(
-                    self.workspace.shadow.changed_paths(self.workspace.baseline),
-                    self.settings.policy,
-                )
-            )
-            return []
-        return self._protected_changed_since(self.pre_patch_checkpoint)
-
-    def _protected_changed_since(self, snapshot: str) -> list[str]:
-        """Protected paths that differ from `snapshot`, the baseline build's products aside."""
-        changed = self.workspace.shadow.changed_paths(snapshot)
-        return sorted(
-            set(protected_paths(changed, self.settings.policy)) - self.baseline_build_products
-        )
-
-    def _reject_tampering_build(self, tampered: list[str], evidence: tuple[str, ...]) -> Step:
-        """Undo the patch and whatever its build did to protected paths; the coder is told."""
-        shown = ", ".join(tampered[:5]) + (f" and {len(tampered) - 5} more" if tampered[5:] else "")
-        self.workspace.touched.update(tampered)
-        self.workspace.restore(self.pre_patch_checkpoint)
-        self.must_fix = [
-            MustFix(
-                issue=f"the build of the previous patch changed protected files ({shown}); a "
-                "build may not write tests, test configuration or CI files"
-            )
-        ]
-        self.current.notes.append("patch rolled back: its build changed protected files")
-        self.error = ErrorState(
-            ErrorType.POLICY_VIOLATION,
-            f"the build changed protected path(s) {shown}; patch rolled back",
-            "recover_to_analysis",
-        )
-        return Step("build_failed", f"{self.error.reason}", evidence)
+    def _take(self, verdict: Verdict) -> Step:
+        """Adopt what a step module decided: its error, must-fix items, diagnostics, note."""
+        if verdict.error is not None:
+            self.error = verdict.error
+        if verdict.must_fix is not None:
+            self.must_fix = verdict.must_fix
+        if verdict.diagnostics is not None:
+            self.build_diagnostics = verdict.diagnostics
+        if verdict.note:
+            self.current.notes.append(verdict.note)
+        return verdict.step
 
     def test_setup(self) -> Step:
         folder = self.recorder.round_path(self.current.number)
@@ -496,7 +357,7 @@ class Controller:
             self.recorder,
             self.abort,
             self.settings.command_timeout,
-            self._protected_changed_since,
+            self.build.protected_changed_since,
         )
         self.failed_commands = frozenset(r.argv for r in done.failed)
         self.must_fix.extend(done.must_fix)
@@ -955,21 +816,3 @@ def _provider_error(role: str, exc: ProviderError) -> ErrorState:
         "recover_to_analysis",
         terminal_outcome=outcome,
     )
-
-
-def protected_paths(paths: list[str], policy: PatchPolicy) -> list[str]:
-    """The paths among `paths` that the policy's protected globs cover."""
-    return [path for path in paths if any(glob_match(path, glob) for glob in policy.protected)]
-
-
-def build_diagnostics(log: str) -> str:
-    """The compiler's errors first, then the log's tail, within a bound."""
-    lines = log.splitlines()
-    errors = [
-        line
-        for line in lines
-        if any(mark in line for mark in ("error", "Error", "undefined reference", "fatal"))
-    ]
-    head = "\n".join(errors)[: BUILD_DIAGNOSTICS_BYTES // 2]
-    tail = "\n".join(lines[-40:])[-(BUILD_DIAGNOSTICS_BYTES - len(head)) :]
-    return f"{head}\n--- end of build log ---\n{tail}" if head else tail

@@ -23,7 +23,8 @@ from pytest_fwloop.terminal import PREFIX
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from pytest_fwloop.controller import Controller, Iteration
+    from pytest_fwloop.controller import Controller
+    from pytest_fwloop.loop_state import Iteration
     from pytest_fwloop.redaction import Redactor
     from pytest_fwloop.rundir import RunRecorder
     from pytest_fwloop.terminal import Terminal

@@ -1,0 +1,198 @@
+"""BUILD_SETUP and BUILD_RUN (DESIGN.md §3): the firmware rebuilt after each patch.
+
+A build broken by the coder's patch is rolled back and the compiler's diagnostics go to the coder
+as must-fix items. A patched Makefile or build script is source that runs, so the tree is checked
+after the build: a patch whose build changed protected paths (a planted `conftest.py`) is rolled
+back too (docs/security.md).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from pathlib import Path
+
+from pytest_fwloop.agents.protocol import MustFix
+from pytest_fwloop.fsm import ErrorType
+from pytest_fwloop.loop_state import Iteration, Step, Verdict
+from pytest_fwloop.outcomes import Outcome
+from pytest_fwloop.policy import PatchPolicy, glob_match
+from pytest_fwloop.procs import run_logged
+from pytest_fwloop.recovery import ErrorState
+from pytest_fwloop.rundir import RunRecorder
+from pytest_fwloop.sandbox import bwrap_argv
+from pytest_fwloop.settings import LoopSettings
+from pytest_fwloop.workspace import Workspace
+
+#: Diagnostics kept from a failed build for the coder.
+BUILD_DIAGNOSTICS_BYTES = 6000
+
+
+class BuildStep:
+    """The build of one run; remembers which protected paths the baseline's own build writes."""
+
+    def __init__(
+        self,
+        settings: LoopSettings,
+        workspace: Workspace,
+        recorder: RunRecorder,
+        abort: threading.Event,
+    ) -> None:
+        self.settings = settings
+        self.workspace = workspace
+        self.recorder = recorder
+        self.abort = abort
+        # Protected paths the baseline's own build changes: build products, not tampering.
+        self.baseline_build_products: set[str] = set()
+
+    def setup(self) -> Verdict:
+        build = self.settings.build
+        if build is None:
+            return Verdict(Step("no_build", "no build command configured"))
+        program = "/bin/sh" if isinstance(build, str) else build[0]
+        if (
+            shutil.which(program, path=os.environ.get("PATH")) is None
+            and not Path(self.settings.rootdir, program).is_file()
+        ):
+            return _failed(
+                ErrorState(
+                    ErrorType.BUILD_FAILURE,
+                    f"build tool '{program}' not found on PATH; install it or fix --fwloop-build",
+                    "recover_to_build",
+                    terminal_outcome=Outcome.BUILD_FAILED,
+                ),
+                "toolchain_missing",
+            )
+        return Verdict(Step("build_ready", f"build tool '{program}' found"))
+
+    def run(self, current: Iteration, pre_patch: str) -> Verdict:
+        """Run the build; a patch that breaks it, or whose build changes protected paths, is
+        rolled back to `pre_patch` and the coder gets the diagnostics."""
+        build = self.settings.build
+        assert build is not None
+        log = self.recorder.round_path(current.number, "build.log")
+        sandbox = self.settings.build_sandbox
+        try:
+            result = run_logged(
+                build if sandbox is None else bwrap_argv(sandbox, build, self.settings.rootdir),
+                cwd=self.settings.rootdir,
+                log_path=log,
+                timeout=self.settings.build_timeout,
+                abort=self.abort,
+                shell=sandbox is None and isinstance(build, str),
+            )
+        except OSError as exc:
+            return _failed(
+                ErrorState(
+                    ErrorType.BUILD_FAILURE,
+                    f"cannot start the build: {exc}",
+                    "recover_to_build",
+                    terminal_outcome=Outcome.BUILD_FAILED,
+                ),
+                "build_failed",
+            )
+        self.recorder.scrub(log)
+        evidence = (self.recorder.relative(log),)
+        if result.returncode == 0 and not result.timed_out:
+            tampered = self._protected_changed_by_build(current, pre_patch)
+            if tampered:
+                return self._reject_tampering_build(tampered, evidence, pre_patch)
+            return Verdict(Step("build_ok", f"build exited 0 in {result.duration:.1f}s", evidence))
+        diagnostics = build_diagnostics(log.read_text(encoding="utf-8", errors="replace"))
+        if result.timed_out:
+            what = f"build exceeded fwloop_build_timeout={self.settings.build_timeout:g}s"
+            error_type = ErrorType.TIMEOUT
+        else:
+            what = f"build exited {result.returncode}"
+            error_type = ErrorType.BUILD_FAILURE
+        if current.kind == "patch" and pre_patch:
+            self.workspace.restore(pre_patch)
+            return Verdict(
+                Step(
+                    "build_failed",
+                    f"{what}; patch rolled back, diagnostics go to the coder",
+                    evidence,
+                ),
+                error=ErrorState(error_type, what, "recover_to_analysis"),
+                must_fix=[
+                    MustFix(
+                        issue=f"the previous patch broke the build ({what}); fix these errors:\n"
+                        f"{diagnostics}"
+                    )
+                ],
+                diagnostics=diagnostics,
+                note=f"patch rolled back: {what}",
+            )
+        return Verdict(
+            Step("build_failed", f"{what} without a new patch; retrying the build", evidence),
+            error=ErrorState(error_type, what, "recover_to_build"),
+        )
+
+    def _protected_changed_by_build(self, current: Iteration, pre_patch: str) -> list[str]:
+        """Protected paths the build changed. A patched Makefile or build script is source that
+        runs, and could rewrite the tests or their configuration; the patch policy never sees
+        that, so the tree is checked after the build (and after each tester command). Protected
+        paths the baseline's own build changes are its products, not tampering."""
+        if current.kind != "patch" or not pre_patch:
+            self.baseline_build_products = set(
+                protected_paths(
+                    self.workspace.shadow.changed_paths(self.workspace.baseline),
+                    self.settings.policy,
+                )
+            )
+            return []
+        return self.protected_changed_since(pre_patch)
+
+    def protected_changed_since(self, snapshot: str) -> list[str]:
+        """Protected paths that differ from `snapshot`, the baseline build's products aside."""
+        changed = self.workspace.shadow.changed_paths(snapshot)
+        return sorted(
+            set(protected_paths(changed, self.settings.policy)) - self.baseline_build_products
+        )
+
+    def _reject_tampering_build(
+        self, tampered: list[str], evidence: tuple[str, ...], pre_patch: str
+    ) -> Verdict:
+        """Undo the patch and whatever its build did to protected paths; the coder is told."""
+        shown = ", ".join(tampered[:5]) + (f" and {len(tampered) - 5} more" if tampered[5:] else "")
+        self.workspace.touched.update(tampered)
+        self.workspace.restore(pre_patch)
+        error = ErrorState(
+            ErrorType.POLICY_VIOLATION,
+            f"the build changed protected path(s) {shown}; patch rolled back",
+            "recover_to_analysis",
+        )
+        return Verdict(
+            Step("build_failed", error.reason, evidence),
+            error=error,
+            must_fix=[
+                MustFix(
+                    issue=f"the build of the previous patch changed protected files ({shown}); a "
+                    "build may not write tests, test configuration or CI files"
+                )
+            ],
+            note="patch rolled back: its build changed protected files",
+        )
+
+
+def _failed(error: ErrorState, event: str) -> Verdict:
+    return Verdict(Step(event, f"{error.type.value}: {error.reason}"), error=error)
+
+
+def protected_paths(paths: list[str], policy: PatchPolicy) -> list[str]:
+    """The paths among `paths` that the policy's protected globs cover."""
+    return [path for path in paths if any(glob_match(path, glob) for glob in policy.protected)]
+
+
+def build_diagnostics(log: str) -> str:
+    """The compiler's errors first, then the log's tail, within a bound."""
+    lines = log.splitlines()
+    errors = [
+        line
+        for line in lines
+        if any(mark in line for mark in ("error", "Error", "undefined reference", "fatal"))
+    ]
+    head = "\n".join(errors)[: BUILD_DIAGNOSTICS_BYTES // 2]
+    tail = "\n".join(lines[-40:])[-(BUILD_DIAGNOSTICS_BYTES - len(head)) :]
+    return f"{head}\n--- end of build log ---\n{tail}" if head else tail
