@@ -9,6 +9,7 @@ the snapshots and the journal that restore the tree. No process is started here.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -47,10 +48,13 @@ def bwrap_argv(bwrap: str, command: Sequence[str] | str, root: Path) -> list[str
     """`command` (an argv, or a string for /bin/sh) wrapped to run confined under bubblewrap.
 
     Mount order matters: later binds cover earlier ones, so the tree is writable inside a
-    read-only `/`, and its `.git`/`.fwloop` read-only again inside the writable tree.
+    read-only `/`, and its `.git`/`.fwloop` read-only again inside the writable tree. `/tmp` is
+    a private tmpfs, but a program living under `/tmp` (a virtualenv there, say) stays visible.
     """
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
     tree = str(root)
+    program = shutil.which(argv[0]) or argv[0]
+    kept = _tmp_tops([program, os.path.realpath(program)])
     wrapped = [
         bwrap,
         "--die-with-parent",
@@ -65,6 +69,7 @@ def bwrap_argv(bwrap: str, command: Sequence[str] | str, root: Path) -> list[str
         "/proc",
         "--tmpfs",
         "/tmp",
+        *[arg for top in kept for arg in ("--ro-bind", top, top)],
         "--bind",
         tree,
         tree,
@@ -73,3 +78,14 @@ def bwrap_argv(bwrap: str, command: Sequence[str] | str, root: Path) -> list[str
         if (root / name).exists():
             wrapped += ["--ro-bind", str(root / name), str(root / name)]
     return [*wrapped, "--chdir", tree, "--", *argv]
+
+
+def _tmp_tops(paths: list[str]) -> list[str]:
+    """The first-level directories under /tmp that hold any of `paths`, which the private
+    /tmp would otherwise hide."""
+    tops = []
+    for path in paths:
+        parts = Path(os.path.abspath(path)).parts
+        if len(parts) > 3 and parts[:2] == ("/", "tmp"):
+            tops.append(os.path.join("/tmp", parts[2]))
+    return sorted(set(tops))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import socket
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -75,6 +76,28 @@ class Listener:
         self._stop.set()
         self._thread.join()
         self.server.close()
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_a_build_tool_living_under_tmp_still_runs_in_the_sandbox(tmp_path: Path) -> None:
+    """The sandbox's /tmp is private, but a tool or virtualenv kept under /tmp must stay
+    visible: a fresh clone in /tmp with its .venv there builds like any other."""
+    assert str(tmp_path).startswith("/tmp/")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    tool = tmp_path / "tools" / "fw-build"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\necho built > out.txt\n")
+    tool.chmod(0o755)
+    bwrap = shutil.which("bwrap")
+    assert bwrap is not None
+    done = subprocess.run(
+        bwrap_argv(bwrap, [str(tool)], tree), capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tree / "out.txt").read_text() == "built\n"
+    probe = bwrap_argv(bwrap, ["/bin/sh", "-c", "echo hi > /tmp/scratch && cat /tmp/scratch"], tree)
+    assert subprocess.run(probe, capture_output=True, text=True, check=False).stdout == "hi\n"
 
 
 @pytest.mark.slow

@@ -513,7 +513,12 @@ def suites(draw: st.DrawFn) -> list[TestRecord]:
     return records
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=60,
+    deadline=None,
+    # Big generated suites are the point here; under load hypothesis calls them "too large".
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(records=suites(), cap=st.one_of(st.just(CAP), st.integers(2, 70_000)))
 def test_pack_never_exceeds_the_cap_and_keeps_every_signature_it_promises(
     records: list[TestRecord], cap: int

@@ -83,6 +83,11 @@ def test_put_without_sftp_streams_through_cat(tmp_path: Path) -> None:
             target.put(source, str(tmp_path / "copy of it.txt"))
             with pytest.raises(EnvironmentFailure, match="cannot write /nonexistent/x"):
                 target.put(source, "/nonexistent/x")
+            # More than the SSH window: the remote `cat` is gone long before it is all sent.
+            large = tmp_path / "large.bin"
+            large.write_bytes(b"\0" * (8 << 20))
+            with pytest.raises(EnvironmentFailure, match="cannot write /nonexistent/y"):
+                target.put(large, "/nonexistent/y")
         assert (tmp_path / "copy of it.txt").read_text() == "payload\n"
     finally:
         server.stop()

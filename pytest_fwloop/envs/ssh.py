@@ -261,8 +261,15 @@ class SshTarget:
             channel = transport.open_session(timeout=timeout)
             channel.exec_command(command)
             if stdin is not None:
-                channel.sendall(stdin.read_bytes())
-                channel.shutdown_write()
+                try:
+                    channel.sendall(stdin.read_bytes())
+                    channel.shutdown_write()
+                except (paramiko.SSHException, OSError):
+                    # The command ended before reading all its input (a `cat` that cannot
+                    # open its file): its status and stderr say why. Only a dead transport
+                    # is a lost connection.
+                    if not transport.is_active():
+                        raise
             # sshd may send the exit status before the last output: done means EOF (or the
             # channel closing), the status, and nothing left to read. stderr is drained all
             # along, or a chatty command would stall on a full SSH window.
