@@ -24,7 +24,6 @@ from pytest_fwloop.agents.protocol import (
     CoderAnswer,
     HistoryEntry,
     MustFix,
-    ReviewerAnswer,
     TesterAnswer,
 )
 from pytest_fwloop.allowlist import AllowlistRunner, CommandCheck
@@ -39,9 +38,10 @@ from pytest_fwloop.convergence import (
     PlateauAction,
 )
 from pytest_fwloop.fsm import ErrorType, State
-from pytest_fwloop.loop_state import Iteration, Step, Verdict
+from pytest_fwloop.loop_state import Iteration, Step, Verdict, provider_error
 from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG
 from pytest_fwloop.outcomes import Outcome
+from pytest_fwloop.patch_gate import PatchGate
 from pytest_fwloop.procs import ProcessResult
 from pytest_fwloop.records import (
     ConvergenceRecord,
@@ -49,7 +49,6 @@ from pytest_fwloop.records import (
 )
 from pytest_fwloop.recovery import ErrorState
 from pytest_fwloop.redaction import Redactor
-from pytest_fwloop.repeats import find_repeat
 from pytest_fwloop.results import IterationResults, TestRecord, nodeids
 from pytest_fwloop.rundir import RunRecorder, utc_now
 from pytest_fwloop.settings import LoopSettings
@@ -60,9 +59,7 @@ from pytest_fwloop.tester_round import (
     run_tester_commands,
 )
 from pytest_fwloop.workspace import (
-    PatchApplyError,
     Workspace,
-    parse_patch,
 )
 
 _VERDICT_OUTCOMES = {
@@ -112,9 +109,6 @@ class Controller:
         # The child's results file, its log, its exit status, and whether it timed out.
         self.test_run_result: tuple[Path, Path, int | None, bool] | None = None
         self.review_path: Path | None = None
-        # (iteration, patch) of every patch applied, for stuck detection; told at most once.
-        self.tried_patches: list[tuple[int, str]] = []
-        self.repeat_told = False
         self.tester_due = False
         self.tester_round: TesterRound | None = None
         # argv of the tester commands that failed in this round and in the round before.
@@ -142,6 +136,7 @@ class Controller:
         self.tester_schema = self.tester.schema if self.tester is not None else {}
         self.child = ChildRunner(settings, recorder, abort)
         self.build = BuildStep(settings, workspace, recorder, abort)
+        self.gate = PatchGate(settings, workspace, recorder, self.reviewer)
         self.handlers: dict[State, Callable[[], Step]] = {
             State.IDLE: self.idle,
             State.INIT: self.init,
@@ -263,7 +258,7 @@ class Controller:
             self.current.notes.append(note)
             return Step("tester_schema_invalid", f"{note}; the full suite runs without a plan")
         except ProviderError as exc:
-            return self.fail(_provider_error("tester", exc), "tester_failed")
+            return self.fail(provider_error("tester", exc), "tester_failed")
         if check.only_blocked:
             return self.fail(
                 ErrorState(
@@ -621,7 +616,7 @@ class Controller:
         try:
             answer = self.coder.ask(self._request("coder"))
         except ProviderError as exc:
-            return self.fail(_provider_error("coder", exc), "analysis_failed")
+            return self.fail(provider_error("coder", exc), "analysis_failed")
         finally:
             # A CLI coder's edits are a proposed patch like any other (DESIGN.md §5): nothing
             # stays in the tree before the policy and the reviewer have passed it.
@@ -639,161 +634,26 @@ class Controller:
         return Step("analysis_ready", reason)
 
     def patch_generation(self) -> Step:
-        answer = self.coder_answer
-        assert answer is not None
-        patch = answer.patch
-        if not patch.strip():
-            return self.fail(
-                ErrorState(
-                    ErrorType.MODEL_FAILURE,
-                    f"the coder proposed no patch (root cause given: "
-                    f"{answer.analysis.root_cause[:160]!r})",
-                    "recover_to_analysis",
-                ),
-                "patch_rejected",
-            )
-        repeat = find_repeat(patch, self.tried_patches)
-        if repeat is not None:
-            self._record_rejected(patch, "repeat")
-            if self.repeat_told:
-                return self.fail(
-                    ErrorState(
-                        ErrorType.MODEL_FAILURE,
-                        f"the coder proposed {repeat.what} again, after being told once",
-                        "recover_to_analysis",
-                        terminal_outcome=Outcome.REPEATED_PATCH,
-                    ),
-                    "patch_rejected",
-                )
-            self.repeat_told = True
-            self.must_fix = [MustFix(issue=repeat.must_fix())]
-            return Step("patch_repeated", f"{repeat.must_fix()} (the coder is told once)")
-        violations = self.workspace.check_patch(patch, self.settings.policy)
-        if violations:
-            self.must_fix = [MustFix(issue=v.message, file=v.path or None) for v in violations]
-            self.constraints = [
-                "touch only firmware source files inside the workspace; tests, test "
-                "configuration, CI files, binaries, symlinks and file modes are off limits",
-                f"keep the patch under {self.settings.policy.max_files} files and "
-                f"{self.settings.policy.max_changed_lines} changed lines",
-            ]
-            self._record_rejected(patch, "policy")
-            return self.fail(
-                ErrorState(
-                    ErrorType.POLICY_VIOLATION,
-                    "; ".join(v.message for v in violations[:3]),
-                    "recover_to_analysis",
-                ),
-                "patch_rejected",
-            )
-        problem = self.workspace.check_apply(patch)
-        if problem is not None:
-            self.must_fix = [MustFix(issue=f"the patch does not apply: {problem}")]
-            self._record_rejected(patch, "apply")
-            return self.fail(
-                ErrorState(
-                    ErrorType.PATCH_APPLY_FAILURE,
-                    f"git apply --check: {problem}",
-                    "recover_to_analysis",
-                ),
-                "patch_rejected",
-            )
-        try:
-            review = self.reviewer.ask(self._request("reviewer", patch))
-        except AnswerInvalid as exc:
-            return self.fail(
-                ErrorState(
-                    ErrorType.MODEL_FAILURE,
-                    f"reviewer answer failed the schema twice ({'; '.join(exc.errors[:2])})",
-                    "recover_to_analysis",
-                    terminal_outcome=Outcome.REVIEW_SCHEMA_INVALID,
-                ),
-                "patch_rejected",
-            )
-        except ProviderError as exc:
-            return self.fail(_provider_error("reviewer", exc), "patch_rejected")
-        assert isinstance(review, ReviewerAnswer)
-        if review.decision == "changes_requested":
-            self.current.review_rounds += 1
-            self._record_rejected(patch, "review")
-            if self.current.review_rounds >= self.settings.review_rounds:
-                return self.fail(
-                    ErrorState(
-                        ErrorType.MODEL_FAILURE,
-                        f"the reviewer requested changes {self.current.review_rounds} times in "
-                        f"iteration {self.current.number} (fwloop_review_rounds="
-                        f"{self.settings.review_rounds})",
-                        "recover_to_analysis",
-                        terminal_outcome=Outcome.FAILURE,
-                    ),
-                    "patch_rejected",
-                )
-            self.must_fix = list(review.must_fix) or [MustFix(issue=review.summary)]
-            return Step(
-                "review_changes_requested",
-                f"reviewer requested changes ({len(self.must_fix)} must-fix item(s), round "
-                f"{self.current.review_rounds}/{self.settings.review_rounds})",
-            )
-        if review.risk > self.settings.max_risk:
-            self.must_fix = [
-                MustFix(
-                    issue=f"the reviewer rated the patch's risk {review.risk:.2f}, above "
-                    f"fwloop_max_risk={self.settings.max_risk:.2f}; make a smaller, safer change"
-                )
-            ]
-            self._record_rejected(patch, "risk")
-            return self.fail(
-                ErrorState(
-                    ErrorType.POLICY_VIOLATION,
-                    f"reviewer risk {review.risk:.2f} > fwloop_max_risk "
-                    f"{self.settings.max_risk:.2f}",
-                    "recover_to_analysis",
-                ),
-                "patch_rejected",
-            )
-        self.current.patch = patch
-        folder = self.recorder.relative(self.recorder.round_path(self.current.number))
-        self.review_path = self.recorder.write_json(
-            f"{folder}/review.json", review.model_dump(mode="json")
+        assert self.coder_answer is not None
+        verdict = self.gate.judge(
+            self.coder_answer, self.current, lambda patch: self._request("reviewer", patch)
         )
-        files = sorted({c.new_path or c.old_path or "" for c in parse_patch(patch)})
-        self.current.patch_summary = f"{answer.summary[:200]} [{', '.join(files)}]"
-        return Step(
-            "patch_approved",
-            f"policy passed; reviewer approved (risk {review.risk:.2f} <= "
-            f"{self.settings.max_risk:.2f})",
-        )
-
-    def _record_rejected(self, patch: str, why: str) -> None:
-        folder = self.recorder.relative(self.recorder.round_path(self.current.number))
-        count = len(list(self.recorder.round_path(self.current.number).glob("rejected-*.diff")))
-        self.recorder.write_patch(f"{folder}/rejected-{count + 1}-{why}.diff", patch)
+        if verdict.constraints is not None:
+            self.constraints = verdict.constraints
+        if self.gate.review_path is not None:
+            self.review_path = self.gate.review_path
+        return self._take(verdict)
 
     def patch_apply(self) -> Step:
         self.pre_patch_checkpoint = self.workspace.checkpoint(
             f"before iteration {self.current.number}"
         )
-        try:
-            touched = self.workspace.apply(self.current.patch)
-        except PatchApplyError as exc:
-            self.must_fix = [MustFix(issue=f"the patch does not apply: {exc}")]
-            return self.fail(
-                ErrorState(ErrorType.PATCH_APPLY_FAILURE, str(exc), "recover_to_analysis"),
-                "apply_failed",
-            )
-        self.tried_patches.append((self.current.number, self.current.patch))
-        self.tester_due = self.tester is not None
-        self.tester_round = None
-        folder = self.recorder.relative(self.recorder.round_path(self.current.number))
-        path = self.recorder.write_patch(f"{folder}/patch.diff", self.current.patch)
-        self.must_fix = []
-        self.constraints = []
-        self.build_diagnostics = ""
-        return Step(
-            "patch_applied",
-            f"applied to {len(touched)} file(s): {', '.join(touched[:5])}",
-            (self.recorder.relative(path),),
-        )
+        verdict = self.gate.apply(self.current)
+        if verdict.error is None:
+            self.tester_due = self.tester is not None
+            self.tester_round = None
+            self.constraints = []
+        return self._take(verdict)
 
     def error_recovery(self) -> Step:
         error = self.error
@@ -806,13 +666,3 @@ class Controller:
         else:
             self.retries[error.type] = used + 1
         return Step(decision.event, decision.reason)
-
-
-def _provider_error(role: str, exc: ProviderError) -> ErrorState:
-    outcome = Outcome(exc.kind.value)
-    return ErrorState(
-        ErrorType.MODEL_FAILURE,
-        f"{role} provider {exc.provider}: {exc.message}",
-        "recover_to_analysis",
-        terminal_outcome=outcome,
-    )

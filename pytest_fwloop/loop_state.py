@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pytest_fwloop.agents.errors import ProviderError
 from pytest_fwloop.agents.protocol import MustFix
+from pytest_fwloop.fsm import ErrorType
+from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.recovery import ErrorState
 from pytest_fwloop.results import IterationResults
 
@@ -55,4 +58,30 @@ class Verdict:
     error: ErrorState | None = None
     must_fix: list[MustFix] | None = None
     diagnostics: str | None = None
+    constraints: list[str] | None = None
     note: str = ""
+
+
+def failed(
+    error: ErrorState,
+    event: str,
+    must_fix: list[MustFix] | None = None,
+    constraints: list[str] | None = None,
+) -> Verdict:
+    """The Verdict of a handler that hands `error` to ERROR_RECOVERY."""
+    return Verdict(
+        Step(event, f"{error.type.value}: {error.reason}"),
+        error=error,
+        must_fix=must_fix,
+        constraints=constraints,
+    )
+
+
+def provider_error(role: str, exc: ProviderError) -> ErrorState:
+    """A provider that failed for good: its kind is the outcome if recovery gives up."""
+    return ErrorState(
+        ErrorType.MODEL_FAILURE,
+        f"{role} provider {exc.provider}: {exc.message}",
+        "recover_to_analysis",
+        terminal_outcome=Outcome(exc.kind.value),
+    )

@@ -1,0 +1,284 @@
+"""PATCH_GENERATION's gate and PATCH_APPLY (DESIGN.md §3, §6): no unchecked patch is applied.
+
+The order is fixed (seed 001 §5.1): a patch is refused when it is empty, a repeat (told once),
+against the policy (judged on its headers and on what git would write), or does not apply; only
+then is the reviewer asked, whose `changes_requested` is bounded per iteration and whose risk must
+not exceed `fwloop_max_risk`. `first_refusal` and `review_refusal` are that order as plain
+decisions; `PatchGate` gathers the facts and records what each refusal leaves behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_fwloop.agents.errors import AnswerInvalid, ProviderError
+from pytest_fwloop.agents.protocol import AgentRequest, CoderAnswer, MustFix, ReviewerAnswer
+from pytest_fwloop.agents.role import RoleAgent
+from pytest_fwloop.fsm import ErrorType
+from pytest_fwloop.loop_state import Iteration, Step, Verdict, failed, provider_error
+from pytest_fwloop.outcomes import Outcome
+from pytest_fwloop.policy import Violation, parse_patch
+from pytest_fwloop.recovery import ErrorState
+from pytest_fwloop.repeats import RepeatedPatch, find_repeat
+from pytest_fwloop.rundir import RunRecorder
+from pytest_fwloop.settings import LoopSettings
+from pytest_fwloop.workspace import PatchApplyError, Workspace
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a patch stops at the gate: the event, the error for recovery, what the coder is told,
+    and the name of its `rejected-K-WHY.diff` (None: not recorded)."""
+
+    event: str
+    error: ErrorState | None
+    must_fix: list[MustFix]
+    recorded_as: str | None
+    reason: str = ""
+
+
+def first_refusal(
+    patch: str,
+    repeat: RepeatedPatch | None,
+    repeat_told: bool,
+    violations: Callable[[], list[Violation]],
+    apply_problem: Callable[[], str | None],
+    answer: CoderAnswer,
+) -> Refusal | None:
+    """The checks before the reviewer, in order; each later one runs only if the earlier pass."""
+    if not patch.strip():
+        return Refusal(
+            "patch_rejected",
+            ErrorState(
+                ErrorType.MODEL_FAILURE,
+                f"the coder proposed no patch (root cause given: "
+                f"{answer.analysis.root_cause[:160]!r})",
+                "recover_to_analysis",
+            ),
+            [],
+            None,
+        )
+    if repeat is not None:
+        if repeat_told:
+            return Refusal(
+                "patch_rejected",
+                ErrorState(
+                    ErrorType.MODEL_FAILURE,
+                    f"the coder proposed {repeat.what} again, after being told once",
+                    "recover_to_analysis",
+                    terminal_outcome=Outcome.REPEATED_PATCH,
+                ),
+                [],
+                "repeat",
+            )
+        return Refusal(
+            "patch_repeated",
+            None,
+            [MustFix(issue=repeat.must_fix())],
+            "repeat",
+            f"{repeat.must_fix()} (the coder is told once)",
+        )
+    broken = violations()
+    if broken:
+        return Refusal(
+            "patch_rejected",
+            ErrorState(
+                ErrorType.POLICY_VIOLATION,
+                "; ".join(v.message for v in broken[:3]),
+                "recover_to_analysis",
+            ),
+            [MustFix(issue=v.message, file=v.path or None) for v in broken],
+            "policy",
+        )
+    problem = apply_problem()
+    if problem is not None:
+        return Refusal(
+            "patch_rejected",
+            ErrorState(
+                ErrorType.PATCH_APPLY_FAILURE,
+                f"git apply --check: {problem}",
+                "recover_to_analysis",
+            ),
+            [MustFix(issue=f"the patch does not apply: {problem}")],
+            "apply",
+        )
+    return None
+
+
+def review_refusal(
+    review: ReviewerAnswer, rounds: int, max_rounds: int, max_risk: float, iteration: int
+) -> Refusal | None:
+    """The reviewer's word: changes requested (bounded per iteration), then the risk bound.
+    `rounds` counts this iteration's requests for changes, this one included."""
+    if review.decision == "changes_requested":
+        must_fix = list(review.must_fix) or [MustFix(issue=review.summary)]
+        if rounds >= max_rounds:
+            return Refusal(
+                "patch_rejected",
+                ErrorState(
+                    ErrorType.MODEL_FAILURE,
+                    f"the reviewer requested changes {rounds} times in iteration {iteration} "
+                    f"(fwloop_review_rounds={max_rounds})",
+                    "recover_to_analysis",
+                    terminal_outcome=Outcome.FAILURE,
+                ),
+                [],
+                "review",
+            )
+        return Refusal(
+            "review_changes_requested",
+            None,
+            must_fix,
+            "review",
+            f"reviewer requested changes ({len(must_fix)} must-fix item(s), round "
+            f"{rounds}/{max_rounds})",
+        )
+    if review.risk > max_risk:
+        return Refusal(
+            "patch_rejected",
+            ErrorState(
+                ErrorType.POLICY_VIOLATION,
+                f"reviewer risk {review.risk:.2f} > fwloop_max_risk {max_risk:.2f}",
+                "recover_to_analysis",
+            ),
+            [
+                MustFix(
+                    issue=f"the reviewer rated the patch's risk {review.risk:.2f}, above "
+                    f"fwloop_max_risk={max_risk:.2f}; make a smaller, safer change"
+                )
+            ],
+            "risk",
+        )
+    return None
+
+
+@dataclass
+class PatchGate:
+    """The gate of one run; remembers every applied patch to tell repeats."""
+
+    settings: LoopSettings
+    workspace: Workspace
+    recorder: RunRecorder
+    reviewer: RoleAgent
+    # (iteration, patch) of every patch applied, for stuck detection; told at most once.
+    tried: list[tuple[int, str]] = field(default_factory=list)
+    repeat_told: bool = False
+    review_path: Path | None = None
+
+    def judge(
+        self,
+        answer: CoderAnswer,
+        current: Iteration,
+        reviewer_request: Callable[[str], AgentRequest],
+    ) -> Verdict:
+        patch = answer.patch
+        repeat = find_repeat(patch, self.tried) if patch.strip() else None
+        refusal = first_refusal(
+            patch,
+            repeat,
+            self.repeat_told,
+            lambda: self.workspace.check_patch(patch, self.settings.policy),
+            lambda: self.workspace.check_apply(patch),
+            answer,
+        )
+        if refusal is None:
+            try:
+                review = self.reviewer.ask(reviewer_request(patch))
+            except AnswerInvalid as exc:
+                return failed(
+                    ErrorState(
+                        ErrorType.MODEL_FAILURE,
+                        f"reviewer answer failed the schema twice ({'; '.join(exc.errors[:2])})",
+                        "recover_to_analysis",
+                        terminal_outcome=Outcome.REVIEW_SCHEMA_INVALID,
+                    ),
+                    "patch_rejected",
+                )
+            except ProviderError as exc:
+                return failed(provider_error("reviewer", exc), "patch_rejected")
+            assert isinstance(review, ReviewerAnswer)
+            if review.decision == "changes_requested":
+                current.review_rounds += 1
+            refusal = review_refusal(
+                review,
+                current.review_rounds,
+                self.settings.review_rounds,
+                self.settings.max_risk,
+                current.number,
+            )
+            if refusal is None:
+                return self._approve(answer, current, review)
+        return self._refuse(refusal, patch, current, repeat is not None)
+
+    def apply(self, current: Iteration) -> Verdict:
+        """Apply the approved patch; the coder's must-fix items and diagnostics are spent."""
+        try:
+            touched = self.workspace.apply(current.patch)
+        except PatchApplyError as exc:
+            return failed(
+                ErrorState(ErrorType.PATCH_APPLY_FAILURE, str(exc), "recover_to_analysis"),
+                "apply_failed",
+                must_fix=[MustFix(issue=f"the patch does not apply: {exc}")],
+            )
+        self.tried.append((current.number, current.patch))
+        folder = self.recorder.relative(self.recorder.round_path(current.number))
+        path = self.recorder.write_patch(f"{folder}/patch.diff", current.patch)
+        return Verdict(
+            Step(
+                "patch_applied",
+                f"applied to {len(touched)} file(s): {', '.join(touched[:5])}",
+                (self.recorder.relative(path),),
+            ),
+            must_fix=[],
+            diagnostics="",
+        )
+
+    def _approve(self, answer: CoderAnswer, current: Iteration, review: ReviewerAnswer) -> Verdict:
+        current.patch = answer.patch
+        folder = self.recorder.relative(self.recorder.round_path(current.number))
+        self.review_path = self.recorder.write_json(
+            f"{folder}/review.json", review.model_dump(mode="json")
+        )
+        files = sorted({c.new_path or c.old_path or "" for c in parse_patch(answer.patch)})
+        current.patch_summary = f"{answer.summary[:200]} [{', '.join(files)}]"
+        return Verdict(
+            Step(
+                "patch_approved",
+                f"policy passed; reviewer approved (risk {review.risk:.2f} <= "
+                f"{self.settings.max_risk:.2f})",
+            )
+        )
+
+    def _refuse(self, refusal: Refusal, patch: str, current: Iteration, repeat: bool) -> Verdict:
+        if refusal.recorded_as is not None:
+            round_path = self.recorder.round_path(current.number)
+            count = len(list(round_path.glob("rejected-*.diff")))
+            self.recorder.write_patch(
+                f"{self.recorder.relative(round_path)}/rejected-{count + 1}-"
+                f"{refusal.recorded_as}.diff",
+                patch,
+            )
+        if repeat:
+            self.repeat_told = True
+        constraints = None
+        if refusal.recorded_as == "policy":
+            policy = self.settings.policy
+            constraints = [
+                "touch only firmware source files inside the workspace; tests, test "
+                "configuration, CI files, binaries, symlinks and file modes are off limits",
+                f"keep the patch under {policy.max_files} files and "
+                f"{policy.max_changed_lines} changed lines",
+            ]
+        if refusal.error is None:
+            return Verdict(
+                Step(refusal.event, refusal.reason),
+                must_fix=refusal.must_fix,
+            )
+        return failed(
+            refusal.error,
+            refusal.event,
+            must_fix=refusal.must_fix or None,
+            constraints=constraints,
+        )
