@@ -38,7 +38,7 @@ from pytest_fwloop.convergence import (
     PlateauAction,
 )
 from pytest_fwloop.fsm import ErrorType, State
-from pytest_fwloop.loop_state import Iteration, Step, Verdict, provider_error
+from pytest_fwloop.loop_state import Iteration, LoopState, Step, Verdict, provider_error
 from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG
 from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.patch_gate import PatchGate
@@ -90,30 +90,8 @@ class Controller:
         self.abort = abort
         self.redact = redact
         self.abort_reason = ""
-        self.state = State.IDLE
-        self.iterations: list[Iteration] = [Iteration(1, "baseline")]
+        self.loop = LoopState()
         self.checker = ConvergenceChecker(settings.criteria)
-        self.error: ErrorState | None = None
-        self.retries: dict[ErrorType, int] = {}
-        self.outcome: Outcome | None = None
-        self.final_reason = ""
-        self.convergence_type: ConvergenceType | None = None
-        self.must_fix: list[MustFix] = []
-        self.constraints: list[str] = []
-        self.build_diagnostics = ""
-        self.coder_answer: CoderAnswer | None = None
-        self.pre_patch_checkpoint = ""
-        self.env_rerun: list[str] = []
-        self.partial_results: IterationResults | None = None
-        self.strategy_switches = 0
-        # The child's results file, its log, its exit status, and whether it timed out.
-        self.test_run_result: tuple[Path, Path, int | None, bool] | None = None
-        self.review_path: Path | None = None
-        self.tester_due = False
-        self.tester_round: TesterRound | None = None
-        # argv of the tester commands that failed in this round and in the round before.
-        self.failed_commands: frozenset[tuple[str, ...]] = frozenset()
-        self.previous_failed_commands: frozenset[tuple[str, ...]] = frozenset()
         self.runner = AllowlistRunner(
             settings.allowed_commands,
             cwd=settings.rootdir,
@@ -122,7 +100,11 @@ class Controller:
             environ=os.environ,
         )
         self.calls = CallLog(
-            recorder, terminal, redact, settings.budget, lambda: (self.current, self.state)
+            recorder,
+            terminal,
+            redact,
+            settings.budget,
+            lambda: (self.loop.current, self.loop.state),
         )
         self.coder = role_agent(config, settings, "coder", settings.coder, self.calls.record)
         self.reviewer = role_agent(
@@ -155,14 +137,10 @@ class Controller:
 
     # -- plumbing -------------------------------------------------------------------------------
 
-    @property
-    def current(self) -> Iteration:
-        return self.iterations[-1]
-
     def move(self, step: Step) -> None:
-        source = self.state
+        source = self.loop.state
         target = fsm.next_state(source, step.event)
-        recovering = source is State.ERROR_RECOVERY and self.error is not None
+        recovering = source is State.ERROR_RECOVERY and self.loop.error is not None
         event = Event(
             time=utc_now(),
             kind="transition",
@@ -170,38 +148,36 @@ class Controller:
             to_state=target.value,
             event=step.event,
             reason=step.reason,
-            iteration=self.current.number,
+            iteration=self.loop.current.number,
             evidence=list(step.evidence),
-            retry_count=self.retries.get(self.error.type, 0) if recovering and self.error else 0,
-            retry_reason=self.error.reason if recovering and self.error else None,
+            retry_count=self.loop.retries.get(self.loop.error.type, 0)
+            if recovering and self.loop.error
+            else 0,
+            retry_reason=self.loop.error.reason if recovering and self.loop.error else None,
         )
         self.recorder.append_event(event.to_json())
-        self.current.states.append(target.value)
-        self.terminal.transition(self.current.number, source, target, self.redact(step.reason))
-        self.state = target
+        self.loop.current.states.append(target.value)
+        self.terminal.transition(self.loop.current.number, source, target, self.redact(step.reason))
+        self.loop.state = target
 
     def run(self) -> Outcome:
-        while self.state not in fsm.TERMINAL_STATES:
+        while self.loop.state not in fsm.TERMINAL_STATES:
             if self.abort.is_set():
-                self.outcome = Outcome.CANCELED
-                self.final_reason = f"aborted by the operator ({self.abort_reason})"
-                self.move(Step("abort", self.final_reason))
+                self.loop.outcome = Outcome.CANCELED
+                self.loop.final_reason = f"aborted by the operator ({self.abort_reason})"
+                self.move(Step("abort", self.loop.final_reason))
                 break
             try:
-                step = self.handlers[self.state]()
+                step = self.handlers[self.loop.state]()
             except BudgetExhausted as exc:
-                self.outcome = Outcome.BUDGET_EXHAUSTED
-                self.final_reason = str(exc)
-                step = Step("budget_exhausted", self.final_reason)
+                self.loop.outcome = Outcome.BUDGET_EXHAUSTED
+                self.loop.final_reason = str(exc)
+                step = Step("budget_exhausted", self.loop.final_reason)
             if self.abort.is_set():
                 continue
             self.move(step)
-        assert self.outcome is not None
-        return self.outcome
-
-    def fail(self, error: ErrorState, event: str) -> Step:
-        self.error = error
-        return Step(event, f"{error.type.value}: {error.reason}")
+        assert self.loop.outcome is not None
+        return self.loop.outcome
 
     # -- states ---------------------------------------------------------------------------------
 
@@ -219,48 +195,53 @@ class Controller:
         return self._take(self.build.setup())
 
     def build_run(self) -> Step:
-        return self._take(self.build.run(self.current, self.pre_patch_checkpoint))
+        return self._take(self.build.run(self.loop.current, self.loop.pre_patch_checkpoint))
 
     def _take(self, verdict: Verdict) -> Step:
         """Adopt what a step module decided: its error, must-fix items, diagnostics, note."""
         if verdict.error is not None:
-            self.error = verdict.error
+            self.loop.error = verdict.error
         if verdict.must_fix is not None:
-            self.must_fix = verdict.must_fix
+            self.loop.must_fix = verdict.must_fix
         if verdict.diagnostics is not None:
-            self.build_diagnostics = verdict.diagnostics
+            self.loop.build_diagnostics = verdict.diagnostics
         if verdict.note:
-            self.current.notes.append(verdict.note)
+            self.loop.current.notes.append(verdict.note)
         return verdict.step
 
     def test_setup(self) -> Step:
-        folder = self.recorder.round_path(self.current.number)
+        folder = self.recorder.round_path(self.loop.current.number)
         selection = folder / "selection.txt"
-        if self.env_rerun:
+        if self.loop.env_rerun:
             self.recorder.write_text(
-                self.recorder.relative(selection), "\n".join(self.env_rerun) + "\n"
+                self.recorder.relative(selection), "\n".join(self.loop.env_rerun) + "\n"
             )
-            return Step("env_ready", f"environment reset; rerunning {len(self.env_rerun)} test(s)")
+            return Step(
+                "env_ready", f"environment reset; rerunning {len(self.loop.env_rerun)} test(s)"
+            )
         selection.unlink(missing_ok=True)
-        if self.tester_due:
-            self.tester_due = False
+        if self.loop.tester_due:
+            self.loop.tester_due = False
             return self._plan_tests()
         return Step("env_ready", "child pytest prepared")
 
     def _plan_tests(self) -> Step:
         """Ask the tester for the applied patch's test plan (DESIGN.md §5, seed 004)."""
-        self.previous_failed_commands, self.failed_commands = self.failed_commands, frozenset()
+        self.loop.previous_failed_commands, self.loop.failed_commands = (
+            self.loop.failed_commands,
+            frozenset(),
+        )
         try:
             plan, check = self._ask_tester()
         except AnswerInvalid as exc:
             # Not terminal (seed 004: iterate): the tests still run, only without the plan.
             note = f"tester_schema_invalid: {'; '.join(exc.errors[:2])}"
-            self.current.notes.append(note)
+            self.loop.current.notes.append(note)
             return Step("tester_schema_invalid", f"{note}; the full suite runs without a plan")
         except ProviderError as exc:
-            return self.fail(provider_error("tester", exc), "tester_failed")
+            return self.loop.fail(provider_error("tester", exc), "tester_failed")
         if check.only_blocked:
-            return self.fail(
+            return self.loop.fail(
                 ErrorState(
                     ErrorType.POLICY_VIOLATION,
                     f"all {len(check.blocked)} command(s) the tester proposed are blocked: "
@@ -270,9 +251,9 @@ class Controller:
                 ),
                 "tester_command_blocked",
             )
-        folder = self.recorder.relative(self.recorder.round_path(self.current.number))
+        folder = self.recorder.relative(self.recorder.round_path(self.loop.current.number))
         path = self.recorder.write_json(f"{folder}/test-plan.json", plan.model_dump(mode="json"))
-        self.tester_round = TesterRound(plan, path, check)
+        self.loop.tester_round = TesterRound(plan, path, check)
         return Step(
             "test_plan_ready",
             f"tester: {len(plan.select)} test(s) to pre-check, {len(check.runnable)} command(s) "
@@ -284,7 +265,7 @@ class Controller:
         assert self.tester is not None
         allowed = [shlex.join(prefix) for prefix in self.settings.allowed_commands]
         request = self._request(
-            "tester", self.current.patch, allowed_commands=allowed, constraints=[]
+            "tester", self.loop.current.patch, allowed_commands=allowed, constraints=[]
         )
         return ask_tester(
             self.tester,
@@ -296,8 +277,12 @@ class Controller:
         )
 
     def test_run(self) -> Step:
-        folder = self.recorder.round_path(self.current.number)
-        tester = self.tester_round if self.tester_round and not self.tester_round.done else None
+        folder = self.recorder.round_path(self.loop.current.number)
+        tester = (
+            self.loop.tester_round
+            if self.loop.tester_round and not self.loop.tester_round.done
+            else None
+        )
         notes: list[str] = []
         if tester is not None and tester.plan.select:
             notes.append(self._tester_precheck(folder, tester.plan.select))
@@ -311,10 +296,10 @@ class Controller:
             f"{CHILD_REPORT_FLAG}={results_path}",
             f"--junitxml={folder / f'junit{suffix}.xml'}",
         ]
-        if self.env_rerun:
+        if self.loop.env_rerun:
             args.append(f"{CHILD_SELECT_FLAG}={folder / 'selection.txt'}")
         result = self._run_child(args, log)
-        self.test_run_result = (results_path, log, result.returncode, result.timed_out)
+        self.loop.test_run_result = (results_path, log, result.returncode, result.timed_out)
         if tester is not None:
             tester.done = True
             notes.append(self._run_tester_commands(folder, tester))
@@ -335,12 +320,12 @@ class Controller:
         )
 
     def _run_child(self, args: list[str], log: Path) -> ProcessResult:
-        plan = self.tester_round.path if self.tester_round is not None else None
-        return self.child.run(self.current.number, args, log, self.review_path, plan)
+        plan = self.loop.tester_round.path if self.loop.tester_round is not None else None
+        return self.child.run(self.loop.current.number, args, log, self.loop.review_path, plan)
 
     def _tester_precheck(self, folder: Path, select: list[str]) -> str:
         note = self.child.precheck(folder, select, self._run_child)
-        self.current.notes.append(note)
+        self.loop.current.notes.append(note)
         return note
 
     def _run_tester_commands(self, folder: Path, tester: TesterRound) -> str:
@@ -354,15 +339,15 @@ class Controller:
             self.settings.command_timeout,
             self.build.protected_changed_since,
         )
-        self.failed_commands = frozenset(r.argv for r in done.failed)
-        self.must_fix.extend(done.must_fix)
+        self.loop.failed_commands = frozenset(r.argv for r in done.failed)
+        self.loop.must_fix.extend(done.must_fix)
         return done.note
 
     def result_collection(self) -> Step:
-        assert self.test_run_result is not None
-        path, log, returncode, timed_out = self.test_run_result
+        assert self.loop.test_run_result is not None
+        path, log, returncode, timed_out = self.loop.test_run_result
         if timed_out:
-            return self.fail(
+            return self.loop.fail(
                 ErrorState(
                     ErrorType.TIMEOUT,
                     f"TEST_RUN exceeded fwloop_test_timeout={self.settings.test_timeout:g}s",
@@ -374,7 +359,7 @@ class Controller:
             results = IterationResults.model_validate_json(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:]
-            return self.fail(
+            return self.loop.fail(
                 ErrorState(
                     ErrorType.ARTIFACT_MISSING,
                     f"child pytest exited {returncode} without writing results "
@@ -383,20 +368,22 @@ class Controller:
                 ),
                 "artifacts_missing",
             )
-        if self.partial_results is not None:
-            results = self.partial_results.merged(results)
-            self.partial_results = None
-        if self.tester_round is not None and self.tester_round.records:
+        if self.loop.partial_results is not None:
+            results = self.loop.partial_results.merged(results)
+            self.loop.partial_results = None
+        if self.loop.tester_round is not None and self.loop.tester_round.records:
             commands = IterationResults(
-                exitstatus=results.exitstatus, tests=self.tester_round.records
+                exitstatus=results.exitstatus, tests=self.loop.tester_round.records
             )
             results = results.merged(commands)
-            self.tester_round.records = []
-        self.current.results = results
-        self.current.checkpoint = self.workspace.checkpoint(f"iteration {self.current.number}")
-        self.env_rerun = []
+            self.loop.tester_round.records = []
+        self.loop.current.results = results
+        self.loop.current.checkpoint = self.workspace.checkpoint(
+            f"iteration {self.loop.current.number}"
+        )
+        self.loop.env_rerun = []
         self.recorder.write_json(
-            f"{self.recorder.relative(self.recorder.round_path(self.current.number))}/results.json",
+            f"{self.recorder.relative(self.recorder.round_path(self.loop.current.number))}/results.json",
             results.model_dump(mode="json"),
         )
         counts = results.counts()
@@ -408,10 +395,10 @@ class Controller:
         )
 
     def result_analysis(self) -> Step:
-        results = self.current.results
+        results = self.loop.current.results
         assert results is not None
         if not results.tests:
-            return self.fail(
+            return self.loop.fail(
                 ErrorState(
                     ErrorType.ARTIFACT_MISSING,
                     f"the child pytest ran no tests (exit {results.exitstatus}); check the "
@@ -423,25 +410,25 @@ class Controller:
             )
         env_failed = results.environment_failures()
         if env_failed:
-            self.partial_results = results
-            self.env_rerun = nodeids(env_failed)
+            self.loop.partial_results = results
+            self.loop.env_rerun = nodeids(env_failed)
             first = env_failed[0].env_failure
             retries_left = (
-                self.retries.get(ErrorType.TEST_ENV_FAILURE, 0)
+                self.loop.retries.get(ErrorType.TEST_ENV_FAILURE, 0)
                 < recovery.RULES[ErrorType.TEST_ENV_FAILURE].max_retries
             )
             if not retries_left and self._patch_broke_environment(env_failed):
-                self.partial_results = None
-                self.env_rerun = []
-                self.workspace.restore(self.pre_patch_checkpoint)
-                self.must_fix = [
+                self.loop.partial_results = None
+                self.loop.env_rerun = []
+                self.workspace.restore(self.loop.pre_patch_checkpoint)
+                self.loop.must_fix = [
                     MustFix(
                         issue="the firmware no longer boots after the previous patch: the "
                         f"environment check passed before it and fails after it ({first})"
                     )
                 ]
-                self.current.notes.append("patch rolled back: the firmware no longer boots")
-                return self.fail(
+                self.loop.current.notes.append("patch rolled back: the firmware no longer boots")
+                return self.loop.fail(
                     ErrorState(
                         ErrorType.FIRMWARE_NO_BOOT,
                         f"{len(env_failed)} test(s) lost their environment after the patch "
@@ -450,7 +437,7 @@ class Controller:
                     ),
                     "firmware_no_boot",
                 )
-            return self.fail(
+            return self.loop.fail(
                 ErrorState(
                     ErrorType.TEST_ENV_FAILURE,
                     f"{len(env_failed)} test(s) failed on the environment ({first})",
@@ -458,10 +445,10 @@ class Controller:
                 ),
                 "environment_failed",
             )
-        self.partial_results = None
-        repeated = sorted(self.failed_commands & self.previous_failed_commands)
+        self.loop.partial_results = None
+        repeated = sorted(self.loop.failed_commands & self.loop.previous_failed_commands)
         if repeated:
-            return self.fail(
+            return self.loop.fail(
                 ErrorState(
                     ErrorType.TEST_COMMAND_FAILURE,
                     f"the tester's command {', '.join(f'`{shlex.join(a)}`' for a in repeated)} "
@@ -477,9 +464,9 @@ class Controller:
 
     def _patch_broke_environment(self, env_failed: list[TestRecord]) -> bool:
         """The environment came up for these tests before this iteration's patch and not after."""
-        if self.current.kind != "patch" or len(self.iterations) < 2:
+        if self.loop.current.kind != "patch" or len(self.loop.iterations) < 2:
             return False
-        before = self.iterations[-2].results
+        before = self.loop.iterations[-2].results
         if before is None:
             return False
         previous = {t.nodeid: t for t in before.tests}
@@ -488,7 +475,7 @@ class Controller:
         )
 
     def convergence_check(self) -> Step:
-        iteration = self.current
+        iteration = self.loop.current
         self.checker.add_iteration_result(iteration.pass_count, iteration.total_count)
         _, verdict, reason = self.checker.check_convergence(
             iteration.number, self.settings.max_iter
@@ -519,55 +506,55 @@ class Controller:
         )
         if verdict is None:
             return self._next_iteration(reason)
-        self.convergence_type = verdict
-        self.final_reason = reason
+        self.loop.convergence_type = verdict
+        self.loop.final_reason = reason
         if verdict is ConvergenceType.PLATEAUED:
             return self._plateau(reason)
-        self.outcome = _VERDICT_OUTCOMES[verdict]
+        self.loop.outcome = _VERDICT_OUTCOMES[verdict]
         if verdict is ConvergenceType.SUCCESS:
             return Step("converged", reason)
         return Step("stop", reason)
 
     def _next_iteration(self, reason: str) -> Step:
-        green = self.current.total_count > 0 and (
-            self.current.pass_count / self.current.total_count
+        green = self.loop.current.total_count > 0 and (
+            self.loop.current.pass_count / self.loop.current.total_count
             >= self.settings.criteria.target_pass_rate
         )
         if reason.startswith("slow improvement"):
-            self.constraints = [
+            self.loop.constraints = [
                 "progress has slowed: prefer a different hypothesis over another variation"
             ]
-        self.retries = {}
-        self.error = None
-        self.tester_round = None
-        self.iterations.append(
-            Iteration(self.current.number + 1, "confirmation" if green else "patch")
+        self.loop.retries = {}
+        self.loop.error = None
+        self.loop.tester_round = None
+        self.loop.iterations.append(
+            Iteration(self.loop.current.number + 1, "confirmation" if green else "patch")
         )
         if green:
             return Step("confirm", f"{reason}; green once, confirming with no new patch")
         return Step("continue", reason)
 
     def _plateau(self, reason: str) -> Step:
-        rate = self.current.pass_count / max(self.current.total_count, 1)
-        action, why = self.settings.plateau.handle_plateau(rate, self.strategy_switches)
+        rate = self.loop.current.pass_count / max(self.loop.current.total_count, 1)
+        action, why = self.settings.plateau.handle_plateau(rate, self.loop.strategy_switches)
         full = f"{reason}; {why}"
         if action is PlateauAction.STRATEGY_SWITCH:
-            self.strategy_switches += 1
-            self.constraints = [
+            self.loop.strategy_switches += 1
+            self.loop.constraints = [
                 f"the last iterations plateaued ({reason}); abandon the current approach and "
                 "try a different root-cause hypothesis"
             ]
-            self.convergence_type = None
-            return self._next_iteration(f"{full} (switch {self.strategy_switches})")
+            self.loop.convergence_type = None
+            return self._next_iteration(f"{full} (switch {self.loop.strategy_switches})")
         if action is PlateauAction.HUMAN_REVIEW:
             if sys.stdin.isatty() and self.terminal.ask(f"{full}. Continue iterating? [y/N] "):
-                self.convergence_type = None
+                self.loop.convergence_type = None
                 return self._next_iteration(f"{full}; the operator chose to continue")
-            self.outcome = Outcome.AWAITING_OPERATOR_CONFIRM
-            self.final_reason = f"{full}; waiting for the operator"
-            return Step("await_operator", self.final_reason)
-        self.outcome = Outcome.PLATEAUED
-        self.final_reason = full
+            self.loop.outcome = Outcome.AWAITING_OPERATOR_CONFIRM
+            self.loop.final_reason = f"{full}; waiting for the operator"
+            return Step("await_operator", self.loop.final_reason)
+        self.loop.outcome = Outcome.PLATEAUED
+        self.loop.final_reason = full
         return Step("stop", full)
 
     def _request(self, role: str, patch: str = "", **extra: object) -> AgentRequest:
@@ -586,37 +573,37 @@ class Controller:
                 patch_summary=it.patch_summary,
                 outcome="; ".join([it.kind, *it.notes]),
             )
-            for it in self.iterations
+            for it in self.loop.iterations
             if it.results is not None
         ]
         fields: dict[str, object] = {
             "role": role,
-            "iteration": self.current.number,
+            "iteration": self.loop.current.number,
             "goal": self.settings.goal,
             "workspace": str(self.settings.rootdir),
             "failures": failures,
             "history": history,
-            "must_fix": list(self.must_fix),
+            "must_fix": list(self.loop.must_fix),
             "patch": patch,
-            "build_diagnostics": self.build_diagnostics,
-            "constraints": list(self.constraints),
+            "build_diagnostics": self.loop.build_diagnostics,
+            "constraints": list(self.loop.constraints),
         }
         return AgentRequest.model_validate({**fields, **extra})
 
     def _latest_results(self) -> IterationResults | None:
-        for it in reversed(self.iterations):
+        for it in reversed(self.loop.iterations):
             if it.results is not None:
                 return it.results
         return None
 
     def code_analysis(self) -> Step:
         before = self.workspace.expect_agent_edits(
-            f"before the coder's call in iteration {self.current.number}"
+            f"before the coder's call in iteration {self.loop.current.number}"
         )
         try:
             answer = self.coder.ask(self._request("coder"))
         except ProviderError as exc:
-            return self.fail(provider_error("coder", exc), "analysis_failed")
+            return self.loop.fail(provider_error("coder", exc), "analysis_failed")
         finally:
             # A CLI coder's edits are a proposed patch like any other (DESIGN.md §5): nothing
             # stays in the tree before the policy and the reviewer have passed it.
@@ -628,41 +615,43 @@ class Controller:
             reason += "; its edits of the workspace are the proposed patch, undone until approved"
         elif edits:
             note = "the coder both edited the workspace and sent a patch: edits undone, patch used"
-            self.current.notes.append(note)
+            self.loop.current.notes.append(note)
             reason += f"; {note}"
-        self.coder_answer = answer
+        self.loop.coder_answer = answer
         return Step("analysis_ready", reason)
 
     def patch_generation(self) -> Step:
-        assert self.coder_answer is not None
+        assert self.loop.coder_answer is not None
         verdict = self.gate.judge(
-            self.coder_answer, self.current, lambda patch: self._request("reviewer", patch)
+            self.loop.coder_answer,
+            self.loop.current,
+            lambda patch: self._request("reviewer", patch),
         )
         if verdict.constraints is not None:
-            self.constraints = verdict.constraints
+            self.loop.constraints = verdict.constraints
         if self.gate.review_path is not None:
-            self.review_path = self.gate.review_path
+            self.loop.review_path = self.gate.review_path
         return self._take(verdict)
 
     def patch_apply(self) -> Step:
-        self.pre_patch_checkpoint = self.workspace.checkpoint(
-            f"before iteration {self.current.number}"
+        self.loop.pre_patch_checkpoint = self.workspace.checkpoint(
+            f"before iteration {self.loop.current.number}"
         )
-        verdict = self.gate.apply(self.current)
+        verdict = self.gate.apply(self.loop.current)
         if verdict.error is None:
-            self.tester_due = self.tester is not None
-            self.tester_round = None
-            self.constraints = []
+            self.loop.tester_due = self.tester is not None
+            self.loop.tester_round = None
+            self.loop.constraints = []
         return self._take(verdict)
 
     def error_recovery(self) -> Step:
-        error = self.error
+        error = self.loop.error
         assert error is not None
-        used = self.retries.get(error.type, 0)
+        used = self.loop.retries.get(error.type, 0)
         decision = recovery.decide(error, used)
         if decision.outcome is not None:
-            self.outcome = decision.outcome
-            self.final_reason = decision.reason
+            self.loop.outcome = decision.outcome
+            self.loop.final_reason = decision.reason
         else:
-            self.retries[error.type] = used + 1
+            self.loop.retries[error.type] = used + 1
         return Step(decision.event, decision.reason)

@@ -110,8 +110,8 @@ def _control(
         )
     if crashes:
         terminal.line(f"{PREFIX} internal error: {pointer}")
-    assert controller.outcome is not None
-    return int(exit_status(controller.outcome, advisory=settings.advisory))
+    assert controller.loop.outcome is not None
+    return int(exit_status(controller.loop.outcome, advisory=settings.advisory))
 
 
 def _stop_on_internal_error(controller: Controller, exc: Exception) -> str:
@@ -119,24 +119,24 @@ def _stop_on_internal_error(controller: Controller, exc: Exception) -> str:
     directory and the move to FAILURE in the trace. Where the traceback is, for the terminal."""
     from pytest_fwloop.report import INTERNAL_ERROR_FILE, record_internal_error
 
-    controller.outcome = Outcome.INTERNAL_ERROR
-    controller.final_reason = f"internal error: {describe_crash(exc)}"
+    controller.loop.outcome = Outcome.INTERNAL_ERROR
+    controller.loop.final_reason = f"internal error: {describe_crash(exc)}"
     pointer = record_internal_error(controller.recorder, [exc])
     with contextlib.suppress(OSError):  # finalize will meet a failing disk too, and settle it
         event = Event(
             time=utc_now(),
             kind="internal_error",
-            from_state=controller.state.value,
+            from_state=controller.loop.state.value,
             to_state=State.FAILURE.value,
             event="internal_error",
-            reason=controller.final_reason,
-            iteration=controller.current.number,
+            reason=controller.loop.final_reason,
+            iteration=controller.loop.current.number,
             evidence=[INTERNAL_ERROR_FILE],
             retry_count=0,
             retry_reason=None,
         )
         controller.recorder.append_event(event.to_json())
-    controller.state = State.FAILURE
+    controller.loop.state = State.FAILURE
     return pointer
 
 

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_fwloop.agents.errors import ProviderError
-from pytest_fwloop.agents.protocol import MustFix
-from pytest_fwloop.fsm import ErrorType
+from pytest_fwloop.agents.protocol import CoderAnswer, MustFix
+from pytest_fwloop.convergence import ConvergenceType
+from pytest_fwloop.fsm import ErrorType, State
 from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.recovery import ErrorState
 from pytest_fwloop.results import IterationResults
+
+if TYPE_CHECKING:
+    from pytest_fwloop.tester_round import TesterRound
 
 
 @dataclass
@@ -85,3 +91,46 @@ def provider_error(role: str, exc: ProviderError) -> ErrorState:
         "recover_to_analysis",
         terminal_outcome=Outcome(exc.kind.value),
     )
+
+
+@dataclass
+class LoopState:
+    """Everything the loop remembers between states, typed, in one place (no handler keeps its
+    own copy): the state machine's position, the iterations, the error being recovered, what
+    the coder must be told next, and how the run ends."""
+
+    state: State = State.IDLE
+    iterations: list[Iteration] = field(default_factory=lambda: [Iteration(1, "baseline")])
+    error: ErrorState | None = None
+    retries: dict[ErrorType, int] = field(default_factory=dict)
+    outcome: Outcome | None = None
+    final_reason: str = ""
+    convergence_type: ConvergenceType | None = None
+    # What the next coder request carries beyond the failures.
+    must_fix: list[MustFix] = field(default_factory=list)
+    constraints: list[str] = field(default_factory=list)
+    build_diagnostics: str = ""
+    coder_answer: CoderAnswer | None = None
+    # The snapshot a failing patch is rolled back to.
+    pre_patch_checkpoint: str = ""
+    # Environment reruns: the tests to run again, and the results they will be merged into.
+    env_rerun: list[str] = field(default_factory=list)
+    partial_results: IterationResults | None = None
+    strategy_switches: int = 0
+    # The child's results file, its log, its exit status, and whether it timed out.
+    test_run_result: tuple[Path, Path, int | None, bool] | None = None
+    review_path: Path | None = None
+    tester_due: bool = False
+    tester_round: TesterRound | None = None
+    # argv of the tester commands that failed in this round and in the round before.
+    failed_commands: frozenset[tuple[str, ...]] = frozenset()
+    previous_failed_commands: frozenset[tuple[str, ...]] = frozenset()
+
+    @property
+    def current(self) -> Iteration:
+        return self.iterations[-1]
+
+    def fail(self, error: ErrorState, event: str) -> Step:
+        """Hand `error` to ERROR_RECOVERY through `event`."""
+        self.error = error
+        return Step(event, f"{error.type.value}: {error.reason}")

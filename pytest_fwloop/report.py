@@ -54,8 +54,8 @@ def best_iteration(iterations: list[Iteration]) -> Iteration | None:
 def finalize(controller: Controller, duration: float) -> None:
     """Keep or restore the tree, then write every record and print the summary."""
     c = controller
-    assert c.outcome is not None
-    outcome = c.outcome
+    assert c.loop.outcome is not None
+    outcome = c.loop.outcome
     state = final_state_of(outcome)
     patch_name: str | None = None
     if outcome is Outcome.SUCCESS:
@@ -63,7 +63,7 @@ def finalize(controller: Controller, duration: float) -> None:
         patch_name = "final.patch"
         tree = "the fixed tree is kept"
     else:
-        best = best_iteration(c.iterations)
+        best = best_iteration(c.loop.iterations)
         if best is not None:
             c.recorder.write_patch(
                 "best.patch", c.workspace.diff(c.workspace.baseline, best.checkpoint)
@@ -72,7 +72,7 @@ def finalize(controller: Controller, duration: float) -> None:
         restored = c.workspace.restore_baseline()
         tree = f"the tree is restored to its baseline ({len(restored)} path(s) reverted)"
 
-    measured = [it for it in c.iterations if it.results is not None]
+    measured = [it for it in c.loop.iterations if it.results is not None]
     latest = measured[-1].results if measured else None
     code = int(exit_status(outcome, advisory=c.settings.advisory))
     summary = Summary(
@@ -80,8 +80,8 @@ def finalize(controller: Controller, duration: float) -> None:
         outcome=outcome,
         final_state=state.value,
         iterations=len(measured),
-        convergence_type=c.convergence_type.value if c.convergence_type else None,
-        reason=c.final_reason,
+        convergence_type=c.loop.convergence_type.value if c.loop.convergence_type else None,
+        reason=c.loop.final_reason,
         pass_counts=[it.pass_count for it in measured],
         total_counts=[it.total_count for it in measured],
         coder_calls=c.calls.coder_calls,
@@ -100,11 +100,11 @@ def finalize(controller: Controller, duration: float) -> None:
     )
     c.recorder.write_json("summary.json", summary.model_dump(mode="json"))
     timeline = Timeline(
-        run_id=c.recorder.run_id, iterations=[_timeline_entry(it) for it in c.iterations]
+        run_id=c.recorder.run_id, iterations=[_timeline_entry(it) for it in c.loop.iterations]
     )
     c.recorder.write_json("task-timeline.json", timeline.model_dump(mode="json"))
     c.recorder.write_text(
-        "report.md", _report(summary, c.iterations, tree, _usage_line(c.calls.usage.total))
+        "report.md", _report(summary, c.loop.iterations, tree, _usage_line(c.calls.usage.total))
     )
 
     rows = [
@@ -132,7 +132,7 @@ def finalize(controller: Controller, duration: float) -> None:
     c.terminal.summary(
         outcome=outcome.value,
         final_state=state.value,
-        reason=c.redact(c.final_reason),
+        reason=c.redact(c.loop.final_reason),
         rows=rows,
         closing=closing,
     )
