@@ -130,6 +130,13 @@ class LoopState:
     def current(self) -> Iteration:
         return self.iterations[-1]
 
+    def latest_results(self) -> IterationResults | None:
+        """The results of the latest iteration whose tests ran."""
+        for it in reversed(self.iterations):
+            if it.results is not None:
+                return it.results
+        return None
+
     def fail(self, error: ErrorState, event: str) -> Step:
         """Hand `error` to ERROR_RECOVERY through `event`."""
         self.error = error

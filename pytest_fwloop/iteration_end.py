@@ -1,0 +1,271 @@
+"""RESULT_COLLECTION, RESULT_ANALYSIS and CONVERGENCE_CHECK (DESIGN.md §3, §4, §7).
+
+The child's records become the iteration's results (environment reruns and tester commands
+merged in); environment failures are retried without the coder, or, when the patch made the
+firmware stop booting, the patch is rolled back; then the convergence checker decides whether the
+loop goes on, is confirmed green, or stops, and a plateau is handled by the execution mode.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+import pytest
+
+from pytest_fwloop import recovery
+from pytest_fwloop.agents.protocol import MustFix
+from pytest_fwloop.convergence import ConvergenceChecker, ConvergenceType, PlateauAction
+from pytest_fwloop.fsm import ErrorType
+from pytest_fwloop.loop_state import Iteration, LoopState, Step
+from pytest_fwloop.outcomes import Outcome
+from pytest_fwloop.records import ConvergenceRecord
+from pytest_fwloop.recovery import ErrorState
+from pytest_fwloop.results import IterationResults, TestRecord, nodeids
+from pytest_fwloop.rundir import RunRecorder
+from pytest_fwloop.settings import LoopSettings
+from pytest_fwloop.terminal import Terminal
+from pytest_fwloop.workspace import Workspace
+
+_VERDICT_OUTCOMES = {
+    ConvergenceType.SUCCESS: Outcome.SUCCESS,
+    ConvergenceType.CONVERGED_WITH_IMPROVEMENT: Outcome.CONVERGED_WITH_IMPROVEMENT,
+    ConvergenceType.PLATEAUED: Outcome.PLATEAUED,
+    ConvergenceType.FAILURE: Outcome.FAILURE,
+    ConvergenceType.TIMEOUT: Outcome.MAX_ITERATIONS_REACHED,
+}
+
+
+class IterationEnd:
+    """The end of each iteration, over the run's shared `LoopState`."""
+
+    def __init__(
+        self,
+        loop: LoopState,
+        config: pytest.Config,
+        settings: LoopSettings,
+        workspace: Workspace,
+        recorder: RunRecorder,
+        terminal: Terminal,
+    ) -> None:
+        self.loop = loop
+        self.config = config
+        self.settings = settings
+        self.workspace = workspace
+        self.recorder = recorder
+        self.terminal = terminal
+        self.checker = ConvergenceChecker(settings.criteria)
+
+    def collect(self) -> Step:
+        assert self.loop.test_run_result is not None
+        path, log, returncode, timed_out = self.loop.test_run_result
+        if timed_out:
+            return self.loop.fail(
+                ErrorState(
+                    ErrorType.TIMEOUT,
+                    f"TEST_RUN exceeded fwloop_test_timeout={self.settings.test_timeout:g}s",
+                    "recover_to_test_setup",
+                ),
+                "artifacts_missing",
+            )
+        try:
+            results = IterationResults.model_validate_json(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:]
+            return self.loop.fail(
+                ErrorState(
+                    ErrorType.ARTIFACT_MISSING,
+                    f"child pytest exited {returncode} without writing results "
+                    f"({' | '.join(tail) or 'no output'})",
+                    "recover_to_test_setup",
+                ),
+                "artifacts_missing",
+            )
+        if self.loop.partial_results is not None:
+            results = self.loop.partial_results.merged(results)
+            self.loop.partial_results = None
+        if self.loop.tester_round is not None and self.loop.tester_round.records:
+            commands = IterationResults(
+                exitstatus=results.exitstatus, tests=self.loop.tester_round.records
+            )
+            results = results.merged(commands)
+            self.loop.tester_round.records = []
+        self.loop.current.results = results
+        self.loop.current.checkpoint = self.workspace.checkpoint(
+            f"iteration {self.loop.current.number}"
+        )
+        self.loop.env_rerun = []
+        self.recorder.write_json(
+            f"{self.recorder.relative(self.recorder.round_path(self.loop.current.number))}/results.json",
+            results.model_dump(mode="json"),
+        )
+        counts = results.counts()
+        return Step(
+            "results_normalized",
+            ", ".join(f"{count} {name}" for name, count in counts.items() if count)
+            or "no tests ran",
+            (self.recorder.relative(path),),
+        )
+
+    def analyse(self) -> Step:
+        results = self.loop.current.results
+        assert results is not None
+        if not results.tests:
+            return self.loop.fail(
+                ErrorState(
+                    ErrorType.ARTIFACT_MISSING,
+                    f"the child pytest ran no tests (exit {results.exitstatus}); check the "
+                    "arguments and testpaths",
+                    "recover_to_test_setup",
+                    terminal_outcome=Outcome.FAILURE,
+                ),
+                "environment_failed",
+            )
+        env_failed = results.environment_failures()
+        if env_failed:
+            self.loop.partial_results = results
+            self.loop.env_rerun = nodeids(env_failed)
+            first = env_failed[0].env_failure
+            retries_left = (
+                self.loop.retries.get(ErrorType.TEST_ENV_FAILURE, 0)
+                < recovery.RULES[ErrorType.TEST_ENV_FAILURE].max_retries
+            )
+            if not retries_left and self._patch_broke_environment(env_failed):
+                self.loop.partial_results = None
+                self.loop.env_rerun = []
+                self.workspace.restore(self.loop.pre_patch_checkpoint)
+                self.loop.must_fix = [
+                    MustFix(
+                        issue="the firmware no longer boots after the previous patch: the "
+                        f"environment check passed before it and fails after it ({first})"
+                    )
+                ]
+                self.loop.current.notes.append("patch rolled back: the firmware no longer boots")
+                return self.loop.fail(
+                    ErrorState(
+                        ErrorType.FIRMWARE_NO_BOOT,
+                        f"{len(env_failed)} test(s) lost their environment after the patch "
+                        f"({first}); patch rolled back",
+                        "recover_to_analysis",
+                    ),
+                    "firmware_no_boot",
+                )
+            return self.loop.fail(
+                ErrorState(
+                    ErrorType.TEST_ENV_FAILURE,
+                    f"{len(env_failed)} test(s) failed on the environment ({first})",
+                    "recover_to_test_setup",
+                ),
+                "environment_failed",
+            )
+        self.loop.partial_results = None
+        repeated = sorted(self.loop.failed_commands & self.loop.previous_failed_commands)
+        if repeated:
+            return self.loop.fail(
+                ErrorState(
+                    ErrorType.TEST_COMMAND_FAILURE,
+                    f"the tester's command {', '.join(f'`{shlex.join(a)}`' for a in repeated)} "
+                    "failed in two consecutive rounds",
+                    "recover_to_analysis",
+                ),
+                "repeated_test_failure",
+            )
+        return Step(
+            "decision_produced",
+            f"pass_count={results.pass_count} total_count={results.total_count}",
+        )
+
+    def _patch_broke_environment(self, env_failed: list[TestRecord]) -> bool:
+        """The environment came up for these tests before this iteration's patch and not after."""
+        if self.loop.current.kind != "patch" or len(self.loop.iterations) < 2:
+            return False
+        before = self.loop.iterations[-2].results
+        if before is None:
+            return False
+        previous = {t.nodeid: t for t in before.tests}
+        return all(
+            t.nodeid in previous and previous[t.nodeid].env_failure is None for t in env_failed
+        )
+
+    def check(self) -> Step:
+        iteration = self.loop.current
+        self.checker.add_iteration_result(iteration.pass_count, iteration.total_count)
+        _, verdict, reason = self.checker.check_convergence(
+            iteration.number, self.settings.max_iter
+        )
+        iteration.convergence_type = verdict.value if verdict else None
+        iteration.reason = reason
+        iteration.score = round(self.checker.score(), 4)
+        record = ConvergenceRecord(
+            iteration=iteration.number,
+            pass_counts=self.checker.pass_counts,
+            total_counts=self.checker.total_counts,
+            convergence_type=iteration.convergence_type,
+            reason=reason,
+            score=iteration.score,
+            criteria=self.settings.criteria.to_dict(),
+        )
+        self.recorder.write_json(
+            f"{self.recorder.relative(self.recorder.round_path(iteration.number))}/"
+            "convergence.json",
+            record.model_dump(mode="json"),
+        )
+        self.config.hook.pytest_fwloop_iteration_done(
+            config=self.config,
+            iteration=iteration.number,
+            results=iteration.results,
+            verdict=iteration.convergence_type,
+            reason=reason,
+        )
+        if verdict is None:
+            return self._next_iteration(reason)
+        self.loop.convergence_type = verdict
+        self.loop.final_reason = reason
+        if verdict is ConvergenceType.PLATEAUED:
+            return self._plateau(reason)
+        self.loop.outcome = _VERDICT_OUTCOMES[verdict]
+        if verdict is ConvergenceType.SUCCESS:
+            return Step("converged", reason)
+        return Step("stop", reason)
+
+    def _next_iteration(self, reason: str) -> Step:
+        green = self.loop.current.total_count > 0 and (
+            self.loop.current.pass_count / self.loop.current.total_count
+            >= self.settings.criteria.target_pass_rate
+        )
+        if reason.startswith("slow improvement"):
+            self.loop.constraints = [
+                "progress has slowed: prefer a different hypothesis over another variation"
+            ]
+        self.loop.retries = {}
+        self.loop.error = None
+        self.loop.tester_round = None
+        self.loop.iterations.append(
+            Iteration(self.loop.current.number + 1, "confirmation" if green else "patch")
+        )
+        if green:
+            return Step("confirm", f"{reason}; green once, confirming with no new patch")
+        return Step("continue", reason)
+
+    def _plateau(self, reason: str) -> Step:
+        rate = self.loop.current.pass_count / max(self.loop.current.total_count, 1)
+        action, why = self.settings.plateau.handle_plateau(rate, self.loop.strategy_switches)
+        full = f"{reason}; {why}"
+        if action is PlateauAction.STRATEGY_SWITCH:
+            self.loop.strategy_switches += 1
+            self.loop.constraints = [
+                f"the last iterations plateaued ({reason}); abandon the current approach and "
+                "try a different root-cause hypothesis"
+            ]
+            self.loop.convergence_type = None
+            return self._next_iteration(f"{full} (switch {self.loop.strategy_switches})")
+        if action is PlateauAction.HUMAN_REVIEW:
+            if sys.stdin.isatty() and self.terminal.ask(f"{full}. Continue iterating? [y/N] "):
+                self.loop.convergence_type = None
+                return self._next_iteration(f"{full}; the operator chose to continue")
+            self.loop.outcome = Outcome.AWAITING_OPERATOR_CONFIRM
+            self.loop.final_reason = f"{full}; waiting for the operator"
+            return Step("await_operator", self.loop.final_reason)
+        self.loop.outcome = Outcome.PLATEAUED
+        self.loop.final_reason = full
+        return Step("stop", full)
