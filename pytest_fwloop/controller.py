@@ -19,18 +19,12 @@ from pytest_fwloop import fsm, recovery
 from pytest_fwloop.agent_calls import CallLog, role_agent
 from pytest_fwloop.agent_request import agent_request
 from pytest_fwloop.agents.errors import AnswerInvalid, ProviderError
-from pytest_fwloop.agents.protocol import (
-    AgentRequest,
-    CoderAnswer,
-    TesterAnswer,
-)
+from pytest_fwloop.agents.protocol import AgentRequest, CoderAnswer, TesterAnswer
 from pytest_fwloop.allowlist import AllowlistRunner, CommandCheck
 from pytest_fwloop.budget import BudgetExhausted
 from pytest_fwloop.build_step import BuildStep
 from pytest_fwloop.child_run import ChildRunner
-from pytest_fwloop.convergence import (
-    ExecutionMode,
-)
+from pytest_fwloop.convergence import ExecutionMode
 from pytest_fwloop.fsm import ErrorType, State
 from pytest_fwloop.iteration_end import IterationEnd
 from pytest_fwloop.loop_state import LoopState, Step, Verdict, provider_error
@@ -38,25 +32,20 @@ from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG
 from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.patch_gate import PatchGate
 from pytest_fwloop.procs import ProcessResult
-from pytest_fwloop.records import (
-    Event,
-)
+from pytest_fwloop.records import Event
 from pytest_fwloop.recovery import ErrorState
 from pytest_fwloop.redaction import Redactor
 from pytest_fwloop.rundir import RunRecorder, utc_now
 from pytest_fwloop.settings import LoopSettings
 from pytest_fwloop.terminal import Terminal
-from pytest_fwloop.tester_round import (
-    TesterRound,
-    ask_tester,
-    run_tester_commands,
-)
-from pytest_fwloop.workspace import (
-    Workspace,
-)
+from pytest_fwloop.tester_round import TesterRound, ask_tester, run_tester_commands
+from pytest_fwloop.workspace import Workspace
 
 
 class Controller:
+    """Walks the transition table: each state's handler returns the event that leaves it; the
+    step modules decide, `LoopState` remembers, and every move goes to the decision trace."""
+
     def __init__(
         self,
         config: pytest.Config,
