@@ -361,7 +361,7 @@ class Controller:
         self.loop.pre_patch_checkpoint = self.workspace.checkpoint(
             f"before iteration {self.loop.current.number}"
         )
-        verdict = self.gate.apply(self.loop.current)
+        verdict = self.gate.apply(self.loop.current, self.loop.pre_patch_checkpoint)
         if verdict.error is None:
             self.loop.tester_due = self.tester is not None
             self.loop.tester_round = None

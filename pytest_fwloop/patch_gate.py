@@ -212,10 +212,11 @@ class PatchGate:
                 return self._approve(answer, current, review)
         return self._refuse(refusal, patch, current, repeat is not None)
 
-    def apply(self, current: Iteration) -> Verdict:
-        """Apply the approved patch; the coder's must-fix items and diagnostics are spent."""
+    def apply(self, current: Iteration, before: str) -> Verdict:
+        """Apply the approved patch to the tree snapshotted as `before`; the coder's must-fix
+        items and diagnostics are spent."""
         try:
-            touched = self.workspace.apply(current.patch)
+            touched = self.workspace.apply(current.patch, before)
         except PatchApplyError as exc:
             return failed(
                 ErrorState(ErrorType.PATCH_APPLY_FAILURE, str(exc), "recover_to_analysis"),

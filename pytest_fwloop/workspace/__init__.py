@@ -122,17 +122,19 @@ class Workspace:
         """Take the run lock (idempotent); `WorkspaceLocked` while another controller holds it."""
         self._lock.acquire()
 
-    def apply(self, patch: str) -> list[str]:
+    def apply(self, patch: str, before: str | None = None) -> list[str]:
         """Apply a patch (paths relative to the root), journalled; the paths it touched.
 
         The journal names every path the headers or git name before anything is written; after
         `git apply`, a change to any other path is undone and refused (`PatchApplyError`).
+        `before` is a snapshot of the tree as it is now, if the caller just took one.
         """
         named = {normalize_path(p) for p in self.shadow.read_patch(patch).paths}
         intended = sorted(named.union(touched_paths(patch)))
         self.journal.intend("apply", intended)
         self.touched.update(intended)
-        before = self.shadow.snapshot("before applying a patch")
+        if before is None:
+            before = self.shadow.snapshot("before applying a patch")
         self.shadow.apply(patch)
         unnamed = sorted(set(self.shadow.changed_paths(before)) - set(intended))
         if unnamed:
