@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 from pytest_fwloop.agents.protocol import MustFix
-from pytest_fwloop.fsm import ErrorType
+from pytest_fwloop.fsm import ErrorType, LoopEvent
 from pytest_fwloop.loop_state import Iteration, Step, Verdict
 from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.policy import PatchPolicy, glob_match
@@ -49,7 +49,7 @@ class BuildStep:
     def setup(self) -> Verdict:
         build = self.settings.build
         if build is None:
-            return Verdict(Step("no_build", "no build command configured"))
+            return Verdict(Step(LoopEvent.NO_BUILD, "no build command configured"))
         program = "/bin/sh" if isinstance(build, str) else build[0]
         if (
             shutil.which(program, path=os.environ.get("PATH")) is None
@@ -59,12 +59,12 @@ class BuildStep:
                 ErrorState(
                     ErrorType.BUILD_FAILURE,
                     f"build tool '{program}' not found on PATH; install it or fix --fwloop-build",
-                    "recover_to_build",
+                    LoopEvent.RECOVER_TO_BUILD,
                     terminal_outcome=Outcome.BUILD_FAILED,
                 ),
-                "toolchain_missing",
+                LoopEvent.TOOLCHAIN_MISSING,
             )
-        return Verdict(Step("build_ready", f"build tool '{program}' found"))
+        return Verdict(Step(LoopEvent.BUILD_READY, f"build tool '{program}' found"))
 
     def run(self, current: Iteration, pre_patch: str) -> Verdict:
         """Run the build; a patch that breaks it, or whose build changes protected paths, is
@@ -87,10 +87,10 @@ class BuildStep:
                 ErrorState(
                     ErrorType.BUILD_FAILURE,
                     f"cannot start the build: {exc}",
-                    "recover_to_build",
+                    LoopEvent.RECOVER_TO_BUILD,
                     terminal_outcome=Outcome.BUILD_FAILED,
                 ),
-                "build_failed",
+                LoopEvent.BUILD_FAILED,
             )
         self.recorder.scrub(log)
         evidence = (self.recorder.relative(log),)
@@ -98,7 +98,9 @@ class BuildStep:
             tampered = self._protected_changed_by_build(current, pre_patch)
             if tampered:
                 return self._reject_tampering_build(tampered, evidence, pre_patch)
-            return Verdict(Step("build_ok", f"build exited 0 in {result.duration:.1f}s", evidence))
+            return Verdict(
+                Step(LoopEvent.BUILD_OK, f"build exited 0 in {result.duration:.1f}s", evidence)
+            )
         diagnostics = build_diagnostics(log.read_text(encoding="utf-8", errors="replace"))
         if result.timed_out:
             what = f"build exceeded fwloop_build_timeout={self.settings.build_timeout:g}s"
@@ -110,11 +112,11 @@ class BuildStep:
             self.workspace.restore(pre_patch)
             return Verdict(
                 Step(
-                    "build_failed",
+                    LoopEvent.BUILD_FAILED,
                     f"{what}; patch rolled back, diagnostics go to the coder",
                     evidence,
                 ),
-                error=ErrorState(error_type, what, "recover_to_analysis"),
+                error=ErrorState(error_type, what, LoopEvent.RECOVER_TO_ANALYSIS),
                 must_fix=[
                     MustFix(
                         issue=f"the previous patch broke the build ({what}); fix these errors:\n"
@@ -125,8 +127,10 @@ class BuildStep:
                 note=f"patch rolled back: {what}",
             )
         return Verdict(
-            Step("build_failed", f"{what} without a new patch; retrying the build", evidence),
-            error=ErrorState(error_type, what, "recover_to_build"),
+            Step(
+                LoopEvent.BUILD_FAILED, f"{what} without a new patch; retrying the build", evidence
+            ),
+            error=ErrorState(error_type, what, LoopEvent.RECOVER_TO_BUILD),
         )
 
     def _protected_changed_by_build(self, current: Iteration, pre_patch: str) -> list[str]:
@@ -161,10 +165,10 @@ class BuildStep:
         error = ErrorState(
             ErrorType.POLICY_VIOLATION,
             f"the build changed protected path(s) {shown}; patch rolled back",
-            "recover_to_analysis",
+            LoopEvent.RECOVER_TO_ANALYSIS,
         )
         return Verdict(
-            Step("build_failed", error.reason, evidence),
+            Step(LoopEvent.BUILD_FAILED, error.reason, evidence),
             error=error,
             must_fix=[
                 MustFix(
@@ -176,7 +180,7 @@ class BuildStep:
         )
 
 
-def _failed(error: ErrorState, event: str) -> Verdict:
+def _failed(error: ErrorState, event: LoopEvent) -> Verdict:
     return Verdict(Step(event, f"{error.type.value}: {error.reason}"), error=error)
 
 

@@ -25,7 +25,7 @@ from pytest_fwloop.budget import BudgetExhausted
 from pytest_fwloop.build_step import BuildStep
 from pytest_fwloop.child_run import ChildRunner
 from pytest_fwloop.convergence import ExecutionMode
-from pytest_fwloop.fsm import ErrorType, State
+from pytest_fwloop.fsm import ErrorType, LoopEvent, State
 from pytest_fwloop.iteration_end import IterationEnd
 from pytest_fwloop.loop_state import LoopState, Step, Verdict, provider_error
 from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG
@@ -120,7 +120,7 @@ class Controller:
             kind="transition",
             from_state=source.value,
             to_state=target.value,
-            event=step.event,
+            event=step.event.value,
             reason=step.reason,
             iteration=self.loop.current.number,
             evidence=list(step.evidence),
@@ -139,14 +139,14 @@ class Controller:
             if self.abort.is_set():
                 self.loop.outcome = Outcome.CANCELED
                 self.loop.final_reason = f"aborted by the operator ({self.abort_reason})"
-                self.move(Step("abort", self.loop.final_reason))
+                self.move(Step(LoopEvent.ABORT, self.loop.final_reason))
                 break
             try:
                 step = self.handlers[self.loop.state]()
             except BudgetExhausted as exc:
                 self.loop.outcome = Outcome.BUDGET_EXHAUSTED
                 self.loop.final_reason = str(exc)
-                step = Step("budget_exhausted", self.loop.final_reason)
+                step = Step(LoopEvent.BUDGET_EXHAUSTED, self.loop.final_reason)
             if self.abort.is_set():
                 continue
             self.move(step)
@@ -156,11 +156,11 @@ class Controller:
     # -- states ---------------------------------------------------------------------------------
 
     def idle(self) -> Step:
-        return Step("start", f"run {self.recorder.run_id} in {self.settings.rootdir}")
+        return Step(LoopEvent.START, f"run {self.recorder.run_id} in {self.settings.rootdir}")
 
     def init(self) -> Step:
         return Step(
-            "baseline",
+            LoopEvent.BASELINE,
             f"baseline snapshot {self.workspace.baseline[:12]}; max_iter={self.settings.max_iter}, "
             f"mode={self.settings.mode.value}",
         )
@@ -191,13 +191,14 @@ class Controller:
                 self.recorder.relative(selection), "\n".join(self.loop.env_rerun) + "\n"
             )
             return Step(
-                "env_ready", f"environment reset; rerunning {len(self.loop.env_rerun)} test(s)"
+                LoopEvent.ENV_READY,
+                f"environment reset; rerunning {len(self.loop.env_rerun)} test(s)",
             )
         selection.unlink(missing_ok=True)
         if self.loop.tester_due:
             self.loop.tester_due = False
             return self._plan_tests()
-        return Step("env_ready", "child pytest prepared")
+        return Step(LoopEvent.ENV_READY, "child pytest prepared")
 
     def _plan_tests(self) -> Step:
         """Ask the tester for the applied patch's test plan (DESIGN.md §5, seed 004)."""
@@ -211,25 +212,27 @@ class Controller:
             # Not terminal (seed 004: iterate): the tests still run, only without the plan.
             note = f"tester_schema_invalid: {'; '.join(exc.errors[:2])}"
             self.loop.current.notes.append(note)
-            return Step("tester_schema_invalid", f"{note}; the full suite runs without a plan")
+            return Step(
+                LoopEvent.TESTER_SCHEMA_INVALID, f"{note}; the full suite runs without a plan"
+            )
         except ProviderError as exc:
-            return self.loop.fail(provider_error("tester", exc), "tester_failed")
+            return self.loop.fail(provider_error("tester", exc), LoopEvent.TESTER_FAILED)
         if check.only_blocked:
             return self.loop.fail(
                 ErrorState(
                     ErrorType.POLICY_VIOLATION,
                     f"all {len(check.blocked)} command(s) the tester proposed are blocked: "
                     f"{check.blocked[0].reason}",
-                    "recover_to_analysis",
+                    LoopEvent.RECOVER_TO_ANALYSIS,
                     terminal_outcome=Outcome.TESTER_COMMAND_BLOCKED,
                 ),
-                "tester_command_blocked",
+                LoopEvent.TESTER_COMMAND_BLOCKED,
             )
         folder = self.recorder.relative(self.recorder.round_path(self.loop.current.number))
         path = self.recorder.write_json(f"{folder}/test-plan.json", plan.model_dump(mode="json"))
         self.loop.tester_round = TesterRound(plan, path, check)
         return Step(
-            "test_plan_ready",
+            LoopEvent.TEST_PLAN_READY,
             f"tester: {len(plan.select)} test(s) to pre-check, {len(check.runnable)} command(s) "
             f"to run, {len(check.blocked)} blocked",
             (self.recorder.relative(path),),
@@ -281,12 +284,12 @@ class Controller:
         evidence = (self.recorder.relative(log),)
         if result.timed_out:
             return Step(
-                "tests_finished",
+                LoopEvent.TESTS_FINISHED,
                 f"test run exceeded fwloop_test_timeout={self.settings.test_timeout:g}s",
                 evidence,
             )
         return Step(
-            "tests_finished",
+            LoopEvent.TESTS_FINISHED,
             "; ".join(
                 [f"child pytest exited {result.returncode} in {result.duration:.1f}s", *notes]
             ),
@@ -327,7 +330,7 @@ class Controller:
         try:
             answer = self.coder.ask(self._request("coder"))
         except ProviderError as exc:
-            return self.loop.fail(provider_error("coder", exc), "analysis_failed")
+            return self.loop.fail(provider_error("coder", exc), LoopEvent.ANALYSIS_FAILED)
         finally:
             # A CLI coder's edits are a proposed patch like any other (DESIGN.md §5): nothing
             # stays in the tree before the policy and the reviewer have passed it.
@@ -342,7 +345,7 @@ class Controller:
             self.loop.current.notes.append(note)
             reason += f"; {note}"
         self.loop.coder_answer = answer
-        return Step("analysis_ready", reason)
+        return Step(LoopEvent.ANALYSIS_READY, reason)
 
     def patch_generation(self) -> Step:
         assert self.loop.coder_answer is not None

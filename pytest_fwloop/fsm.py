@@ -49,140 +49,185 @@ class ErrorType(str, enum.Enum):
     TEST_COMMAND_FAILURE = "TEST_COMMAND_FAILURE"
 
 
+class LoopEvent(str, enum.Enum):
+    """Every event a state handler can return; the table below says where each leads."""
+
+    START = "start"
+    BASELINE = "baseline"
+    ANALYSIS_READY = "analysis_ready"
+    ANALYSIS_FAILED = "analysis_failed"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    PATCH_APPROVED = "patch_approved"
+    REVIEW_CHANGES_REQUESTED = "review_changes_requested"
+    PATCH_REPEATED = "patch_repeated"
+    PATCH_REJECTED = "patch_rejected"
+    PATCH_APPLIED = "patch_applied"
+    APPLY_FAILED = "apply_failed"
+    BUILD_READY = "build_ready"
+    NO_BUILD = "no_build"
+    TOOLCHAIN_MISSING = "toolchain_missing"
+    BUILD_OK = "build_ok"
+    BUILD_FAILED = "build_failed"
+    ENV_READY = "env_ready"
+    TEST_PLAN_READY = "test_plan_ready"
+    TESTER_SCHEMA_INVALID = "tester_schema_invalid"
+    TESTER_COMMAND_BLOCKED = "tester_command_blocked"
+    TESTER_FAILED = "tester_failed"
+    TESTS_FINISHED = "tests_finished"
+    RESULTS_NORMALIZED = "results_normalized"
+    ARTIFACTS_MISSING = "artifacts_missing"
+    DECISION_PRODUCED = "decision_produced"
+    ENVIRONMENT_FAILED = "environment_failed"
+    FIRMWARE_NO_BOOT = "firmware_no_boot"
+    REPEATED_TEST_FAILURE = "repeated_test_failure"
+    CONTINUE = "continue"
+    CONFIRM = "confirm"
+    CONVERGED = "converged"
+    STOP = "stop"
+    AWAIT_OPERATOR = "await_operator"
+    RECOVER_TO_ANALYSIS = "recover_to_analysis"
+    RECOVER_TO_BUILD = "recover_to_build"
+    RECOVER_TO_TEST_SETUP = "recover_to_test_setup"
+    UNRECOVERABLE = "unrecoverable"
+    ABORT = "abort"
+    STATE_TIMEOUT = "state_timeout"
+
+
 @dataclass(frozen=True)
 class Transition:
     source: State
-    event: str
+    event: LoopEvent
     target: State
     meaning: str
 
 
 S = State
+E = LoopEvent
 #: Every move the controller can make. `abort` and `state_timeout` apply from any non-terminal
 #: state and are listed once in WILDCARD_TRANSITIONS.
 TRANSITIONS: tuple[Transition, ...] = (
-    Transition(S.IDLE, "start", S.INIT, "pytest --fwloop started"),
+    Transition(S.IDLE, E.START, S.INIT, "pytest --fwloop started"),
     Transition(
-        S.INIT, "baseline", S.BUILD_SETUP, "workspace snapshotted; iteration 1 is the baseline"
+        S.INIT, E.BASELINE, S.BUILD_SETUP, "workspace snapshotted; iteration 1 is the baseline"
     ),
-    Transition(S.CODE_ANALYSIS, "analysis_ready", S.PATCH_GENERATION, "coder answered"),
-    Transition(S.CODE_ANALYSIS, "analysis_failed", S.ERROR_RECOVERY, "coder gave no usable answer"),
+    Transition(S.CODE_ANALYSIS, E.ANALYSIS_READY, S.PATCH_GENERATION, "coder answered"),
+    Transition(S.CODE_ANALYSIS, E.ANALYSIS_FAILED, S.ERROR_RECOVERY, "coder gave no usable answer"),
     Transition(
-        S.CODE_ANALYSIS, "budget_exhausted", S.FAILURE, "the coder's call went over the budget"
+        S.CODE_ANALYSIS, E.BUDGET_EXHAUSTED, S.FAILURE, "the coder's call went over the budget"
     ),
     Transition(
-        S.PATCH_GENERATION, "patch_approved", S.PATCH_APPLY, "policy passed, reviewer approved"
+        S.PATCH_GENERATION, E.PATCH_APPROVED, S.PATCH_APPLY, "policy passed, reviewer approved"
     ),
     Transition(
         S.PATCH_GENERATION,
-        "review_changes_requested",
+        E.REVIEW_CHANGES_REQUESTED,
         S.CODE_ANALYSIS,
         "reviewer sent the must-fix list back to the coder",
     ),
     Transition(
         S.PATCH_GENERATION,
-        "patch_repeated",
+        E.PATCH_REPEATED,
         S.CODE_ANALYSIS,
         "the coder proposed a change already tried: told once, not applied",
     ),
     Transition(
         S.PATCH_GENERATION,
-        "patch_rejected",
+        E.PATCH_REJECTED,
         S.ERROR_RECOVERY,
         "empty, unsafe, unappliable or again repeated patch",
     ),
     Transition(
         S.PATCH_GENERATION,
-        "budget_exhausted",
+        E.BUDGET_EXHAUSTED,
         S.FAILURE,
         "the reviewer's call went over the budget",
     ),
-    Transition(S.PATCH_APPLY, "patch_applied", S.BUILD_SETUP, "journalled and applied"),
-    Transition(S.PATCH_APPLY, "apply_failed", S.ERROR_RECOVERY, "git apply refused the patch"),
-    Transition(S.BUILD_SETUP, "build_ready", S.BUILD_RUN, "build tool found"),
-    Transition(S.BUILD_SETUP, "no_build", S.TEST_SETUP, "no build step configured"),
-    Transition(S.BUILD_SETUP, "toolchain_missing", S.ERROR_RECOVERY, "build tool not found"),
-    Transition(S.BUILD_RUN, "build_ok", S.TEST_SETUP, "build succeeded"),
-    Transition(S.BUILD_RUN, "build_failed", S.ERROR_RECOVERY, "build failed"),
-    Transition(S.TEST_SETUP, "env_ready", S.TEST_RUN, "child pytest prepared"),
+    Transition(S.PATCH_APPLY, E.PATCH_APPLIED, S.BUILD_SETUP, "journalled and applied"),
+    Transition(S.PATCH_APPLY, E.APPLY_FAILED, S.ERROR_RECOVERY, "git apply refused the patch"),
+    Transition(S.BUILD_SETUP, E.BUILD_READY, S.BUILD_RUN, "build tool found"),
+    Transition(S.BUILD_SETUP, E.NO_BUILD, S.TEST_SETUP, "no build step configured"),
+    Transition(S.BUILD_SETUP, E.TOOLCHAIN_MISSING, S.ERROR_RECOVERY, "build tool not found"),
+    Transition(S.BUILD_RUN, E.BUILD_OK, S.TEST_SETUP, "build succeeded"),
+    Transition(S.BUILD_RUN, E.BUILD_FAILED, S.ERROR_RECOVERY, "build failed"),
+    Transition(S.TEST_SETUP, E.ENV_READY, S.TEST_RUN, "child pytest prepared"),
     Transition(
         S.TEST_SETUP,
-        "test_plan_ready",
+        E.TEST_PLAN_READY,
         S.TEST_RUN,
         "tester plan validated; its commands checked against the allowlist",
     ),
     Transition(
         S.TEST_SETUP,
-        "tester_schema_invalid",
+        E.TESTER_SCHEMA_INVALID,
         S.TEST_RUN,
         "the tester's plan failed its schema twice: the full suite runs without it",
     ),
     Transition(
         S.TEST_SETUP,
-        "tester_command_blocked",
+        E.TESTER_COMMAND_BLOCKED,
         S.ERROR_RECOVERY,
         "every command the tester proposed is outside the allowlist",
     ),
-    Transition(S.TEST_SETUP, "tester_failed", S.ERROR_RECOVERY, "the tester's provider failed"),
+    Transition(S.TEST_SETUP, E.TESTER_FAILED, S.ERROR_RECOVERY, "the tester's provider failed"),
     Transition(
-        S.TEST_SETUP, "budget_exhausted", S.FAILURE, "the tester's call went over the budget"
+        S.TEST_SETUP, E.BUDGET_EXHAUSTED, S.FAILURE, "the tester's call went over the budget"
     ),
-    Transition(S.TEST_RUN, "tests_finished", S.RESULT_COLLECTION, "child pytest exited"),
-    Transition(S.RESULT_COLLECTION, "results_normalized", S.RESULT_ANALYSIS, "results read"),
+    Transition(S.TEST_RUN, E.TESTS_FINISHED, S.RESULT_COLLECTION, "child pytest exited"),
+    Transition(S.RESULT_COLLECTION, E.RESULTS_NORMALIZED, S.RESULT_ANALYSIS, "results read"),
     Transition(
-        S.RESULT_COLLECTION, "artifacts_missing", S.ERROR_RECOVERY, "child wrote no results"
+        S.RESULT_COLLECTION, E.ARTIFACTS_MISSING, S.ERROR_RECOVERY, "child wrote no results"
     ),
-    Transition(S.RESULT_ANALYSIS, "decision_produced", S.CONVERGENCE_CHECK, "counts computed"),
+    Transition(S.RESULT_ANALYSIS, E.DECISION_PRODUCED, S.CONVERGENCE_CHECK, "counts computed"),
     Transition(
-        S.RESULT_ANALYSIS, "environment_failed", S.ERROR_RECOVERY, "tests failed on the environment"
+        S.RESULT_ANALYSIS, E.ENVIRONMENT_FAILED, S.ERROR_RECOVERY, "tests failed on the environment"
     ),
     Transition(
         S.RESULT_ANALYSIS,
-        "firmware_no_boot",
+        E.FIRMWARE_NO_BOOT,
         S.ERROR_RECOVERY,
         "the environment came up before this patch and not after it",
     ),
     Transition(
         S.RESULT_ANALYSIS,
-        "repeated_test_failure",
+        E.REPEATED_TEST_FAILURE,
         S.ERROR_RECOVERY,
         "the same tester command failed in two consecutive rounds",
     ),
-    Transition(S.CONVERGENCE_CHECK, "continue", S.CODE_ANALYSIS, "next iteration"),
-    Transition(S.CONVERGENCE_CHECK, "confirm", S.TEST_SETUP, "green once: rerun with no new patch"),
-    Transition(S.CONVERGENCE_CHECK, "converged", S.SUCCESS, "target met and confirmed"),
-    Transition(S.CONVERGENCE_CHECK, "stop", S.FAILURE, "verdict: target not met"),
-    Transition(S.CONVERGENCE_CHECK, "await_operator", S.ABORTED, "plateau: operator decides"),
-    Transition(S.ERROR_RECOVERY, "recover_to_analysis", S.CODE_ANALYSIS, "back to the coder"),
-    Transition(S.ERROR_RECOVERY, "recover_to_build", S.BUILD_RUN, "retry the build"),
-    Transition(S.ERROR_RECOVERY, "recover_to_test_setup", S.TEST_SETUP, "reset env, rerun tests"),
-    Transition(S.ERROR_RECOVERY, "unrecoverable", S.FAILURE, "retries exhausted"),
+    Transition(S.CONVERGENCE_CHECK, E.CONTINUE, S.CODE_ANALYSIS, "next iteration"),
+    Transition(S.CONVERGENCE_CHECK, E.CONFIRM, S.TEST_SETUP, "green once: rerun with no new patch"),
+    Transition(S.CONVERGENCE_CHECK, E.CONVERGED, S.SUCCESS, "target met and confirmed"),
+    Transition(S.CONVERGENCE_CHECK, E.STOP, S.FAILURE, "verdict: target not met"),
+    Transition(S.CONVERGENCE_CHECK, E.AWAIT_OPERATOR, S.ABORTED, "plateau: operator decides"),
+    Transition(S.ERROR_RECOVERY, E.RECOVER_TO_ANALYSIS, S.CODE_ANALYSIS, "back to the coder"),
+    Transition(S.ERROR_RECOVERY, E.RECOVER_TO_BUILD, S.BUILD_RUN, "retry the build"),
+    Transition(S.ERROR_RECOVERY, E.RECOVER_TO_TEST_SETUP, S.TEST_SETUP, "reset env, rerun tests"),
+    Transition(S.ERROR_RECOVERY, E.UNRECOVERABLE, S.FAILURE, "retries exhausted"),
 )
 
 #: Moves allowed from every non-terminal state (seed 001 §5.1).
-WILDCARD_TRANSITIONS: tuple[tuple[str, State, str], ...] = (
-    ("abort", S.ABORTED, "SIGINT, SIGTERM or `fwloop cancel`"),
-    ("state_timeout", S.ERROR_RECOVERY, "state exceeded its timeout (error type TIMEOUT)"),
+WILDCARD_TRANSITIONS: tuple[tuple[LoopEvent, State, str], ...] = (
+    (E.ABORT, S.ABORTED, "SIGINT, SIGTERM or `fwloop cancel`"),
+    (E.STATE_TIMEOUT, S.ERROR_RECOVERY, "state exceeded its timeout (error type TIMEOUT)"),
 )
 
-_TABLE: dict[tuple[State, str], State] = {(t.source, t.event): t.target for t in TRANSITIONS}
+_TABLE: dict[tuple[State, LoopEvent], State] = {(t.source, t.event): t.target for t in TRANSITIONS}
 
 
 class IllegalTransition(RuntimeError):
     """The controller asked for a move the table does not allow: a bug, never user error."""
 
 
-def next_state(current: State, event: str) -> State:
+def next_state(current: State, event: LoopEvent) -> State:
     """Return the state `event` leads to from `current`, or raise IllegalTransition."""
     if current in TERMINAL_STATES:
-        raise IllegalTransition(f"{current.value} is terminal; no event '{event}' applies")
+        raise IllegalTransition(f"{current.value} is terminal; no event '{event.value}' applies")
     for wildcard_event, target, _ in WILDCARD_TRANSITIONS:
         if event == wildcard_event:
             return target
     try:
         return _TABLE[(current, event)]
     except KeyError:
-        raise IllegalTransition(f"no transition from {current.value} on '{event}'") from None
+        raise IllegalTransition(f"no transition from {current.value} on '{event.value}'") from None
 
 
 def render_markdown() -> str:
@@ -201,7 +246,7 @@ def render_markdown() -> str:
         "stateDiagram-v2",
         "    [*] --> IDLE",
     ]
-    lines += [f"    {t.source.value} --> {t.target.value}: {t.event}" for t in TRANSITIONS]
+    lines += [f"    {t.source.value} --> {t.target.value}: {t.event.value}" for t in TRANSITIONS]
     lines += [f"    {s.value} --> [*]" for s in State if s in TERMINAL_STATES]
     lines += [
         "```",
@@ -210,11 +255,11 @@ def render_markdown() -> str:
         "|---|---|---|---|",
     ]
     lines += [
-        f"| `{t.source.value}` | `{t.event}` | `{t.target.value}` | {t.meaning} |"
+        f"| `{t.source.value}` | `{t.event.value}` | `{t.target.value}` | {t.meaning} |"
         for t in TRANSITIONS
     ]
     lines += [
-        f"| any non-terminal | `{event}` | `{target.value}` | {meaning} |"
+        f"| any non-terminal | `{event.value}` | `{target.value}` | {meaning} |"
         for event, target, meaning in WILDCARD_TRANSITIONS
     ]
     lines.append("")

@@ -16,7 +16,7 @@ import pytest
 from pytest_fwloop import recovery
 from pytest_fwloop.agents.protocol import MustFix
 from pytest_fwloop.convergence import ConvergenceChecker, ConvergenceType, PlateauAction
-from pytest_fwloop.fsm import ErrorType
+from pytest_fwloop.fsm import ErrorType, LoopEvent
 from pytest_fwloop.loop_state import Iteration, LoopState, Step
 from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.records import ConvergenceRecord
@@ -64,9 +64,9 @@ class IterationEnd:
                 ErrorState(
                     ErrorType.TIMEOUT,
                     f"TEST_RUN exceeded fwloop_test_timeout={self.settings.test_timeout:g}s",
-                    "recover_to_test_setup",
+                    LoopEvent.RECOVER_TO_TEST_SETUP,
                 ),
-                "artifacts_missing",
+                LoopEvent.ARTIFACTS_MISSING,
             )
         try:
             results = IterationResults.model_validate_json(path.read_text(encoding="utf-8"))
@@ -77,9 +77,9 @@ class IterationEnd:
                     ErrorType.ARTIFACT_MISSING,
                     f"child pytest exited {returncode} without writing results "
                     f"({' | '.join(tail) or 'no output'})",
-                    "recover_to_test_setup",
+                    LoopEvent.RECOVER_TO_TEST_SETUP,
                 ),
-                "artifacts_missing",
+                LoopEvent.ARTIFACTS_MISSING,
             )
         if self.loop.partial_results is not None:
             results = self.loop.partial_results.merged(results)
@@ -101,7 +101,7 @@ class IterationEnd:
         )
         counts = results.counts()
         return Step(
-            "results_normalized",
+            LoopEvent.RESULTS_NORMALIZED,
             ", ".join(f"{count} {name}" for name, count in counts.items() if count)
             or "no tests ran",
             (self.recorder.relative(path),),
@@ -116,10 +116,10 @@ class IterationEnd:
                     ErrorType.ARTIFACT_MISSING,
                     f"the child pytest ran no tests (exit {results.exitstatus}); check the "
                     "arguments and testpaths",
-                    "recover_to_test_setup",
+                    LoopEvent.RECOVER_TO_TEST_SETUP,
                     terminal_outcome=Outcome.FAILURE,
                 ),
-                "environment_failed",
+                LoopEvent.ENVIRONMENT_FAILED,
             )
         env_failed = results.environment_failures()
         if env_failed:
@@ -146,17 +146,17 @@ class IterationEnd:
                         ErrorType.FIRMWARE_NO_BOOT,
                         f"{len(env_failed)} test(s) lost their environment after the patch "
                         f"({first}); patch rolled back",
-                        "recover_to_analysis",
+                        LoopEvent.RECOVER_TO_ANALYSIS,
                     ),
-                    "firmware_no_boot",
+                    LoopEvent.FIRMWARE_NO_BOOT,
                 )
             return self.loop.fail(
                 ErrorState(
                     ErrorType.TEST_ENV_FAILURE,
                     f"{len(env_failed)} test(s) failed on the environment ({first})",
-                    "recover_to_test_setup",
+                    LoopEvent.RECOVER_TO_TEST_SETUP,
                 ),
-                "environment_failed",
+                LoopEvent.ENVIRONMENT_FAILED,
             )
         self.loop.partial_results = None
         repeated = sorted(self.loop.failed_commands & self.loop.previous_failed_commands)
@@ -166,12 +166,12 @@ class IterationEnd:
                     ErrorType.TEST_COMMAND_FAILURE,
                     f"the tester's command {', '.join(f'`{shlex.join(a)}`' for a in repeated)} "
                     "failed in two consecutive rounds",
-                    "recover_to_analysis",
+                    LoopEvent.RECOVER_TO_ANALYSIS,
                 ),
-                "repeated_test_failure",
+                LoopEvent.REPEATED_TEST_FAILURE,
             )
         return Step(
-            "decision_produced",
+            LoopEvent.DECISION_PRODUCED,
             f"pass_count={results.pass_count} total_count={results.total_count}",
         )
 
@@ -225,8 +225,8 @@ class IterationEnd:
             return self._plateau(reason)
         self.loop.outcome = _VERDICT_OUTCOMES[verdict]
         if verdict is ConvergenceType.SUCCESS:
-            return Step("converged", reason)
-        return Step("stop", reason)
+            return Step(LoopEvent.CONVERGED, reason)
+        return Step(LoopEvent.STOP, reason)
 
     def _next_iteration(self, reason: str) -> Step:
         green = self.loop.current.total_count > 0 and (
@@ -244,8 +244,8 @@ class IterationEnd:
             Iteration(self.loop.current.number + 1, "confirmation" if green else "patch")
         )
         if green:
-            return Step("confirm", f"{reason}; green once, confirming with no new patch")
-        return Step("continue", reason)
+            return Step(LoopEvent.CONFIRM, f"{reason}; green once, confirming with no new patch")
+        return Step(LoopEvent.CONTINUE, reason)
 
     def _plateau(self, reason: str) -> Step:
         rate = self.loop.current.pass_count / max(self.loop.current.total_count, 1)
@@ -265,7 +265,7 @@ class IterationEnd:
                 return self._next_iteration(f"{full}; the operator chose to continue")
             self.loop.outcome = Outcome.AWAITING_OPERATOR_CONFIRM
             self.loop.final_reason = f"{full}; waiting for the operator"
-            return Step("await_operator", self.loop.final_reason)
+            return Step(LoopEvent.AWAIT_OPERATOR, self.loop.final_reason)
         self.loop.outcome = Outcome.PLATEAUED
         self.loop.final_reason = full
-        return Step("stop", full)
+        return Step(LoopEvent.STOP, full)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from pytest_fwloop.agents.errors import ProviderError
 from pytest_fwloop.agents.protocol import CoderAnswer, MustFix
 from pytest_fwloop.convergence import ConvergenceType
-from pytest_fwloop.fsm import ErrorType, State
+from pytest_fwloop.fsm import ErrorType, LoopEvent, State
 from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.recovery import ErrorState
 from pytest_fwloop.results import IterationResults
@@ -47,7 +47,7 @@ class Iteration:
 
 @dataclass(frozen=True)
 class Step:
-    event: str
+    event: LoopEvent
     reason: str
     evidence: tuple[str, ...] = ()
 
@@ -70,7 +70,7 @@ class Verdict:
 
 def failed(
     error: ErrorState,
-    event: str,
+    event: LoopEvent,
     must_fix: list[MustFix] | None = None,
     constraints: list[str] | None = None,
 ) -> Verdict:
@@ -88,7 +88,7 @@ def provider_error(role: str, exc: ProviderError) -> ErrorState:
     return ErrorState(
         ErrorType.MODEL_FAILURE,
         f"{role} provider {exc.provider}: {exc.message}",
-        "recover_to_analysis",
+        LoopEvent.RECOVER_TO_ANALYSIS,
         terminal_outcome=Outcome(exc.kind.value),
     )
 
@@ -137,7 +137,7 @@ class LoopState:
                 return it.results
         return None
 
-    def fail(self, error: ErrorState, event: str) -> Step:
+    def fail(self, error: ErrorState, event: LoopEvent) -> Step:
         """Hand `error` to ERROR_RECOVERY through `event`."""
         self.error = error
         return Step(event, f"{error.type.value}: {error.reason}")

@@ -16,7 +16,7 @@ from pathlib import Path
 from pytest_fwloop.agents.errors import AnswerInvalid, ProviderError
 from pytest_fwloop.agents.protocol import AgentRequest, CoderAnswer, MustFix, ReviewerAnswer
 from pytest_fwloop.agents.role import RoleAgent
-from pytest_fwloop.fsm import ErrorType
+from pytest_fwloop.fsm import ErrorType, LoopEvent
 from pytest_fwloop.loop_state import Iteration, Step, Verdict, failed, provider_error
 from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.policy import Violation, parse_patch
@@ -32,7 +32,7 @@ class Refusal:
     """Why a patch stops at the gate: the event, the error for recovery, what the coder is told,
     and the name of its `rejected-K-WHY.diff` (None: not recorded)."""
 
-    event: str
+    event: LoopEvent
     error: ErrorState | None
     must_fix: list[MustFix]
     recorded_as: str | None
@@ -50,12 +50,12 @@ def first_refusal(
     """The checks before the reviewer, in order; each later one runs only if the earlier pass."""
     if not patch.strip():
         return Refusal(
-            "patch_rejected",
+            LoopEvent.PATCH_REJECTED,
             ErrorState(
                 ErrorType.MODEL_FAILURE,
                 f"the coder proposed no patch (root cause given: "
                 f"{answer.analysis.root_cause[:160]!r})",
-                "recover_to_analysis",
+                LoopEvent.RECOVER_TO_ANALYSIS,
             ),
             [],
             None,
@@ -63,18 +63,18 @@ def first_refusal(
     if repeat is not None:
         if repeat_told:
             return Refusal(
-                "patch_rejected",
+                LoopEvent.PATCH_REJECTED,
                 ErrorState(
                     ErrorType.MODEL_FAILURE,
                     f"the coder proposed {repeat.what} again, after being told once",
-                    "recover_to_analysis",
+                    LoopEvent.RECOVER_TO_ANALYSIS,
                     terminal_outcome=Outcome.REPEATED_PATCH,
                 ),
                 [],
                 "repeat",
             )
         return Refusal(
-            "patch_repeated",
+            LoopEvent.PATCH_REPEATED,
             None,
             [MustFix(issue=repeat.must_fix())],
             "repeat",
@@ -83,11 +83,11 @@ def first_refusal(
     broken = violations()
     if broken:
         return Refusal(
-            "patch_rejected",
+            LoopEvent.PATCH_REJECTED,
             ErrorState(
                 ErrorType.POLICY_VIOLATION,
                 "; ".join(v.message for v in broken[:3]),
-                "recover_to_analysis",
+                LoopEvent.RECOVER_TO_ANALYSIS,
             ),
             [MustFix(issue=v.message, file=v.path or None) for v in broken],
             "policy",
@@ -95,11 +95,11 @@ def first_refusal(
     problem = apply_problem()
     if problem is not None:
         return Refusal(
-            "patch_rejected",
+            LoopEvent.PATCH_REJECTED,
             ErrorState(
                 ErrorType.PATCH_APPLY_FAILURE,
                 f"git apply --check: {problem}",
-                "recover_to_analysis",
+                LoopEvent.RECOVER_TO_ANALYSIS,
             ),
             [MustFix(issue=f"the patch does not apply: {problem}")],
             "apply",
@@ -116,19 +116,19 @@ def review_refusal(
         must_fix = list(review.must_fix) or [MustFix(issue=review.summary)]
         if rounds >= max_rounds:
             return Refusal(
-                "patch_rejected",
+                LoopEvent.PATCH_REJECTED,
                 ErrorState(
                     ErrorType.MODEL_FAILURE,
                     f"the reviewer requested changes {rounds} times in iteration {iteration} "
                     f"(fwloop_review_rounds={max_rounds})",
-                    "recover_to_analysis",
+                    LoopEvent.RECOVER_TO_ANALYSIS,
                     terminal_outcome=Outcome.FAILURE,
                 ),
                 [],
                 "review",
             )
         return Refusal(
-            "review_changes_requested",
+            LoopEvent.REVIEW_CHANGES_REQUESTED,
             None,
             must_fix,
             "review",
@@ -137,11 +137,11 @@ def review_refusal(
         )
     if review.risk > max_risk:
         return Refusal(
-            "patch_rejected",
+            LoopEvent.PATCH_REJECTED,
             ErrorState(
                 ErrorType.POLICY_VIOLATION,
                 f"reviewer risk {review.risk:.2f} > fwloop_max_risk {max_risk:.2f}",
-                "recover_to_analysis",
+                LoopEvent.RECOVER_TO_ANALYSIS,
             ),
             [
                 MustFix(
@@ -191,13 +191,13 @@ class PatchGate:
                     ErrorState(
                         ErrorType.MODEL_FAILURE,
                         f"reviewer answer failed the schema twice ({'; '.join(exc.errors[:2])})",
-                        "recover_to_analysis",
+                        LoopEvent.RECOVER_TO_ANALYSIS,
                         terminal_outcome=Outcome.REVIEW_SCHEMA_INVALID,
                     ),
-                    "patch_rejected",
+                    LoopEvent.PATCH_REJECTED,
                 )
             except ProviderError as exc:
-                return failed(provider_error("reviewer", exc), "patch_rejected")
+                return failed(provider_error("reviewer", exc), LoopEvent.PATCH_REJECTED)
             assert isinstance(review, ReviewerAnswer)
             if review.decision == "changes_requested":
                 current.review_rounds += 1
@@ -219,8 +219,8 @@ class PatchGate:
             touched = self.workspace.apply(current.patch, before)
         except PatchApplyError as exc:
             return failed(
-                ErrorState(ErrorType.PATCH_APPLY_FAILURE, str(exc), "recover_to_analysis"),
-                "apply_failed",
+                ErrorState(ErrorType.PATCH_APPLY_FAILURE, str(exc), LoopEvent.RECOVER_TO_ANALYSIS),
+                LoopEvent.APPLY_FAILED,
                 must_fix=[MustFix(issue=f"the patch does not apply: {exc}")],
             )
         self.tried.append((current.number, current.patch))
@@ -228,7 +228,7 @@ class PatchGate:
         path = self.recorder.write_patch(f"{folder}/patch.diff", current.patch)
         return Verdict(
             Step(
-                "patch_applied",
+                LoopEvent.PATCH_APPLIED,
                 f"applied to {len(touched)} file(s): {', '.join(touched[:5])}",
                 (self.recorder.relative(path),),
             ),
@@ -246,7 +246,7 @@ class PatchGate:
         current.patch_summary = f"{answer.summary[:200]} [{', '.join(files)}]"
         return Verdict(
             Step(
-                "patch_approved",
+                LoopEvent.PATCH_APPROVED,
                 f"policy passed; reviewer approved (risk {review.risk:.2f} <= "
                 f"{self.settings.max_risk:.2f})",
             )

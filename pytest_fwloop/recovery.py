@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pytest_fwloop.fsm import ErrorType
+from pytest_fwloop.fsm import ErrorType, LoopEvent
 from pytest_fwloop.outcomes import Outcome
 
 
@@ -54,13 +54,13 @@ class ErrorState:
 
     type: ErrorType
     reason: str
-    resume_event: str
+    resume_event: LoopEvent
     terminal_outcome: Outcome | None = None
 
 
 @dataclass(frozen=True)
 class RecoveryDecision:
-    event: str
+    event: LoopEvent
     reason: str
     outcome: Outcome | None
 
@@ -68,7 +68,7 @@ class RecoveryDecision:
 def decide(error: ErrorState, retries_so_far: int) -> RecoveryDecision:
     """Resume if the type's budget allows another retry, else stop with the type's outcome."""
     if error.terminal_outcome is not None:
-        return RecoveryDecision("unrecoverable", error.reason, error.terminal_outcome)
+        return RecoveryDecision(LoopEvent.UNRECOVERABLE, error.reason, error.terminal_outcome)
     rule = RULES[error.type]
     if retries_so_far < rule.max_retries:
         return RecoveryDecision(
@@ -83,5 +83,7 @@ def decide(error: ErrorState, retries_so_far: int) -> RecoveryDecision:
         else f"not retried: {rule.action}"
     )
     return RecoveryDecision(
-        "unrecoverable", f"{error.type.value}: {error.reason}; {spent}", rule.exhausted_outcome
+        LoopEvent.UNRECOVERABLE,
+        f"{error.type.value}: {error.reason}; {spent}",
+        rule.exhausted_outcome,
     )

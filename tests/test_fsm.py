@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from pytest_fwloop import fsm
-from pytest_fwloop.fsm import State
+from pytest_fwloop.fsm import LoopEvent, State
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "fsm.md"
 
@@ -43,14 +43,14 @@ def test_generated_doc_matches_the_table() -> None:
 def test_baseline_path_of_design_section_3() -> None:
     path = [State.IDLE]
     for event in (
-        "start",
-        "baseline",
-        "build_ready",
-        "build_ok",
-        "env_ready",
-        "tests_finished",
-        "results_normalized",
-        "decision_produced",
+        LoopEvent.START,
+        LoopEvent.BASELINE,
+        LoopEvent.BUILD_READY,
+        LoopEvent.BUILD_OK,
+        LoopEvent.ENV_READY,
+        LoopEvent.TESTS_FINISHED,
+        LoopEvent.RESULTS_NORMALIZED,
+        LoopEvent.DECISION_PRODUCED,
     ):
         path.append(fsm.next_state(path[-1], event))
     assert path[1:] == [
@@ -66,31 +66,31 @@ def test_baseline_path_of_design_section_3() -> None:
 
 
 def test_continuing_goes_through_the_coder_and_the_reviewer_gate() -> None:
-    state = fsm.next_state(State.CONVERGENCE_CHECK, "continue")
+    state = fsm.next_state(State.CONVERGENCE_CHECK, LoopEvent.CONTINUE)
     assert state is State.CODE_ANALYSIS
-    state = fsm.next_state(state, "analysis_ready")
+    state = fsm.next_state(state, LoopEvent.ANALYSIS_READY)
     assert state is State.PATCH_GENERATION
     # The only way into PATCH_APPLY is an approved patch.
     sources = {t.source for t in fsm.TRANSITIONS if t.target is State.PATCH_APPLY}
     assert sources == {State.PATCH_GENERATION}
-    assert fsm.next_state(state, "patch_approved") is State.PATCH_APPLY
+    assert fsm.next_state(state, LoopEvent.PATCH_APPROVED) is State.PATCH_APPLY
 
 
 @pytest.mark.parametrize("state", [s for s in State if s not in fsm.TERMINAL_STATES])
 def test_abort_and_timeout_apply_from_every_live_state(state: State) -> None:
-    assert fsm.next_state(state, "abort") is State.ABORTED
-    assert fsm.next_state(state, "state_timeout") is State.ERROR_RECOVERY
+    assert fsm.next_state(state, LoopEvent.ABORT) is State.ABORTED
+    assert fsm.next_state(state, LoopEvent.STATE_TIMEOUT) is State.ERROR_RECOVERY
 
 
 @pytest.mark.parametrize("state", sorted(fsm.TERMINAL_STATES))
 def test_terminal_states_have_no_way_out(state: State) -> None:
     with pytest.raises(fsm.IllegalTransition, match="terminal"):
-        fsm.next_state(state, "abort")
+        fsm.next_state(state, LoopEvent.ABORT)
 
 
 def test_unknown_event_is_a_bug_not_a_silent_move() -> None:
     with pytest.raises(fsm.IllegalTransition, match="no transition from BUILD_RUN"):
-        fsm.next_state(State.BUILD_RUN, "patch_approved")
+        fsm.next_state(State.BUILD_RUN, LoopEvent.PATCH_APPROVED)
 
 
 def test_every_state_is_reachable_and_every_live_state_has_an_exit() -> None:
