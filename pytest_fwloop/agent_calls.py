@@ -33,6 +33,7 @@ def role_agent(
     role: str,
     spec: str,
     on_call: Callable[[CallRecord], None],
+    time_left: Callable[[], float],
 ) -> RoleAgent:
     """The role's failover list of providers, with its schema (shipped, or a conftest's)."""
     shipped = load_schema(role)  # type: ignore[arg-type]
@@ -49,6 +50,7 @@ def role_agent(
         schema if schema is not None else shipped,
         on_call,
         timeout=settings.agent_timeout,
+        time_left=time_left,
     )
 
 

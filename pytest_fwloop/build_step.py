@@ -104,15 +104,15 @@ class BuildStep:
         diagnostics = build_diagnostics(log.read_text(encoding="utf-8", errors="replace"))
         if result.timed_out:
             what = f"build exceeded fwloop_build_timeout={self.settings.build_timeout:g}s"
-            error_type = ErrorType.TIMEOUT
+            error_type, event = ErrorType.TIMEOUT, LoopEvent.STATE_TIMEOUT
         else:
             what = f"build exited {result.returncode}"
-            error_type = ErrorType.BUILD_FAILURE
+            error_type, event = ErrorType.BUILD_FAILURE, LoopEvent.BUILD_FAILED
         if current.kind == "patch" and pre_patch:
             self.workspace.restore(pre_patch)
             return Verdict(
                 Step(
-                    LoopEvent.BUILD_FAILED,
+                    event,
                     f"{what}; patch rolled back, diagnostics go to the coder",
                     evidence,
                 ),
@@ -127,9 +127,7 @@ class BuildStep:
                 note=f"patch rolled back: {what}",
             )
         return Verdict(
-            Step(
-                LoopEvent.BUILD_FAILED, f"{what} without a new patch; retrying the build", evidence
-            ),
+            Step(event, f"{what} without a new patch; retrying the build", evidence),
             error=ErrorState(error_type, what, LoopEvent.RECOVER_TO_BUILD),
         )
 

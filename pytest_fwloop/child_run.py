@@ -37,6 +37,7 @@ class ChildRunner:
         log: Path,
         review: Path | None,
         plan: Path | None,
+        timeout: float,
     ) -> ProcessResult:
         """One child `python -m pytest` with the user's arguments plus `args`."""
         folder = self.recorder.round_path(iteration)
@@ -54,7 +55,7 @@ class ChildRunner:
             [sys.executable, "-m", "pytest", *self.settings.child_args, *args],
             cwd=self.settings.invocation_dir,
             log_path=log,
-            timeout=self.settings.test_timeout,
+            timeout=timeout,
             abort=self.abort,
             env=env,
         )

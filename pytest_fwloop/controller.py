@@ -27,7 +27,7 @@ from pytest_fwloop.child_run import ChildRunner
 from pytest_fwloop.convergence import ExecutionMode
 from pytest_fwloop.fsm import ErrorType, LoopEvent, State
 from pytest_fwloop.iteration_end import IterationEnd
-from pytest_fwloop.loop_state import LoopState, Step, Verdict, provider_error
+from pytest_fwloop.loop_state import ChildOutput, LoopState, Step, Verdict, provider_error
 from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG
 from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.patch_gate import PatchGate
@@ -37,6 +37,7 @@ from pytest_fwloop.recovery import ErrorState
 from pytest_fwloop.redaction import Redactor
 from pytest_fwloop.rundir import RunRecorder, utc_now
 from pytest_fwloop.settings import LoopSettings
+from pytest_fwloop.state_clock import DeadlinePassed, StateClock
 from pytest_fwloop.terminal import Terminal
 from pytest_fwloop.tester_round import TesterRound, ask_tester, run_tester_commands
 from pytest_fwloop.workspace import Workspace
@@ -55,6 +56,7 @@ class Controller:
         terminal: Terminal,
         abort: threading.Event,
         redact: Redactor,
+        clock: StateClock | None = None,
     ) -> None:
         self.config = config
         self.settings = settings
@@ -65,6 +67,7 @@ class Controller:
         self.redact = redact
         self.abort_reason = ""
         self.loop = LoopState()
+        self.clock = clock or StateClock()
         self.runner = AllowlistRunner(
             settings.allowed_commands,
             cwd=settings.rootdir,
@@ -79,12 +82,13 @@ class Controller:
             settings.budget,
             lambda: (self.loop.current, self.loop.state),
         )
-        self.coder = role_agent(config, settings, "coder", settings.coder, self.calls.record)
+        left = self.clock.remaining
+        self.coder = role_agent(config, settings, "coder", settings.coder, self.calls.record, left)
         self.reviewer = role_agent(
-            config, settings, "reviewer", settings.reviewer, self.calls.record
+            config, settings, "reviewer", settings.reviewer, self.calls.record, left
         )
         self.tester = (
-            role_agent(config, settings, "tester", settings.tester, self.calls.record)
+            role_agent(config, settings, "tester", settings.tester, self.calls.record, left)
             if settings.tester
             else None
         )
@@ -92,7 +96,9 @@ class Controller:
         self.child = ChildRunner(settings, recorder, abort)
         self.build = BuildStep(settings, workspace, recorder, abort)
         self.gate = PatchGate(settings, workspace, recorder, self.reviewer)
-        self.end = IterationEnd(self.loop, config, settings, workspace, recorder, terminal)
+        self.end = IterationEnd(
+            self.loop, config, settings, workspace, recorder, terminal, self.clock
+        )
         self.handlers: dict[State, Callable[[], Step]] = {
             State.IDLE: self.idle,
             State.INIT: self.init,
@@ -141,17 +147,42 @@ class Controller:
                 self.loop.final_reason = f"aborted by the operator ({self.abort_reason})"
                 self.move(Step(LoopEvent.ABORT, self.loop.final_reason))
                 break
+            bound = fsm.STATE_TIMEOUTS[self.loop.state]
+            self.clock.start(float(getattr(self.settings, bound.option)))
             try:
                 step = self.handlers[self.loop.state]()
             except BudgetExhausted as exc:
                 self.loop.outcome = Outcome.BUDGET_EXHAUSTED
                 self.loop.final_reason = str(exc)
                 step = Step(LoopEvent.BUDGET_EXHAUSTED, self.loop.final_reason)
+            except DeadlinePassed as exc:
+                step = self._timed_out(bound, str(exc))
+            else:
+                if bound.resume is None and self.clock.expired():
+                    step = self._timed_out(
+                        bound, f"it took that long to end with {step.event.value}"
+                    )
             if self.abort.is_set():
                 continue
             self.move(step)
         assert self.loop.outcome is not None
         return self.loop.outcome
+
+    def _timed_out(self, bound: fsm.StateBound, detail: str) -> Step:
+        """The state went over its timeout: resumed where the table says, else the run ends."""
+        reason = (
+            f"{self.loop.state.value} exceeded fwloop_{bound.option}={self.clock.limit:g}s: "
+            f"{detail}"
+        )
+        return self.loop.fail(
+            ErrorState(
+                ErrorType.TIMEOUT,
+                reason,
+                bound.resume or LoopEvent.UNRECOVERABLE,
+                terminal_outcome=None if bound.resume else Outcome.FAILURE,
+            ),
+            LoopEvent.STATE_TIMEOUT,
+        )
 
     # -- states ---------------------------------------------------------------------------------
 
@@ -276,18 +307,18 @@ class Controller:
         if self.loop.env_rerun:
             args.append(f"{CHILD_SELECT_FLAG}={folder / 'selection.txt'}")
         result = self._run_child(args, log)
-        self.loop.test_run_result = (results_path, log, result.returncode, result.timed_out)
+        self.loop.test_run_result = ChildOutput(results_path, log, result.returncode)
         if tester is not None:
             tester.done = True
-            notes.append(self._run_tester_commands(folder, tester))
+            if not result.timed_out:
+                notes.append(self._run_tester_commands(folder, tester))
         self.child.scrub(folder)
         evidence = (self.recorder.relative(log),)
         if result.timed_out:
-            return Step(
-                LoopEvent.TESTS_FINISHED,
-                f"test run exceeded fwloop_test_timeout={self.settings.test_timeout:g}s",
-                evidence,
+            timeout = self._timed_out(
+                fsm.STATE_TIMEOUTS[State.TEST_RUN], "the child pytest was stopped"
             )
+            return Step(timeout.event, timeout.reason, evidence)
         return Step(
             LoopEvent.TESTS_FINISHED,
             "; ".join(
@@ -298,7 +329,14 @@ class Controller:
 
     def _run_child(self, args: list[str], log: Path) -> ProcessResult:
         plan = self.loop.tester_round.path if self.loop.tester_round is not None else None
-        return self.child.run(self.loop.current.number, args, log, self.loop.review_path, plan)
+        return self.child.run(
+            self.loop.current.number,
+            args,
+            log,
+            self.loop.review_path,
+            plan,
+            self.clock.remaining(),
+        )
 
     def _tester_precheck(self, folder: Path, select: list[str]) -> str:
         note = self.child.precheck(folder, select, self._run_child)
@@ -315,6 +353,7 @@ class Controller:
             self.abort,
             self.settings.command_timeout,
             self.build.protected_changed_since,
+            self.clock.remaining,
         )
         self.loop.failed_commands = frozenset(r.argv for r in done.failed)
         self.loop.must_fix.extend(done.must_fix)

@@ -210,6 +210,41 @@ WILDCARD_TRANSITIONS: tuple[tuple[LoopEvent, State, str], ...] = (
     (E.STATE_TIMEOUT, S.ERROR_RECOVERY, "state exceeded its timeout (error type TIMEOUT)"),
 )
 
+
+@dataclass(frozen=True)
+class StateBound:
+    """A state's timeout: the option that sets it, and what going over it means.
+
+    `resume` set: the state waits on something outside the loop (an agent, the build, the tests);
+    that wait is cut at the deadline and ERROR_RECOVERY resumes at `resume` (error type TIMEOUT,
+    retried as `recovery.RULES` allows). `resume` None: the state only does bookkeeping (git on
+    the snapshot store, files), which is never cut, since a cut git operation could leave the tree
+    half restored; it is judged when it ends, and one over its timeout ends the run.
+    """
+
+    option: str
+    resume: LoopEvent | None
+
+
+#: Seed 001 §4: every state has a timeout; over it, `state_timeout` leads to ERROR_RECOVERY with
+#: error type TIMEOUT. `option` names the `fwloop_<option>` ini option / flag giving the seconds.
+STATE_TIMEOUTS: dict[State, StateBound] = {
+    S.IDLE: StateBound("state_timeout", None),
+    S.INIT: StateBound("state_timeout", None),
+    S.CODE_ANALYSIS: StateBound("state_timeout", E.RECOVER_TO_ANALYSIS),
+    S.PATCH_GENERATION: StateBound("state_timeout", E.RECOVER_TO_ANALYSIS),
+    S.PATCH_APPLY: StateBound("state_timeout", None),
+    S.BUILD_SETUP: StateBound("state_timeout", None),
+    S.BUILD_RUN: StateBound("build_timeout", E.RECOVER_TO_BUILD),
+    S.TEST_SETUP: StateBound("state_timeout", E.RECOVER_TO_TEST_SETUP),
+    S.TEST_RUN: StateBound("test_timeout", E.RECOVER_TO_TEST_SETUP),
+    S.RESULT_COLLECTION: StateBound("state_timeout", None),
+    S.RESULT_ANALYSIS: StateBound("state_timeout", None),
+    S.CONVERGENCE_CHECK: StateBound("state_timeout", None),
+    S.ERROR_RECOVERY: StateBound("state_timeout", None),
+}
+
+
 _TABLE: dict[tuple[State, LoopEvent], State] = {(t.source, t.event): t.target for t in TRANSITIONS}
 
 
@@ -261,6 +296,26 @@ def render_markdown() -> str:
     lines += [
         f"| any non-terminal | `{event.value}` | `{target.value}` | {meaning} |"
         for event, target, meaning in WILDCARD_TRANSITIONS
+    ]
+    lines += [
+        "",
+        "## Timeouts",
+        "",
+        "Every non-terminal state has a timeout (`fwloop_<option>`, seconds). A state that",
+        "waits on an agent, the build or the tests is cut at its deadline and resumed as shown",
+        "(error type `TIMEOUT`, retried once; a patch whose build times out is rolled back and",
+        "the coder is told). A state that only does bookkeeping is never cut (a cut git operation",
+        "could leave the tree half restored): it is judged when it ends, and one over its timeout",
+        "ends the run. Tester commands do not start once `TEST_RUN`'s time is spent.",
+        "Time the operator takes to answer a prompt does not count.",
+        "",
+        "| state | timeout | over it |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| `{state.value}` | `fwloop_{bound.option}` | "
+        + (f"cut; resume with `{bound.resume.value}` |" if bound.resume else "the run ends |")
+        for state, bound in STATE_TIMEOUTS.items()
     ]
     lines.append("")
     return "\n".join(lines)

@@ -21,9 +21,10 @@ from pytest_fwloop.loop_state import Iteration, LoopState, Step
 from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.records import ConvergenceRecord
 from pytest_fwloop.recovery import ErrorState
-from pytest_fwloop.results import IterationResults, TestRecord, nodeids
+from pytest_fwloop.results import IterationResults, TestRecord, environment_lost, nodeids
 from pytest_fwloop.rundir import RunRecorder
 from pytest_fwloop.settings import LoopSettings
+from pytest_fwloop.state_clock import StateClock
 from pytest_fwloop.terminal import Terminal
 from pytest_fwloop.workspace import Workspace
 
@@ -47,6 +48,7 @@ class IterationEnd:
         workspace: Workspace,
         recorder: RunRecorder,
         terminal: Terminal,
+        clock: StateClock,
     ) -> None:
         self.loop = loop
         self.config = config
@@ -54,20 +56,16 @@ class IterationEnd:
         self.workspace = workspace
         self.recorder = recorder
         self.terminal = terminal
+        self.clock = clock
         self.checker = ConvergenceChecker(settings.criteria)
 
     def collect(self) -> Step:
         assert self.loop.test_run_result is not None
-        path, log, returncode, timed_out = self.loop.test_run_result
-        if timed_out:
-            return self.loop.fail(
-                ErrorState(
-                    ErrorType.TIMEOUT,
-                    f"TEST_RUN exceeded fwloop_test_timeout={self.settings.test_timeout:g}s",
-                    LoopEvent.RECOVER_TO_TEST_SETUP,
-                ),
-                LoopEvent.ARTIFACTS_MISSING,
-            )
+        path, log, returncode = (
+            self.loop.test_run_result.results,
+            self.loop.test_run_result.log,
+            self.loop.test_run_result.returncode,
+        )
         try:
             results = IterationResults.model_validate_json(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -176,16 +174,9 @@ class IterationEnd:
         )
 
     def _patch_broke_environment(self, env_failed: list[TestRecord]) -> bool:
-        """The environment came up for these tests before this iteration's patch and not after."""
         if self.loop.current.kind != "patch" or len(self.loop.iterations) < 2:
             return False
-        before = self.loop.iterations[-2].results
-        if before is None:
-            return False
-        previous = {t.nodeid: t for t in before.tests}
-        return all(
-            t.nodeid in previous and previous[t.nodeid].env_failure is None for t in env_failed
-        )
+        return environment_lost(env_failed, self.loop.iterations[-2].results)
 
     def check(self) -> Step:
         iteration = self.loop.current
@@ -260,7 +251,10 @@ class IterationEnd:
             self.loop.convergence_type = None
             return self._next_iteration(f"{full} (switch {self.loop.strategy_switches})")
         if action is PlateauAction.HUMAN_REVIEW:
-            if sys.stdin.isatty() and self.terminal.ask(f"{full}. Continue iterating? [y/N] "):
+            with self.clock.paused():
+                question = f"{full}. Continue iterating? [y/N] "
+                go_on = sys.stdin.isatty() and self.terminal.ask(question)
+            if go_on:
                 self.loop.convergence_type = None
                 return self._next_iteration(f"{full}; the operator chose to continue")
             self.loop.outcome = Outcome.AWAITING_OPERATOR_CONFIRM

@@ -93,6 +93,15 @@ def provider_error(role: str, exc: ProviderError) -> ErrorState:
     )
 
 
+@dataclass(frozen=True)
+class ChildOutput:
+    """Where the iteration's child pytest left its results and its log, and how it exited."""
+
+    results: Path
+    log: Path
+    returncode: int | None
+
+
 @dataclass
 class LoopState:
     """Everything the loop remembers between states, typed, in one place (no handler keeps its
@@ -117,8 +126,7 @@ class LoopState:
     env_rerun: list[str] = field(default_factory=list)
     partial_results: IterationResults | None = None
     strategy_switches: int = 0
-    # The child's results file, its log, its exit status, and whether it timed out.
-    test_run_result: tuple[Path, Path, int | None, bool] | None = None
+    test_run_result: ChildOutput | None = None
     review_path: Path | None = None
     tester_due: bool = False
     tester_round: TesterRound | None = None

@@ -280,6 +280,13 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("build_timeout", "seconds the build may take", 1800.0, _positive_float),
     OptionSpec("test_timeout", "seconds one test run may take", 3600.0, _positive_float),
     OptionSpec(
+        "state_timeout",
+        "seconds any other state may take: an agent state's calls, retries and failovers "
+        "together (each call within fwloop_agent_timeout); see docs/fsm.md",
+        3600.0,
+        _positive_float,
+    ),
+    OptionSpec(
         "context_bytes",
         "cap in bytes on the failure context sent to the coder (at least 1024; every distinct "
         "failure signature is kept up to cap/128 of them)",

@@ -1,10 +1,8 @@
 """PATCH_GENERATION's gate and PATCH_APPLY (DESIGN.md §3, §6): no unchecked patch is applied.
 
-The order is fixed (seed 001 §5.1): a patch is refused when it is empty, a repeat (told once),
-against the policy (judged on its headers and on what git would write), or does not apply; only
-then is the reviewer asked, whose `changes_requested` is bounded per iteration and whose risk must
-not exceed `fwloop_max_risk`. `first_refusal` and `review_refusal` are that order as plain
-decisions; `PatchGate` gathers the facts and records what each refusal leaves behind.
+The order is fixed and decided in `gate_rules` (pure); `PatchGate` gathers the facts (the
+policy judged on the patch's headers and on what git would write, `git apply --check`, the
+reviewer's answer) and records what each refusal leaves behind.
 """
 
 from __future__ import annotations
@@ -17,141 +15,15 @@ from pytest_fwloop.agents.errors import AnswerInvalid, ProviderError
 from pytest_fwloop.agents.protocol import AgentRequest, CoderAnswer, MustFix, ReviewerAnswer
 from pytest_fwloop.agents.role import RoleAgent
 from pytest_fwloop.fsm import ErrorType, LoopEvent
+from pytest_fwloop.gate_rules import Refusal, first_refusal, review_refusal
 from pytest_fwloop.loop_state import Iteration, Step, Verdict, failed, provider_error
 from pytest_fwloop.outcomes import Outcome
-from pytest_fwloop.policy import Violation, parse_patch
+from pytest_fwloop.policy import parse_patch
 from pytest_fwloop.recovery import ErrorState
-from pytest_fwloop.repeats import RepeatedPatch, find_repeat
+from pytest_fwloop.repeats import find_repeat
 from pytest_fwloop.rundir import RunRecorder
 from pytest_fwloop.settings import LoopSettings
 from pytest_fwloop.workspace import PatchApplyError, Workspace
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """Why a patch stops at the gate: the event, the error for recovery, what the coder is told,
-    and the name of its `rejected-K-WHY.diff` (None: not recorded)."""
-
-    event: LoopEvent
-    error: ErrorState | None
-    must_fix: list[MustFix]
-    recorded_as: str | None
-    reason: str = ""
-
-
-def first_refusal(
-    patch: str,
-    repeat: RepeatedPatch | None,
-    repeat_told: bool,
-    violations: Callable[[], list[Violation]],
-    apply_problem: Callable[[], str | None],
-    answer: CoderAnswer,
-) -> Refusal | None:
-    """The checks before the reviewer, in order; each later one runs only if the earlier pass."""
-    if not patch.strip():
-        return Refusal(
-            LoopEvent.PATCH_REJECTED,
-            ErrorState(
-                ErrorType.MODEL_FAILURE,
-                f"the coder proposed no patch (root cause given: "
-                f"{answer.analysis.root_cause[:160]!r})",
-                LoopEvent.RECOVER_TO_ANALYSIS,
-            ),
-            [],
-            None,
-        )
-    if repeat is not None:
-        if repeat_told:
-            return Refusal(
-                LoopEvent.PATCH_REJECTED,
-                ErrorState(
-                    ErrorType.MODEL_FAILURE,
-                    f"the coder proposed {repeat.what} again, after being told once",
-                    LoopEvent.RECOVER_TO_ANALYSIS,
-                    terminal_outcome=Outcome.REPEATED_PATCH,
-                ),
-                [],
-                "repeat",
-            )
-        return Refusal(
-            LoopEvent.PATCH_REPEATED,
-            None,
-            [MustFix(issue=repeat.must_fix())],
-            "repeat",
-            f"{repeat.must_fix()} (the coder is told once)",
-        )
-    broken = violations()
-    if broken:
-        return Refusal(
-            LoopEvent.PATCH_REJECTED,
-            ErrorState(
-                ErrorType.POLICY_VIOLATION,
-                "; ".join(v.message for v in broken[:3]),
-                LoopEvent.RECOVER_TO_ANALYSIS,
-            ),
-            [MustFix(issue=v.message, file=v.path or None) for v in broken],
-            "policy",
-        )
-    problem = apply_problem()
-    if problem is not None:
-        return Refusal(
-            LoopEvent.PATCH_REJECTED,
-            ErrorState(
-                ErrorType.PATCH_APPLY_FAILURE,
-                f"git apply --check: {problem}",
-                LoopEvent.RECOVER_TO_ANALYSIS,
-            ),
-            [MustFix(issue=f"the patch does not apply: {problem}")],
-            "apply",
-        )
-    return None
-
-
-def review_refusal(
-    review: ReviewerAnswer, rounds: int, max_rounds: int, max_risk: float, iteration: int
-) -> Refusal | None:
-    """The reviewer's word: changes requested (bounded per iteration), then the risk bound.
-    `rounds` counts this iteration's requests for changes, this one included."""
-    if review.decision == "changes_requested":
-        must_fix = list(review.must_fix) or [MustFix(issue=review.summary)]
-        if rounds >= max_rounds:
-            return Refusal(
-                LoopEvent.PATCH_REJECTED,
-                ErrorState(
-                    ErrorType.MODEL_FAILURE,
-                    f"the reviewer requested changes {rounds} times in iteration {iteration} "
-                    f"(fwloop_review_rounds={max_rounds})",
-                    LoopEvent.RECOVER_TO_ANALYSIS,
-                    terminal_outcome=Outcome.FAILURE,
-                ),
-                [],
-                "review",
-            )
-        return Refusal(
-            LoopEvent.REVIEW_CHANGES_REQUESTED,
-            None,
-            must_fix,
-            "review",
-            f"reviewer requested changes ({len(must_fix)} must-fix item(s), round "
-            f"{rounds}/{max_rounds})",
-        )
-    if review.risk > max_risk:
-        return Refusal(
-            LoopEvent.PATCH_REJECTED,
-            ErrorState(
-                ErrorType.POLICY_VIOLATION,
-                f"reviewer risk {review.risk:.2f} > fwloop_max_risk {max_risk:.2f}",
-                LoopEvent.RECOVER_TO_ANALYSIS,
-            ),
-            [
-                MustFix(
-                    issue=f"the reviewer rated the patch's risk {review.risk:.2f}, above "
-                    f"fwloop_max_risk={max_risk:.2f}; make a smaller, safer change"
-                )
-            ],
-            "risk",
-        )
-    return None
 
 
 @dataclass

@@ -78,3 +78,12 @@ def not_passing(record: TestRecord) -> bool:
 
 def nodeids(records: Iterable[TestRecord]) -> list[str]:
     return [r.nodeid for r in records]
+
+
+def environment_lost(env_failed: Iterable[TestRecord], before: IterationResults | None) -> bool:
+    """The environment came up for every one of these tests in the run `before` and not now:
+    what changed in between (a patch) broke it, so no reset will bring it back."""
+    if before is None:
+        return False
+    previous = {t.nodeid: t for t in before.tests}
+    return all(t.nodeid in previous and previous[t.nodeid].env_failure is None for t in env_failed)

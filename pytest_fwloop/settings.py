@@ -57,6 +57,7 @@ class LoopSettings:
     agent_timeout: float
     build_timeout: float
     test_timeout: float
+    state_timeout: float
     context_bytes: int
     allowed_commands: tuple[Argv, ...]
     command_timeout: float
@@ -188,6 +189,7 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         agent_timeout=resolve(config, "agent_timeout"),
         build_timeout=resolve(config, "build_timeout"),
         test_timeout=resolve(config, "test_timeout"),
+        state_timeout=resolve(config, "state_timeout"),
         context_bytes=resolve(config, "context_bytes"),
         allowed_commands=allowed_commands,
         command_timeout=resolve(config, "command_timeout"),

@@ -94,10 +94,11 @@ def run_tester_commands(
     abort: threading.Event,
     timeout: float,
     protected_changed_since: Callable[[str], list[str]],
+    time_left: Callable[[], float],
 ) -> CommandsDone:
     """Run the plan's allowlisted commands, recording each in `commands.json`. A command that
     changes a protected path (an allowed `make test` runs a Makefile the coder may have
-    patched) fails, and the path is put back."""
+    patched) fails, and the path is put back. None starts once TEST_RUN's time is spent."""
     reasons = {tuple(c.argv): c.reason for c in tester.plan.commands}
     entries = [
         CommandEntry(
@@ -110,7 +111,7 @@ def run_tester_commands(
     ]
     failed: list[CommandResult] = []
     for index, argv in enumerate(tester.commands.runnable, 1):
-        if abort.is_set():
+        if abort.is_set() or time_left() <= 0:
             break
         log = folder / "commands" / f"{index}.log"
         before = workspace.checkpoint(f"before tester command {index}")

@@ -23,6 +23,7 @@ from pytest_fwloop.agents.protocol import (
 )
 from pytest_fwloop.agents.retry import RetryPolicy
 from pytest_fwloop.agents.role import CallRecord, RoleAgent
+from pytest_fwloop.state_clock import DeadlinePassed
 
 APPROVE = json.dumps({"decision": "approve", "must_fix": [], "risk": 0.1, "summary": "ok"})
 TOO_RISKY = json.dumps({"decision": "approve", "must_fix": [], "risk": 1.5, "summary": "ok"})
@@ -255,3 +256,41 @@ def test_impossible_configurations_are_refused(
 ) -> None:
     with pytest.raises(ValueError, match=problem):
         RoleAgent("coder", list(providers), {}, discard, invalid_retries=retries)
+
+
+def test_the_states_time_left_caps_each_call_and_stops_the_asking() -> None:
+    left = [100.0]
+    seen: list[float] = []
+    slept: list[float] = []
+
+    class Slow(ListProvider):
+        def call(self, request: AgentRequest, timeout: float) -> RawAnswer:
+            seen.append(timeout)
+            left[0] -= timeout  # it used all the time it had, and then timed out
+            return super().call(request, timeout)
+
+    first = Slow("p1", timeout_error("p1"), timeout_error("p1"))
+    second = ListProvider("p2", APPROVE)
+    agent = RoleAgent(
+        "reviewer",
+        [first, second],
+        load_schema("reviewer"),
+        discard,
+        timeout=60.0,
+        retry_policy=RetryPolicy(max_retries=3),
+        sleep=slept.append,
+        time_left=lambda: left[0],
+    )
+    with pytest.raises(DeadlinePassed, match=r"ran out of the state.s time.*provider_timeout"):
+        agent.ask(request())
+    assert seen == [60.0, 40.0]  # the second call gets only what the state has left
+    assert len(slept) == 1
+    assert not second.requests  # no failover once the state's time is spent
+
+
+def test_no_call_starts_when_the_state_has_no_time_left() -> None:
+    provider = ListProvider("p1", APPROVE)
+    agent = RoleAgent("reviewer", [provider], load_schema("reviewer"), discard, time_left=lambda: 0)
+    with pytest.raises(DeadlinePassed):
+        agent.ask(request())
+    assert not provider.requests

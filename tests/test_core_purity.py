@@ -22,6 +22,8 @@ CORE = (
     "pytest_fwloop.records",
     "pytest_fwloop.results",
     "pytest_fwloop.agents.protocol",
+    "pytest_fwloop.gate_rules",
+    "pytest_fwloop.state_clock",
 )
 # Imported by nothing in the core: the loop's edges (pytest itself, transports, processes).
 NOT_IMPORTED = ("pytest", "_pytest", "pexpect", "paramiko", "serial", "httpx")

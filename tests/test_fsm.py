@@ -6,6 +6,7 @@ import pytest
 
 from pytest_fwloop import fsm
 from pytest_fwloop.fsm import LoopEvent, State
+from pytest_fwloop.options import spec_of
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "fsm.md"
 
@@ -110,3 +111,15 @@ def test_every_state_is_reachable_and_every_live_state_has_an_exit() -> None:
 def test_error_recovery_resumes_only_where_seed_001_allows() -> None:
     targets = {t.target for t in fsm.TRANSITIONS if t.source is State.ERROR_RECOVERY}
     assert targets == {State.CODE_ANALYSIS, State.BUILD_RUN, State.TEST_SETUP, State.FAILURE}
+
+
+@pytest.mark.parametrize("state", [s for s in State if s not in fsm.TERMINAL_STATES])
+def test_every_live_state_has_a_timeout_option_and_a_legal_resume(state: State) -> None:
+    bound = fsm.STATE_TIMEOUTS[state]
+    assert spec_of(bound.option).default > 0
+    if bound.resume is not None:
+        fsm.next_state(State.ERROR_RECOVERY, bound.resume)
+
+
+def test_terminal_states_have_no_timeout() -> None:
+    assert not set(fsm.STATE_TIMEOUTS) & fsm.TERMINAL_STATES

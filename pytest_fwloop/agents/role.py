@@ -8,6 +8,7 @@ retry and failover with its reason.
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -22,6 +23,7 @@ from pytest_fwloop.agents.protocol import (
 )
 from pytest_fwloop.agents.retry import RetryBudget, RetryPolicy
 from pytest_fwloop.outcomes import Outcome, describe_crash
+from pytest_fwloop.state_clock import DeadlinePassed
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -72,6 +74,9 @@ class RoleAgent:
     of retries, fails over to the next provider. An invalid answer is re-asked of the same
     provider `invalid_retries` more times, with the errors in `validation_errors`; still invalid
     is AnswerInvalid, which fails over too. When all have failed the last error is raised.
+
+    `time_left` is the seconds the state asking may still take: each call's timeout is capped by
+    it, and once it is spent DeadlinePassed ends the asking (no retry, no failover).
     """
 
     def __init__(
@@ -84,6 +89,7 @@ class RoleAgent:
         invalid_retries: int = 1,
         retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
         sleep: Callable[[float], None] = time.sleep,
+        time_left: Callable[[], float] = lambda: math.inf,
     ) -> None:
         if not providers:
             raise ValueError(f"fwloop: the {role} role needs at least one provider")
@@ -97,6 +103,7 @@ class RoleAgent:
         self.retry_policy = retry_policy
         self._record = record
         self._sleep = sleep
+        self._time_left = time_left
 
     def ask(self, request: AgentRequest) -> Answer:
         """The validated answer of the first provider that gives one; the answer's type follows
@@ -128,14 +135,18 @@ class RoleAgent:
         asked = request
         invalid = transient = 0
         while True:
+            left = self._left(reason)
             try:
-                checked = self._call(provider, asked, next(attempts), invalid + transient, reason)
+                checked = self._call(
+                    provider, asked, next(attempts), invalid + transient, reason, left
+                )
             except ProviderError as exc:
                 decision = budget.decide(exc, transient)
                 failure = f"{exc.kind.value}: {exc.message}"
+                self._left(failure)
                 if decision.delay is None:
                     raise _GaveUp(exc, f"{failure} ({decision.reason})") from None
-                self._sleep(decision.delay)
+                self._sleep(min(decision.delay, self._time_left()))
                 transient += 1
                 reason = f"{failure} ({decision.reason})"
                 continue
@@ -154,6 +165,14 @@ class RoleAgent:
             asked = request.model_copy(update={"validation_errors": checked.errors})
             reason = f"re-asked with the validation errors of the last answer: {checked.errors[0]}"
 
+    def _left(self, last: str | None) -> float:
+        """The seconds the next call may take; DeadlinePassed when none are left."""
+        left = self._time_left()
+        if left <= 0:
+            why = f" (last: {last})" if last else ""
+            raise DeadlinePassed(f"the {self.role}'s calls ran out of the state's time{why}")
+        return min(self.timeout, left)
+
     def _call(
         self,
         provider: Provider,
@@ -161,6 +180,7 @@ class RoleAgent:
         attempt: int,
         retry_count: int,
         retry_reason: str | None,
+        timeout: float,
     ) -> _Checked:
         wire = request.to_wire()
         started = time.monotonic()
@@ -168,7 +188,7 @@ class RoleAgent:
         error: Exception | None = None
         kind: str | None
         try:
-            answer = provider.call(request, self.timeout)
+            answer = provider.call(request, timeout)
             checked = self._check(answer.text)
             kind = (
                 None if checked.answer is not None else ProviderErrorKind.PROVIDER_BAD_OUTPUT.value

@@ -9,8 +9,8 @@ import pytest
 
 from pytest_fwloop.agents.protocol import CoderAnswer, MustFix, ReviewerAnswer
 from pytest_fwloop.fsm import ErrorType
+from pytest_fwloop.gate_rules import Refusal, first_refusal, review_refusal
 from pytest_fwloop.outcomes import Outcome
-from pytest_fwloop.patch_gate import Refusal, first_refusal, review_refusal
 from pytest_fwloop.policy import Violation
 from pytest_fwloop.repeats import RepeatedPatch
 

@@ -1,0 +1,207 @@
+"""The controller in-process, with fakes where a loop run would start processes.
+
+As pytest-xdist tests its DSession with fake nodes: the controller, its step modules, the
+workspace (a real shadow git store), the recorder and the agents' gates are the real ones; the
+child pytest is `FakeChild` (the suite's verdict is read from the tree), the providers are
+`FakeProvider` (scripted answers, through the public `pytest_fwloop_make_provider` hook) and the
+state clock is `FakeTime`, which the fakes advance instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopkit import APPROVE, coder_answer, unified_diff
+from pytest_fwloop.agents.base import RawAnswer
+from pytest_fwloop.agents.errors import ProviderError
+from pytest_fwloop.agents.protocol import AgentRequest
+from pytest_fwloop.controller import Controller
+from pytest_fwloop.options import CHILD_REPORT_FLAG
+from pytest_fwloop.outcomes import Outcome
+from pytest_fwloop.procs import ProcessResult
+from pytest_fwloop.redaction import Redactor
+from pytest_fwloop.results import IterationResults, TestRecord
+from pytest_fwloop.rundir import RunRecorder
+from pytest_fwloop.settings import load_settings
+from pytest_fwloop.state_clock import StateClock
+from pytest_fwloop.terminal import Terminal
+from pytest_fwloop.workspace import Workspace
+
+#: The firmware under test: one word per test; `ok` passes, `down` fails on the environment.
+FIRMWARE = "fw/state.txt"
+
+
+def firmware_patch(before: str, after: str) -> str:
+    return unified_diff(FIRMWARE, before + "\n", after + "\n")
+
+
+def fixing(before: str, after: str, summary: str = "fix") -> dict[str, Any]:
+    return coder_answer(firmware_patch(before, after), summary)
+
+
+class FakeTime:
+    """A monotonic clock that moves only when told to."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+#: A scripted answer: a JSON document, a ProviderError to raise, or a function of the call.
+Answer = dict[str, Any] | ProviderError | Callable[[AgentRequest, float], RawAnswer]
+
+
+@dataclass
+class FakeProvider:
+    """One role's scripted answers in order (the last repeats); records what it was asked."""
+
+    spec: str
+    answers: list[Answer]
+    requests: list[AgentRequest] = field(default_factory=list)
+    timeouts: list[float] = field(default_factory=list)
+
+    def call(self, request: AgentRequest, timeout: float) -> RawAnswer:
+        self.requests.append(request)
+        self.timeouts.append(timeout)
+        answer = self.answers[min(len(self.requests), len(self.answers)) - 1]
+        if isinstance(answer, ProviderError):
+            raise answer
+        if callable(answer):
+            return answer(request, timeout)
+        return RawAnswer(text=json.dumps(answer))
+
+
+class FakeChild:
+    """Stands in for `ChildRunner`: each run's results are the words of FIRMWARE."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.runs = 0
+        self.timed_out: list[bool] = []
+
+    def run(
+        self,
+        iteration: int,
+        args: list[str],
+        log: Path,
+        review: Path | None,
+        plan: Path | None,
+        timeout: float,
+    ) -> ProcessResult:
+        self.runs += 1
+        timed_out = self.timed_out.pop(0) if self.timed_out else False
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(f"fake child run {self.runs}\n", encoding="utf-8")
+        if timed_out:
+            return ProcessResult(returncode=None, timed_out=True, aborted=False, duration=timeout)
+        words = (self.root / FIRMWARE).read_text(encoding="utf-8").split()
+        tests = [
+            TestRecord(
+                nodeid=f"tests/test_fw.py::test_{index}",
+                outcome="passed" if word == "ok" else "failed",
+                phase="call",
+                longrepr="" if word == "ok" else f"assert {word!r} == 'ok'",
+                crash="" if word == "ok" else f"tests/test_fw.py:{index}: AssertionError",
+                env_failure="ConnectionRefusedError: the board is down" if word == "down" else None,
+            )
+            for index, word in enumerate(words)
+        ]
+        results = IterationResults(
+            exitstatus=0 if all(t.outcome == "passed" for t in tests) else 1, tests=tests
+        )
+        report = next(a.split("=", 1)[1] for a in args if a.startswith(f"{CHILD_REPORT_FLAG}="))
+        Path(report).write_text(results.model_dump_json(), encoding="utf-8")
+        return ProcessResult(
+            returncode=results.exitstatus, timed_out=False, aborted=False, duration=0.1
+        )
+
+    def precheck(self, folder: Path, select: list[str], run: object) -> str:
+        return "tester pre-check skipped by the fake child"
+
+    def scrub(self, folder: Path) -> None:
+        pass
+
+
+class _Providers:
+    """The pytest_fwloop_make_provider hook: `fake:<role>` specs get the kit's providers."""
+
+    def __init__(self, providers: dict[str, FakeProvider]) -> None:
+        self.providers = providers
+
+    @pytest.hookimpl
+    def pytest_fwloop_make_provider(self, role: str, spec: str) -> FakeProvider | None:
+        return self.providers.get(spec)
+
+
+class ControllerKit:
+    """A project with FIRMWARE, a controller over it, and the records it leaves."""
+
+    def __init__(self, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.pytester = pytester
+        self.root = pytester.path
+        monkeypatch.setenv("CI", "true")
+        self.coder = FakeProvider("fake:coder", [])
+        self.reviewer = FakeProvider("fake:reviewer", [APPROVE])
+        self.time = FakeTime()
+        self.terminal = io.StringIO()
+
+    def build(self, firmware: str, *ini: str, plugins: tuple[object, ...] = ()) -> Controller:
+        (self.root / FIRMWARE).parent.mkdir(parents=True, exist_ok=True)
+        (self.root / FIRMWARE).write_text(firmware + "\n", encoding="utf-8")
+        lines = ["fwloop_coder = fake:coder", "fwloop_reviewer = fake:reviewer", *ini]
+        self.pytester.makeini("[pytest]\n" + "\n".join(lines) + "\n")
+        providers = {p.spec: p for p in (self.coder, self.reviewer)}
+        self.pytester.plugins.extend([_Providers(providers), *plugins])
+        config = self.pytester.parseconfigure("--fwloop")
+        settings = load_settings(config)
+        redact = Redactor({})
+        workspace = Workspace(settings.rootdir)
+        workspace.lock()
+        workspace.open("run-1")
+        recorder = RunRecorder(settings.runs_root, "run-1", redact)
+        controller = Controller(
+            config,
+            settings,
+            recorder,
+            workspace,
+            Terminal(self.terminal),
+            threading.Event(),
+            redact,
+            StateClock(self.time),
+        )
+        self.child = FakeChild(self.root)
+        controller.child = self.child  # type: ignore[assignment]
+        self.controller = controller
+        return controller
+
+    def run(self) -> Outcome:
+        try:
+            return self.controller.run()
+        finally:
+            self.controller.workspace.close(keep_tree=True)
+
+    def events(self) -> list[dict[str, Any]]:
+        path = self.controller.recorder.path / "task-events.jsonl"
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+    def moves(self) -> list[tuple[str, str, str]]:
+        """(from, event, to) of each transition, in order."""
+        return [
+            (e["from"], e["event"], e["to"]) for e in self.events() if e["kind"] == "transition"
+        ]
+
+    def firmware(self) -> str:
+        return (self.root / FIRMWARE).read_text(encoding="utf-8").strip()

@@ -1,0 +1,207 @@
+"""The controller in-process (tests/controllerkit.py): its walk of the table and its decisions,
+without a child pytest or an agent process. The real-process stories are in test_loop_*.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controllerkit import ControllerKit, fixing
+from loopkit import APPROVE
+from pytest_fwloop.agents.base import RawAnswer
+from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind
+from pytest_fwloop.agents.protocol import AgentRequest
+from pytest_fwloop.outcomes import Outcome
+
+BASELINE_PATH = [
+    ("IDLE", "start", "INIT"),
+    ("INIT", "baseline", "BUILD_SETUP"),
+    ("BUILD_SETUP", "no_build", "TEST_SETUP"),
+    ("TEST_SETUP", "env_ready", "TEST_RUN"),
+    ("TEST_RUN", "tests_finished", "RESULT_COLLECTION"),
+    ("RESULT_COLLECTION", "results_normalized", "RESULT_ANALYSIS"),
+    ("RESULT_ANALYSIS", "decision_produced", "CONVERGENCE_CHECK"),
+]
+
+
+@pytest.fixture
+def kit(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> ControllerKit:
+    return ControllerKit(pytester, monkeypatch)
+
+
+def test_a_fix_is_applied_confirmed_and_kept(kit: ControllerKit) -> None:
+    kit.coder.answers = [fixing("ok bug", "ok ok")]
+    kit.build("ok bug", "fwloop_max_iter = 5")
+    assert kit.run() is Outcome.SUCCESS
+    assert kit.firmware() == "ok ok"
+    moves = kit.moves()
+    assert moves[: len(BASELINE_PATH)] == BASELINE_PATH
+    assert moves[len(BASELINE_PATH) :] == [
+        ("CONVERGENCE_CHECK", "continue", "CODE_ANALYSIS"),
+        ("CODE_ANALYSIS", "analysis_ready", "PATCH_GENERATION"),
+        ("PATCH_GENERATION", "patch_approved", "PATCH_APPLY"),
+        ("PATCH_APPLY", "patch_applied", "BUILD_SETUP"),
+        *BASELINE_PATH[2:],
+        ("CONVERGENCE_CHECK", "confirm", "TEST_SETUP"),
+        *BASELINE_PATH[3:],
+        ("CONVERGENCE_CHECK", "converged", "SUCCESS"),
+    ]
+    # The coder saw the baseline's failure; the reviewer saw the coder's patch.
+    [request] = kit.coder.requests
+    assert [f.nodeid for f in request.failures] == ["tests/test_fw.py::test_1"]
+    assert "+ok ok" in kit.reviewer.requests[0].patch
+
+
+def test_changes_requested_go_back_to_the_coder_with_the_must_fix_list(
+    kit: ControllerKit,
+) -> None:
+    kit.coder.answers = [fixing("bug", "meh"), fixing("bug", "ok")]
+    kit.reviewer.answers = [
+        {
+            "decision": "changes_requested",
+            "must_fix": [{"issue": "meh is not ok"}],
+            "risk": 0.2,
+            "summary": "wrong value",
+        },
+        APPROVE,
+    ]
+    kit.build("bug", "fwloop_max_iter = 5")
+    assert kit.run() is Outcome.SUCCESS
+    assert ("PATCH_GENERATION", "review_changes_requested", "CODE_ANALYSIS") in kit.moves()
+    assert [m.issue for m in kit.coder.requests[1].must_fix] == ["meh is not ok"]
+    assert kit.firmware() == "ok"
+
+
+def test_a_slow_coder_is_cut_at_the_states_deadline_retried_once_then_the_run_fails(
+    kit: ControllerKit,
+) -> None:
+    def hangs(request: AgentRequest, timeout: float) -> RawAnswer:
+        kit.time.advance(timeout)  # the provider used all the time it was given
+        raise ProviderError(ProviderErrorKind.PROVIDER_TIMEOUT, "fake:coder", "no answer")
+
+    kit.coder.answers = [hangs]
+    kit.build("bug", "fwloop_state_timeout = 90", "fwloop_agent_timeout = 60")
+    assert kit.run() is Outcome.FAILURE
+    timeouts = [e for e in kit.events() if e["event"] == "state_timeout"]
+    assert [(e["from"], e["to"]) for e in timeouts] == [("CODE_ANALYSIS", "ERROR_RECOVERY")] * 2
+    assert "CODE_ANALYSIS exceeded fwloop_state_timeout=90s" in timeouts[0]["reason"]
+    # Each state's calls share its 90 s: a full 60 s call, then the 30 s left; no third call.
+    assert kit.coder.timeouts == [60, 30, 60, 30]
+    recoveries = [e for e in kit.events() if e["from"] == "ERROR_RECOVERY"]
+    assert [e["event"] for e in recoveries] == ["recover_to_analysis", "unrecoverable"]
+    assert "TIMEOUT" in recoveries[-1]["reason"]
+    assert kit.firmware() == "bug"
+
+
+def test_a_bookkeeping_state_over_its_timeout_ends_the_run(kit: ControllerKit) -> None:
+    class SlowHook:
+        """An iteration-done hook that takes long: CONVERGENCE_CHECK goes over its time."""
+
+        @pytest.hookimpl
+        def pytest_fwloop_iteration_done(self, iteration: int) -> None:
+            kit.time.advance(120)
+
+    kit.coder.answers = [fixing("bug", "ok")]
+    kit.build("bug", "fwloop_state_timeout = 100", plugins=(SlowHook(),))
+    assert kit.run() is Outcome.FAILURE
+    moves = kit.moves()
+    assert moves[-2:] == [
+        ("CONVERGENCE_CHECK", "state_timeout", "ERROR_RECOVERY"),
+        ("ERROR_RECOVERY", "unrecoverable", "FAILURE"),
+    ]
+    assert not kit.coder.requests  # never retried: the run ended at the first overrun
+    assert "CONVERGENCE_CHECK exceeded fwloop_state_timeout=100s" in kit.events()[-1]["reason"]
+
+
+def test_a_test_run_over_its_timeout_is_rerun_once(kit: ControllerKit) -> None:
+    kit.coder.answers = [fixing("bug", "ok")]
+    kit.build("bug", "fwloop_test_timeout = 50")
+    kit.child.timed_out = [True, False]
+    assert kit.run() is Outcome.SUCCESS
+    moves = kit.moves()
+    assert moves[4:7] == [
+        ("TEST_RUN", "state_timeout", "ERROR_RECOVERY"),
+        ("ERROR_RECOVERY", "recover_to_test_setup", "TEST_SETUP"),
+        ("TEST_SETUP", "env_ready", "TEST_RUN"),
+    ]
+    first = next(e for e in kit.events() if e["event"] == "state_timeout")
+    assert "TEST_RUN exceeded fwloop_test_timeout=50s" in first["reason"]
+    assert first["evidence"] == ["rounds/01/pytest.log"]
+
+
+def test_a_test_run_that_keeps_timing_out_fails_the_run(kit: ControllerKit) -> None:
+    kit.build("bug", "fwloop_test_timeout = 50")
+    kit.child.timed_out = [True, True]
+    assert kit.run() is Outcome.FAILURE
+    assert kit.moves()[-1] == ("ERROR_RECOVERY", "unrecoverable", "FAILURE")
+    assert not kit.coder.requests
+
+
+def test_a_build_broken_by_the_patch_is_rolled_back_and_the_coder_told(
+    kit: ControllerKit,
+) -> None:
+    # The build fails while the firmware says `broken`, as a compiler would on bad code.
+    kit.coder.answers = [fixing("bug", "broken"), fixing("bug", "ok")]
+    kit.build("bug", "fwloop_build = grep -qv broken fw/state.txt", "fwloop_max_iter = 5")
+    assert kit.run() is Outcome.SUCCESS
+    assert ("BUILD_RUN", "build_failed", "ERROR_RECOVERY") in kit.moves()
+    retry = kit.coder.requests[1]
+    assert any("broke the build" in m.issue for m in retry.must_fix)
+    assert kit.firmware() == "ok"
+
+
+def _timed_build(kit: ControllerKit, firmware: str, *ini: str) -> list[dict[str, Any]]:
+    kit.build(firmware, "fwloop_build = sleep 30", "fwloop_build_timeout = 0.3", *ini)
+    assert kit.run() is Outcome.FAILURE
+    return [e for e in kit.events() if e["from"] in ("BUILD_RUN", "ERROR_RECOVERY")]
+
+
+def test_a_baseline_build_over_its_timeout_is_retried_once(kit: ControllerKit) -> None:
+    events = _timed_build(kit, "bug")
+    assert [(e["from"], e["event"]) for e in events] == [
+        ("BUILD_RUN", "state_timeout"),
+        ("ERROR_RECOVERY", "recover_to_build"),
+        ("BUILD_RUN", "state_timeout"),
+        ("ERROR_RECOVERY", "unrecoverable"),
+    ]
+    assert "fwloop_build_timeout=0.3s" in events[0]["reason"]
+
+
+def test_a_patch_whose_build_times_out_is_rolled_back_and_the_coder_told(
+    kit: ControllerKit,
+) -> None:
+    kit.coder.answers = [fixing("bug", "slow"), fixing("bug", "ok")]
+    kit.build(
+        "bug",
+        "fwloop_build = sh -c 'if grep -q slow fw/state.txt; then sleep 30; fi'",
+        "fwloop_build_timeout = 2",
+        "fwloop_max_iter = 5",
+    )
+    assert kit.run() is Outcome.SUCCESS
+    moves = kit.moves()
+    at = moves.index(("BUILD_RUN", "state_timeout", "ERROR_RECOVERY"))
+    assert moves[at + 1] == ("ERROR_RECOVERY", "recover_to_analysis", "CODE_ANALYSIS")
+    told = kit.coder.requests[1].must_fix
+    assert any("fwloop_build_timeout=2s" in m.issue for m in told)
+    assert kit.firmware() == "ok"
+
+
+def test_a_dead_board_is_reset_not_sent_to_the_coder(kit: ControllerKit) -> None:
+    kit.build("ok down")
+    assert kit.run() is Outcome.ENV_UNAVAILABLE
+    resets = [m for m in kit.moves() if m[1] == "recover_to_test_setup"]
+    assert len(resets) == 2  # TEST_ENV_FAILURE's retry budget, then the run stops
+    assert kit.moves()[-1] == ("ERROR_RECOVERY", "unrecoverable", "FAILURE")
+    assert not kit.coder.requests
+    assert kit.child.runs == 3
+
+
+def test_a_patch_that_stops_the_firmware_booting_is_rolled_back(kit: ControllerKit) -> None:
+    kit.coder.answers = [fixing("ok bug", "down down"), fixing("ok bug", "ok ok")]
+    kit.build("ok bug", "fwloop_max_iter = 5")
+    assert kit.run() is Outcome.SUCCESS
+    assert ("RESULT_ANALYSIS", "firmware_no_boot", "ERROR_RECOVERY") in kit.moves()
+    told = kit.coder.requests[1].must_fix
+    assert any("no longer boots" in m.issue for m in told)
+    assert kit.firmware() == "ok ok"

@@ -1,0 +1,42 @@
+"""DESIGN.md §4's counting and the environment judgement, on plain records."""
+
+from __future__ import annotations
+
+from pytest_fwloop.results import IterationResults, TestRecord, environment_lost
+
+
+def record(nodeid: str, outcome: str = "passed", env: str | None = None) -> TestRecord:
+    return TestRecord.model_validate(
+        {"nodeid": nodeid, "outcome": outcome, "phase": "call", "env_failure": env}
+    )
+
+
+DOWN = "ConnectionRefusedError: board down"
+
+
+def test_the_environment_is_lost_when_it_was_up_for_every_test_before() -> None:
+    before = IterationResults(exitstatus=1, tests=[record("a"), record("b", "failed")])
+    assert environment_lost([record("a", "failed", DOWN), record("b", "failed", DOWN)], before)
+
+
+def test_a_test_down_before_too_or_new_or_without_a_before_is_not_a_loss() -> None:
+    before = IterationResults(exitstatus=1, tests=[record("a"), record("b", "failed", DOWN)])
+    assert not environment_lost([record("b", "failed", DOWN)], before)
+    assert not environment_lost([record("new", "failed", DOWN)], before)
+    assert not environment_lost([record("a", "failed", DOWN)], None)
+
+
+def test_counts_follow_design_section_4() -> None:
+    results = IterationResults(
+        exitstatus=1,
+        tests=[
+            record("p"),
+            record("x", "xfailed"),
+            record("f", "failed"),
+            record("e", "error"),
+            record("s", "skipped"),
+            record("xp", "xpassed"),
+            TestRecord(nodeid="xs", outcome="xpassed", phase="call", strict_xpass=True),
+        ],
+    )
+    assert (results.pass_count, results.total_count) == (2, 5)
