@@ -103,7 +103,16 @@ def _control(
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     try:
-        finalize(controller, time.monotonic() - started)
+        finalize(
+            controller.loop,
+            controller.calls,
+            settings=settings,
+            recorder=recorder,
+            workspace=workspace,
+            terminal=terminal,
+            redact=redact,
+            duration=time.monotonic() - started,
+        )
     except Exception as exc:
         return settle_crash(
             workspace, recorder, terminal, redact, [*crashes, exc], time.monotonic() - started

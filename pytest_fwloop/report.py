@@ -23,10 +23,11 @@ from pytest_fwloop.terminal import PREFIX
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from pytest_fwloop.controller import Controller
-    from pytest_fwloop.loop_state import Iteration
+    from pytest_fwloop.agent_calls import CallLog
+    from pytest_fwloop.loop_state import Iteration, LoopState
     from pytest_fwloop.redaction import Redactor
     from pytest_fwloop.rundir import RunRecorder
+    from pytest_fwloop.settings import LoopSettings
     from pytest_fwloop.terminal import Terminal
     from pytest_fwloop.workspace import Workspace
 
@@ -51,60 +52,67 @@ def best_iteration(iterations: list[Iteration]) -> Iteration | None:
     return best if best.pass_count > measured[0].pass_count else None
 
 
-def finalize(controller: Controller, duration: float) -> None:
+def finalize(
+    loop: LoopState,
+    calls: CallLog,
+    *,
+    settings: LoopSettings,
+    recorder: RunRecorder,
+    workspace: Workspace,
+    terminal: Terminal,
+    redact: Redactor,
+    duration: float,
+) -> None:
     """Keep or restore the tree, then write every record and print the summary."""
-    c = controller
-    assert c.loop.outcome is not None
-    outcome = c.loop.outcome
+    assert loop.outcome is not None
+    outcome = loop.outcome
     state = final_state_of(outcome)
     patch_name: str | None = None
     if outcome is Outcome.SUCCESS:
-        c.recorder.write_patch("final.patch", c.workspace.diff_from_baseline())
+        recorder.write_patch("final.patch", workspace.diff_from_baseline())
         patch_name = "final.patch"
         tree = "the fixed tree is kept"
     else:
-        best = best_iteration(c.loop.iterations)
+        best = best_iteration(loop.iterations)
         if best is not None:
-            c.recorder.write_patch(
-                "best.patch", c.workspace.diff(c.workspace.baseline, best.checkpoint)
-            )
+            recorder.write_patch("best.patch", workspace.diff(workspace.baseline, best.checkpoint))
             patch_name = "best.patch"
-        restored = c.workspace.restore_baseline()
+        restored = workspace.restore_baseline()
         tree = f"the tree is restored to its baseline ({len(restored)} path(s) reverted)"
 
-    measured = [it for it in c.loop.iterations if it.results is not None]
+    measured = [it for it in loop.iterations if it.results is not None]
     latest = measured[-1].results if measured else None
-    code = int(exit_status(outcome, advisory=c.settings.advisory))
+    code = int(exit_status(outcome, advisory=settings.advisory))
     summary = Summary(
-        run_id=c.recorder.run_id,
+        run_id=recorder.run_id,
         outcome=outcome,
         final_state=state.value,
         iterations=len(measured),
-        convergence_type=c.loop.convergence_type.value if c.loop.convergence_type else None,
-        reason=c.loop.final_reason,
+        convergence_type=loop.convergence_type.value if loop.convergence_type else None,
+        reason=loop.final_reason,
         pass_counts=[it.pass_count for it in measured],
         total_counts=[it.total_count for it in measured],
-        coder_calls=c.calls.coder_calls,
-        usage=UsageRecord.model_validate(c.calls.usage.to_dict()),
+        coder_calls=calls.coder_calls,
+        usage=UsageRecord.model_validate(calls.usage.to_dict()),
         unresolved=nodeids(latest.not_passing()) if latest else [],
         patch=patch_name,
         exit_status=code,
-        mode=c.settings.mode.value,
-        criteria=c.settings.criteria.to_dict(),
-        max_iter=c.settings.max_iter,
-        rootdir=str(c.settings.rootdir),
-        baseline_snapshot=c.workspace.baseline,
+        mode=settings.mode.value,
+        criteria=settings.criteria.to_dict(),
+        max_iter=settings.max_iter,
+        rootdir=str(settings.rootdir),
+        baseline_snapshot=workspace.baseline,
         internal_error=INTERNAL_ERROR_FILE if outcome is Outcome.INTERNAL_ERROR else None,
         finished=utc_now(),
         duration_s=round(duration, 2),
     )
-    c.recorder.write_json("summary.json", summary.model_dump(mode="json"))
+    recorder.write_json("summary.json", summary.model_dump(mode="json"))
     timeline = Timeline(
-        run_id=c.recorder.run_id, iterations=[_timeline_entry(it) for it in c.loop.iterations]
+        run_id=recorder.run_id, iterations=[_timeline_entry(it) for it in loop.iterations]
     )
-    c.recorder.write_json("task-timeline.json", timeline.model_dump(mode="json"))
-    c.recorder.write_text(
-        "report.md", _report(summary, c.loop.iterations, tree, _usage_line(c.calls.usage.total))
+    recorder.write_json("task-timeline.json", timeline.model_dump(mode="json"))
+    recorder.write_text(
+        "report.md", _report(summary, loop.iterations, tree, _usage_line(calls.usage.total))
     )
 
     rows = [
@@ -119,25 +127,25 @@ def finalize(controller: Controller, duration: float) -> None:
         for it in measured
     ]
     closing = [
-        f"{tree}; records: {c.recorder.path}",
-        f"agent usage: {_usage_line(c.calls.usage.total)}",
+        f"{tree}; records: {recorder.path}",
+        f"agent usage: {_usage_line(calls.usage.total)}",
     ]
     if patch_name:
-        closing.append(f"patch: {c.recorder.path / patch_name}")
+        closing.append(f"patch: {recorder.path / patch_name}")
     if code == 0 and outcome is not Outcome.SUCCESS:
         closing.append(
             f"WARNING: outcome {outcome.value} exits 0 only because ci_terminate_as = warning; "
             "the suite is NOT green"
         )
-    c.terminal.summary(
+    terminal.summary(
         outcome=outcome.value,
         final_state=state.value,
-        reason=c.redact(c.loop.final_reason),
+        reason=redact(loop.final_reason),
         rows=rows,
         closing=closing,
     )
     # Last, so that a failure anywhere above leaves the journal for settle_crash to restore from.
-    c.workspace.close(keep_tree=True)
+    workspace.close(keep_tree=True)
 
 
 def record_internal_error(recorder: RunRecorder, crashes: Sequence[BaseException]) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from loopkit import APPROVE, coder_answer, unified_diff
+from loopkit import APPROVE, check_records, coder_answer, unified_diff
 from pytest_fwloop.agents.base import RawAnswer
 from pytest_fwloop.agents.errors import ProviderError
 from pytest_fwloop.agents.protocol import AgentRequest
@@ -28,6 +28,7 @@ from pytest_fwloop.options import CHILD_REPORT_FLAG
 from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.procs import ProcessResult
 from pytest_fwloop.redaction import Redactor
+from pytest_fwloop.report import finalize
 from pytest_fwloop.results import IterationResults, TestRecord
 from pytest_fwloop.rundir import RunRecorder
 from pytest_fwloop.settings import load_settings
@@ -188,10 +189,21 @@ class ControllerKit:
         return controller
 
     def run(self) -> Outcome:
-        try:
-            return self.controller.run()
-        finally:
-            self.controller.workspace.close(keep_tree=True)
+        """Run the loop and end it as `pytest --fwloop` does; every record must validate."""
+        c = self.controller
+        outcome = c.run()
+        finalize(
+            c.loop,
+            c.calls,
+            settings=c.settings,
+            recorder=c.recorder,
+            workspace=c.workspace,
+            terminal=Terminal(self.terminal),
+            redact=c.redact,
+            duration=0.0,
+        )
+        check_records(c.recorder.path)
+        return outcome
 
     def events(self) -> list[dict[str, Any]]:
         path = self.controller.recorder.path / "task-events.jsonl"
@@ -202,6 +214,10 @@ class ControllerKit:
         return [
             (e["from"], e["event"], e["to"]) for e in self.events() if e["kind"] == "transition"
         ]
+
+    def summary(self) -> dict[str, Any]:
+        path = self.controller.recorder.path / "summary.json"
+        return json.loads(path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
 
     def firmware(self) -> str:
         return (self.root / FIRMWARE).read_text(encoding="utf-8").strip()

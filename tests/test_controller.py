@@ -35,6 +35,9 @@ def test_a_fix_is_applied_confirmed_and_kept(kit: ControllerKit) -> None:
     kit.build("ok bug", "fwloop_max_iter = 5")
     assert kit.run() is Outcome.SUCCESS
     assert kit.firmware() == "ok ok"
+    summary = kit.summary()
+    assert (summary["pass_counts"], summary["total_counts"]) == ([1, 2, 2], [2, 2, 2])
+    assert summary["patch"] == "final.patch"
     moves = kit.moves()
     assert moves[: len(BASELINE_PATH)] == BASELINE_PATH
     assert moves[len(BASELINE_PATH) :] == [
