@@ -47,6 +47,7 @@ class ErrorType(str, enum.Enum):
     PATCH_APPLY_FAILURE = "PATCH_APPLY_FAILURE"
     FIRMWARE_NO_BOOT = "FIRMWARE_NO_BOOT"
     TEST_COMMAND_FAILURE = "TEST_COMMAND_FAILURE"
+    COLLECTION_ERROR = "COLLECTION_ERROR"
 
 
 class LoopEvent(str, enum.Enum):
@@ -79,6 +80,7 @@ class LoopEvent(str, enum.Enum):
     DECISION_PRODUCED = "decision_produced"
     ENVIRONMENT_FAILED = "environment_failed"
     FIRMWARE_NO_BOOT = "firmware_no_boot"
+    COLLECTION_FAILED = "collection_failed"
     REPEATED_TEST_FAILURE = "repeated_test_failure"
     CONTINUE = "continue"
     CONFIRM = "confirm"
@@ -186,6 +188,12 @@ TRANSITIONS: tuple[Transition, ...] = (
         E.FIRMWARE_NO_BOOT,
         S.ERROR_RECOVERY,
         "the environment came up before this patch and not after it",
+    ),
+    Transition(
+        S.RESULT_ANALYSIS,
+        E.COLLECTION_FAILED,
+        S.ERROR_RECOVERY,
+        "the suite does not collect at the baseline: stop before any agent call",
     ),
     Transition(
         S.RESULT_ANALYSIS,

@@ -21,7 +21,14 @@ from pytest_fwloop.loop_state import Iteration, LoopState, Step
 from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.records import ConvergenceRecord
 from pytest_fwloop.recovery import ErrorState
-from pytest_fwloop.results import IterationResults, TestRecord, environment_lost, nodeids
+from pytest_fwloop.results import (
+    IterationResults,
+    TestRecord,
+    collection_errors,
+    environment_lost,
+    error_line,
+    nodeids,
+)
 from pytest_fwloop.rundir import RunRecorder
 from pytest_fwloop.settings import LoopSettings
 from pytest_fwloop.state_clock import StateClock
@@ -118,6 +125,17 @@ class IterationEnd:
                     terminal_outcome=Outcome.FAILURE,
                 ),
                 LoopEvent.ENVIRONMENT_FAILED,
+            )
+        broken = collection_errors(results)
+        if broken and self.loop.current.kind == "baseline":
+            return self.loop.fail(
+                ErrorState(
+                    ErrorType.COLLECTION_ERROR,
+                    f"{len(broken)} file(s) of the suite do not collect, so no agent is asked: "
+                    + "; ".join(f"{t.nodeid}: {error_line(t.longrepr)}" for t in broken[:3]),
+                    LoopEvent.RECOVER_TO_ANALYSIS,
+                ),
+                LoopEvent.COLLECTION_FAILED,
             )
         env_failed = results.environment_failures()
         if env_failed:

@@ -31,6 +31,7 @@ class Outcome(str, enum.Enum):
     PROVIDER_BAD_OUTPUT = "provider_bad_output"
     BUDGET_EXHAUSTED = "budget_exhausted"
     REPEATED_PATCH = "repeated_patch"
+    COLLECTION_ERROR = "collection_error"
     INTERNAL_ERROR = "internal_error"
 
 

@@ -38,6 +38,9 @@ RULES: dict[ErrorType, RecoveryRule] = {
     ErrorType.FIRMWARE_NO_BOOT: RecoveryRule(
         2, Outcome.ENV_UNAVAILABLE, "roll back; tell the coder the firmware no longer boots"
     ),
+    ErrorType.COLLECTION_ERROR: RecoveryRule(
+        0, Outcome.COLLECTION_ERROR, "the suite itself is broken; fix it by hand (no agent call)"
+    ),
     ErrorType.TEST_COMMAND_FAILURE: RecoveryRule(
         0, Outcome.REPEATED_TEST_FAILURE, "the cause lies outside the coder's patch (seed 004)"
     ),

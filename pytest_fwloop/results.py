@@ -87,3 +87,15 @@ def environment_lost(env_failed: Iterable[TestRecord], before: IterationResults 
         return False
     previous = {t.nodeid: t for t in before.tests}
     return all(t.nodeid in previous and previous[t.nodeid].env_failure is None for t in env_failed)
+
+
+def collection_errors(results: IterationResults) -> list[TestRecord]:
+    """The files (or conftests) pytest could not collect: a broken suite, not a failing test."""
+    return [t for t in results.tests if t.phase == "collect"]
+
+
+def error_line(text: str) -> str:
+    """The error a pytest failure text ends with: its last `E   ` line, else its last line."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    errors = [line[1:].strip() for line in lines if line.startswith("E ")]
+    return (errors or lines or ["no error text"])[-1][:300]

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from pytest_fwloop.results import IterationResults, TestRecord, environment_lost
+from pytest_fwloop.results import (
+    IterationResults,
+    TestRecord,
+    collection_errors,
+    environment_lost,
+    error_line,
+)
 
 
 def record(nodeid: str, outcome: str = "passed", env: str | None = None) -> TestRecord:
@@ -40,3 +46,26 @@ def test_counts_follow_design_section_4() -> None:
         ],
     )
     assert (results.pass_count, results.total_count) == (2, 5)
+
+
+SYNTAX = """/x/ast.py:50: in parse
+    return compile(source, filename, mode, flags,
+E     File "/t/tests/test_b.py", line 1
+E       def test_a(:
+E                  ^
+E   SyntaxError: invalid syntax
+"""
+
+
+def test_the_error_line_is_the_last_e_line() -> None:
+    assert error_line(SYNTAX) == "SyntaxError: invalid syntax"
+    assert error_line("no marker\nlast words\n") == "last words"
+    assert error_line("") == "no error text"
+
+
+def test_collection_errors_are_the_collect_phase_records() -> None:
+    results = IterationResults(
+        exitstatus=2,
+        tests=[record("t.py::a"), TestRecord(nodeid="b.py", outcome="error", phase="collect")],
+    )
+    assert [t.nodeid for t in collection_errors(results)] == ["b.py"]

@@ -1,0 +1,54 @@
+"""A real suite as users bring it (issue: fit real suites and CI), through `pytest --fwloop`."""
+
+from __future__ import annotations
+
+import pytest
+
+from loopkit import LoopProject, calc_fix_patches, coder_answer
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> LoopProject:
+    return LoopProject(pytester, monkeypatch)
+
+
+@pytest.mark.parametrize(
+    ("path", "text", "named"),
+    [
+        ("tests/test_broken.py", "def test_x(:\n    pass\n", "tests/test_broken.py: SyntaxError"),
+        (
+            "tests/hw/conftest.py",
+            "import no_such_module\n",
+            "tests/hw: ModuleNotFoundError: No module named 'no_such_module'",
+        ),
+    ],
+    ids=["syntax-error", "nested-conftest-import-error"],
+)
+def test_a_suite_that_does_not_collect_stops_before_any_agent_call(
+    project: LoopProject, path: str, text: str, named: str
+) -> None:
+    project.calc_suite()
+    project.write(path, text)
+    coder = project.agent("coder", [coder_answer(calc_fix_patches()[0])])
+    result = project.run(f"--fwloop-coder={coder.spec}")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    summary = project.summary()
+    assert summary["outcome"] == "collection_error"
+    assert named in summary["reason"]
+    assert coder.requests() == []
+    assert summary["iterations"] <= 1
+
+
+def test_a_conftest_the_controller_cannot_load_stops_pytest_itself(project: LoopProject) -> None:
+    """A conftest on the initial paths is loaded by pytest before any plugin runs: pytest's own
+    usage error (exit 4) names it, before a run, a snapshot or an agent call."""
+    project.calc_suite()
+    project.write("tests/conftest.py", "import no_such_module\n")
+    coder = project.agent("coder", [coder_answer(calc_fix_patches()[0])])
+    result = project.run(f"--fwloop-coder={coder.spec}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ImportError while loading conftest '*tests/conftest.py'*"])
+    assert coder.requests() == []
+    assert project.run_dirs() == []
