@@ -8,16 +8,14 @@ back too (docs/security.md).
 
 from __future__ import annotations
 
-import os
-import shutil
 import threading
-from pathlib import Path
 
 from pytest_fwloop.agents.protocol import MustFix
 from pytest_fwloop.fsm import ErrorType, LoopEvent
 from pytest_fwloop.loop_state import Iteration, Step, Verdict
 from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.policy import PatchPolicy, glob_match
+from pytest_fwloop.preflight import missing_build_program
 from pytest_fwloop.procs import run_logged
 from pytest_fwloop.recovery import ErrorState
 from pytest_fwloop.rundir import RunRecorder
@@ -50,11 +48,8 @@ class BuildStep:
         build = self.settings.build
         if build is None:
             return Verdict(Step(LoopEvent.NO_BUILD, "no build command configured"))
-        program = "/bin/sh" if isinstance(build, str) else build[0]
-        if (
-            shutil.which(program, path=os.environ.get("PATH")) is None
-            and not Path(self.settings.rootdir, program).is_file()
-        ):
+        program = missing_build_program(build, self.settings.rootdir)
+        if program is not None:
             return _failed(
                 ErrorState(
                     ErrorType.BUILD_FAILURE,
@@ -64,7 +59,8 @@ class BuildStep:
                 ),
                 LoopEvent.TOOLCHAIN_MISSING,
             )
-        return Verdict(Step(LoopEvent.BUILD_READY, f"build tool '{program}' found"))
+        name = "/bin/sh" if isinstance(build, str) else build[0]
+        return Verdict(Step(LoopEvent.BUILD_READY, f"build tool '{name}' found"))
 
     def run(self, current: Iteration, pre_patch: str) -> Verdict:
         """Run the build; a patch that breaks it, or whose build changes protected paths, is
@@ -126,9 +122,23 @@ class BuildStep:
                 diagnostics=diagnostics,
                 note=f"patch rolled back: {what}",
             )
+        if result.timed_out:
+            return Verdict(
+                Step(event, f"{what} without a new patch; retrying the build", evidence),
+                error=ErrorState(error_type, what, LoopEvent.RECOVER_TO_BUILD),
+            )
+        # The tree as the user gave it does not build: no agent is asked to mend what it did
+        # not break, and a rebuild of the same tree would fail the same way.
+        first = first_error(diagnostics)
         return Verdict(
-            Step(event, f"{what} without a new patch; retrying the build", evidence),
-            error=ErrorState(error_type, what, LoopEvent.RECOVER_TO_BUILD),
+            Step(event, f"the tree does not build without any patch: {what}", evidence),
+            error=ErrorState(
+                error_type,
+                f"the tree does not build before any patch ({what}): {first}; see "
+                f"{self.recorder.relative(log)}",
+                LoopEvent.RECOVER_TO_BUILD,
+                terminal_outcome=Outcome.BUILD_FAILED,
+            ),
         )
 
     def _protected_changed_by_build(self, current: Iteration, pre_patch: str) -> list[str]:
@@ -187,14 +197,21 @@ def protected_paths(paths: list[str], policy: PatchPolicy) -> list[str]:
     return [path for path in paths if any(glob_match(path, glob) for glob in policy.protected)]
 
 
+#: What marks a line of a build log as an error.
+ERROR_MARKS = ("error", "Error", "undefined reference", "fatal")
+
+
+def first_error(diagnostics: str) -> str:
+    """The build's first error line, else its last line: the one line a person reads."""
+    lines = [line.strip() for line in diagnostics.splitlines() if line.strip()]
+    errors = [line for line in lines if any(mark in line for mark in ERROR_MARKS)]
+    return (errors or lines or ["no output"])[0][:300]
+
+
 def build_diagnostics(log: str) -> str:
     """The compiler's errors first, then the log's tail, within a bound."""
     lines = log.splitlines()
-    errors = [
-        line
-        for line in lines
-        if any(mark in line for mark in ("error", "Error", "undefined reference", "fatal"))
-    ]
+    errors = [line for line in lines if any(mark in line for mark in ERROR_MARKS)]
     head = "\n".join(errors)[: BUILD_DIAGNOSTICS_BYTES // 2]
     tail = "\n".join(lines[-40:])[-(BUILD_DIAGNOSTICS_BYTES - len(head)) :]
     return f"{head}\n--- end of build log ---\n{tail}" if head else tail

@@ -29,6 +29,7 @@ from pytest_fwloop.convergence import (
 )
 from pytest_fwloop.criteria_file import load_criteria
 from pytest_fwloop.options import resolve, strip_controller_args
+from pytest_fwloop.preflight import missing_build_program, provider_problem
 from pytest_fwloop.sandbox import SandboxUnavailable, find_bwrap
 from pytest_fwloop.workspace import DEFAULT_PROTECTED, PatchPolicy
 
@@ -119,7 +120,7 @@ def load_settings(config: pytest.Config) -> LoopSettings:
     for role, spec in (("coder", coder), ("reviewer", reviewer), ("tester", tester)):
         if spec:
             try:
-                parse_role_specs(
+                providers = parse_role_specs(
                     spec,
                     role,  # type: ignore[arg-type]
                     rootdir,
@@ -128,6 +129,10 @@ def load_settings(config: pytest.Config) -> LoopSettings:
                 )
             except SpecError as exc:
                 raise pytest.UsageError(str(exc)) from None
+            for provider in providers:
+                problem = provider_problem(provider, role)
+                if problem is not None:
+                    raise pytest.UsageError(problem)
 
     try:
         criteria = load_criteria(resolve(config, "criteria"), rootdir)
@@ -147,6 +152,12 @@ def load_settings(config: pytest.Config) -> LoopSettings:
             build = build_text if resolve(config, "build_shell") else shlex.split(build_text)
         except ValueError as exc:
             raise pytest.UsageError(f"fwloop: --fwloop-build={build_text}: {exc}") from None
+        missing = missing_build_program(build, rootdir) if build else None
+        if missing is not None:
+            raise pytest.UsageError(
+                f"fwloop: --fwloop-build={build_text}: '{missing}' is not on PATH nor a file of "
+                f"{rootdir}; install it or fix the build command"
+            )
     build_sandbox = None
     if resolve(config, "build_sandbox") == "bwrap":
         try:

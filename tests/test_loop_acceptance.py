@@ -291,14 +291,31 @@ def test_broken_build_is_rolled_back_and_diagnostics_reach_the_coder(
 
 
 def test_baseline_build_failure_ends_build_failed(project: LoopProject) -> None:
+    """Reported once, with the build's own error: no retry of the same tree, no talk of a
+    patch to roll back, no agent call."""
+    project.calc_suite()
+    project.write("build.sh", "echo 'fw/uart.c:3:5: error: expected ; before }' >&2\nexit 2\n")
+    coder = project.agent("coder", [coder_answer(calc_fix_patches()[0])])
+    result = project.run(f"--fwloop-coder={coder.spec}", "--fwloop-build=sh build.sh")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    summary = project.summary()
+    assert summary["outcome"] == "build_failed"
+    assert "fw/uart.c:3:5: error: expected ; before }" in summary["reason"]
+    assert "roll" not in summary["reason"]
+    builds = [e for e in project.events() if e.get("from") == "BUILD_RUN"]
+    assert len(builds) == 1
+    assert coder.requests() == []
+
+
+def test_a_build_program_that_does_not_exist_stops_before_the_baseline(
+    project: LoopProject,
+) -> None:
     project.calc_suite()
     coder = project.agent("coder", [coder_answer(calc_fix_patches()[0])])
-    result = project.run(f"--fwloop-coder={coder.spec}", "--fwloop-build=false")
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
-    assert project.summary()["outcome"] == "build_failed"
     missing = project.run(f"--fwloop-coder={coder.spec}", "--fwloop-build=no-such-make-xyz")
-    assert missing.ret == pytest.ExitCode.TESTS_FAILED
-    missing.stdout.fnmatch_lines(["*build tool 'no-such-make-xyz' not found on PATH*"])
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR
+    missing.stderr.fnmatch_lines(["*--fwloop-build=no-such-make-xyz: 'no-such-make-xyz' is not*"])
+    assert project.run_dirs() == []
 
 
 def test_unappliable_patch_ends_patch_apply_failed(project: LoopProject) -> None:

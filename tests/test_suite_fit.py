@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from loopkit import LoopProject, calc_fix_patches, coder_answer
@@ -52,3 +54,36 @@ def test_a_conftest_the_controller_cannot_load_stops_pytest_itself(project: Loop
     result.stderr.fnmatch_lines(["ImportError while loading conftest '*tests/conftest.py'*"])
     assert coder.requests() == []
     assert project.run_dirs() == []
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("option", "problem"),
+    [
+        ("--fwloop-coder=command:./agents/missing.py", "missing.py does not exist"),
+        ("--fwloop-reviewer=command:./notes.txt", "notes.txt is not executable"),
+        ("--fwloop-coder=claude", "the 'claude' executable is not on PATH"),
+        ("--fwloop-tester=codex", "the 'codex' executable is not on PATH"),
+        ("--fwloop-coder=openai:m@http://127.0.0.1:{port}/v1", "cannot be reached"),
+    ],
+    ids=["command-missing", "command-not-executable", "claude", "codex", "openai-refused"],
+)
+def test_every_provider_is_checked_before_the_baseline(
+    project: LoopProject, monkeypatch: pytest.MonkeyPatch, option: str, problem: str
+) -> None:
+    project.calc_suite()
+    project.write("notes.txt", "not a program\n")
+    coder = project.agent("coder", [coder_answer(calc_fix_patches()[0])])
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no claude, no codex
+    args = [f"--fwloop-coder={coder.spec}", option.format(port=free_port())]
+    result = project.run(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    result.stderr.fnmatch_lines([f"*{problem}*"])
+    assert len([line for line in result.stderr.lines if "fwloop:" in line]) == 1
+    assert project.run_dirs() == []
+    assert coder.requests() == []

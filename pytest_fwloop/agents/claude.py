@@ -91,6 +91,9 @@ def parse_result(stdout: str) -> ClaudeResult | None:
     return None
 
 
+CLAUDE_REMEDY = "install Claude Code or choose another provider"
+
+
 class ClaudeProvider:
     """Runs `claude -p` in the workspace. `permission_mode` (e.g. `acceptEdits`) is passed to
     coder calls only, letting the coder edit the workspace; reviewers and testers never get it."""
@@ -119,8 +122,12 @@ class ClaudeProvider:
         """The permission mode of this call: a reviewer or tester must not change the tree."""
         return self._permission_mode if request.role == "coder" else None
 
+    def preflight(self) -> None:
+        """Before the baseline: `claude` is on PATH."""
+        find_cli("claude", self.spec, CLAUDE_REMEDY)
+
     def call(self, request: AgentRequest, timeout: float) -> RawAnswer:
-        executable = find_cli("claude", self.spec, "install Claude Code or choose another provider")
+        executable = find_cli("claude", self.spec, CLAUDE_REMEDY)
         prompt = render_prompt(request, may_edit=bool(self._edit_mode(request)))
         process = run_agent_process(
             self.argv(executable, request),

@@ -104,6 +104,9 @@ def read_events(stdout: str) -> CodexTurn:
     return turn
 
 
+CODEX_REMEDY = "install the Codex CLI or choose another provider"
+
+
 class CodexProvider:
     """Runs `codex exec` in the workspace. Its sandbox comes from the user's Codex config
     (read-only unless they set otherwise), so a codex coder normally answers with a patch."""
@@ -119,10 +122,12 @@ class CodexProvider:
             argv += ["--model", self._model]
         return [*argv, "-"]
 
+    def preflight(self) -> None:
+        """Before the baseline: `codex` is on PATH."""
+        find_cli("codex", self.spec, CODEX_REMEDY)
+
     def call(self, request: AgentRequest, timeout: float) -> RawAnswer:
-        executable = find_cli(
-            "codex", self.spec, "install the Codex CLI or choose another provider"
-        )
+        executable = find_cli("codex", self.spec, CODEX_REMEDY)
         process = run_agent_process(
             self.argv(executable),
             stdin=render_prompt(request).encode("utf-8"),

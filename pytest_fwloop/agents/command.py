@@ -197,6 +197,16 @@ class CommandProvider:
             )
         return str(executable)
 
+    def preflight(self) -> None:
+        """Before the baseline: the program exists and may be executed."""
+        executable = self._executable()
+        if not os.access(executable, os.X_OK):
+            raise ProviderError(
+                ProviderErrorKind.PROVIDER_PERMISSION_DENIED,
+                self.spec,
+                f"{executable} is not executable; chmod +x it",
+            )
+
     def call(self, request: AgentRequest, timeout: float) -> RawAnswer:
         executable = self._executable()
         wire = json.dumps(request.to_wire(), ensure_ascii=False) + "\n"

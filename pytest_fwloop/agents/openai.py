@@ -30,6 +30,8 @@ DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 KEY_ENV_SELECTOR = "FWLOOP_API_KEY_ENV"
 #: A chat completion is one JSON object; more than this is not an answer.
 MAX_BODY_BYTES = 4 * 1024 * 1024
+#: How long the check before the baseline waits for the server to answer at all.
+PREFLIGHT_SECONDS = 10.0
 #: response_format modes, best first; a server that rejects one gets the next (DESIGN.md §5).
 RESPONSE_FORMATS = ("json_schema", "json_object", "none")
 
@@ -198,6 +200,19 @@ class OpenAIProvider:
         elif mode == "json_object":
             body["response_format"] = {"type": "json_object"}
         return body
+
+    def preflight(self) -> None:
+        """Before the baseline: the server answers at all (any HTTP status will do; the key and
+        the model are judged by the first call). A GET, so nothing is billed."""
+        try:
+            httpx.get(f"{self.base_url}/models", timeout=PREFLIGHT_SECONDS)
+        except httpx.TransportError as exc:
+            raise ProviderError(
+                ProviderErrorKind.PROVIDER_NETWORK_ERROR,
+                self.spec,
+                f"{self.base_url} cannot be reached ({type(exc).__name__}: {exc}); start the "
+                "server or fix the URL",
+            ) from None
 
     def call(self, request: AgentRequest, timeout: float) -> RawAnswer:
         key_env = self.key_env()
