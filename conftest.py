@@ -6,5 +6,16 @@ copy by `./dev.sh demo` and by tests/test_examples.py; collecting them here woul
 
 from __future__ import annotations
 
+import pytest
+
 pytest_plugins = ["pytester"]
 collect_ignore = ["examples"]
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytest-randomly is a test dependency (tests/test_plugin_compat.py runs the loop under
+    it); every other pytest a test starts runs without it, as this one does (pyproject's
+    addopts), so their orders and seeds are the ones the stories were written against."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:randomly")
+    return pytester

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +29,9 @@ from pytest_fwloop.results import (
     environment_lost,
     error_line,
     nodeids,
+    progress_path,
+    read_progress,
+    results_from_progress,
 )
 from pytest_fwloop.rundir import RunRecorder
 from pytest_fwloop.settings import LoopSettings
@@ -77,15 +81,31 @@ class IterationEnd:
             results = IterationResults.model_validate_json(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:]
-            return self.loop.fail(
-                ErrorState(
-                    ErrorType.ARTIFACT_MISSING,
-                    f"child pytest exited {returncode} without writing results "
-                    f"({' | '.join(tail) or 'no output'})",
-                    LoopEvent.RECOVER_TO_TEST_SETUP,
-                ),
-                LoopEvent.ARTIFACTS_MISSING,
+            died = f"exit {returncode}: {tail[-1] if tail else 'no output'}"
+            rebuilt = results_from_progress(read_progress(progress_path(path)), died)
+            if rebuilt is None:
+                return self._no_results(returncode, tail)
+            results = rebuilt
+            self.loop.current.notes.append(
+                f"the child pytest died before writing its results ({died}); they were "
+                "rebuilt from its progress stream"
             )
+        return self._normalized(results, path)
+
+    def _no_results(self, returncode: int | None, tail: list[str]) -> Step:
+        return self.loop.fail(
+            ErrorState(
+                ErrorType.ARTIFACT_MISSING,
+                f"child pytest exited {returncode} without writing results "
+                f"({' | '.join(tail) or 'no output'})",
+                LoopEvent.RECOVER_TO_TEST_SETUP,
+            ),
+            LoopEvent.ARTIFACTS_MISSING,
+        )
+
+    def _normalized(self, results: IterationResults, path: Path) -> Step:
+        """The iteration's results: merged with what an environment rerun or the tester's
+        commands add, snapshotted with the tree they describe, and recorded."""
         if self.loop.partial_results is not None:
             results = self.loop.partial_results.merged(results)
             self.loop.partial_results = None

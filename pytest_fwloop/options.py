@@ -373,6 +373,12 @@ CHILD_REPORT_FLAG = "--fwloop-child-report"
 CHILD_SELECT_FLAG = "--fwloop-child-select"
 
 
+#: The ini type of every scalar option. pytest >= 9.2 takes a union, so a native `[tool.pytest]`
+#: table may write `fwloop_max_iter = 10` as TOML gives it; older pytests read ini text only.
+#: Either way `resolve` parses the value's text, with the option's own error messages.
+SCALAR_INI_TYPE: Any = str | int | float if pytest.version_tuple >= (9, 2) else "string"
+
+
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("fwloop", "closed-loop firmware repair (pytest-fwloop)")
     group.addoption(
@@ -390,8 +396,8 @@ def add_options(parser: pytest.Parser) -> None:
                 metavar=spec.metavar,
                 help=f"{spec.help} (ini: {spec.ini})",
             )
-        ini_type = {"linelist": "linelist", "bool": "bool"}.get(spec.kind, "string")
-        parser.addini(spec.ini, spec.help, type=ini_type, default=spec.default)  # type: ignore[arg-type]
+        ini_type = {"linelist": "linelist", "bool": "bool"}.get(spec.kind, SCALAR_INI_TYPE)
+        parser.addini(spec.ini, spec.help, type=ini_type, default=spec.default)
     group.addoption(CHILD_REPORT_FLAG, default="", help=argparse.SUPPRESS)
     group.addoption(CHILD_SELECT_FLAG, default="", help=argparse.SUPPRESS)
 
@@ -417,6 +423,8 @@ def resolve(config: pytest.Config, name: str) -> Any:
         return list(raw)
     if spec.kind == "bool" or raw is None:
         return raw
+    if raw == []:  # pytest < 8 gives [] for an unset option registered with default None
+        return spec.default
     if raw == spec.default or (isinstance(raw, str) and raw.strip() == ""):
         return spec.default
     return _parse(spec, str(raw), f"ini {spec.ini}")

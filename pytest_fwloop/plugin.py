@@ -28,6 +28,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if not config.getoption("fwloop") or config.getoption("help") or config.getoption("version"):
         return None
+    if config.getoption(_dest(CHILD_REPORT_FLAG)) or config.getoption(_dest(CHILD_SELECT_FLAG)):
+        # A loop's own child, which met `--fwloop` in the ini's addopts: it runs the tests.
+        return None
     # Imported here so that plain pytest never pays for the controller's imports.
     from pytest_fwloop.loop_main import run_loop
 
@@ -35,9 +38,13 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    report = config.getoption(CHILD_REPORT_FLAG.lstrip("-").replace("-", "_"))
-    select = config.getoption(CHILD_SELECT_FLAG.lstrip("-").replace("-", "_"))
+    report = config.getoption(_dest(CHILD_REPORT_FLAG))
+    select = config.getoption(_dest(CHILD_SELECT_FLAG))
     if report or select:
         from pytest_fwloop.reporter import register_child_plugins
 
         register_child_plugins(config, report, select)
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")

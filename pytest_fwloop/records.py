@@ -17,7 +17,7 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_fwloop.outcomes import Outcome
-from pytest_fwloop.results import IterationResults, TestRecord
+from pytest_fwloop.results import IterationResults, ProgressLine, TestRecord
 
 
 class _Record(BaseModel):
@@ -202,6 +202,7 @@ RECORDS: tuple[tuple[str, type[BaseModel]], ...] = (
     ("rounds/NN/commands.json command", CommandEntry),
     ("rounds/NN/results.json", IterationResults),
     ("rounds/NN/results.json test", TestRecord),
+    ("rounds/NN/results-K.jsonl line", ProgressLine),
 )
 
 
@@ -359,8 +360,11 @@ _ROUND_FILES: tuple[tuple[str, str], ...] = (
         "`pytest.log`, `junit.xml`, `results-1.json`",
         (
             "the first child pytest run's output, JUnit XML and raw per-test record; an "
-            "environment "
-            "rerun writes `pytest-2.log`, `junit-2.xml`, `results-2.json`, and so on"
+            "environment rerun writes `pytest-2.log`, `junit-2.xml`, `results-2.json`, and so "
+            "on. Next to each `results-K.json`, `results-K.jsonl`: the child's progress as it "
+            "ran, one `ProgressLine` per line (the loop's live progress; the results are rebuilt "
+            "from it when the child dies before writing them, e.g. pytest-timeout's thread "
+            "method)"
         ),
     ),
     (

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_fwloop.envs.classify import ENVIRONMENT_FAILURE, environment_error_name
-from pytest_fwloop.results import IterationResults, TestRecord
+from pytest_fwloop.results import IterationResults, ProgressLine, TestRecord, progress_path
 
 #: Bounds on what one record keeps; the coder's context is packed from these later.
 LONGREPR_HEAD = 1024
@@ -65,11 +65,35 @@ class Selection:
 
 
 class ResultsRecorder:
-    """Folds the per-phase reports into one TestRecord per test and writes results.json."""
+    """Folds the per-phase reports into one TestRecord per test and writes results.json.
+
+    As tests run it also appends `ProgressLine`s to `progress_path(path)`, flushed at once: the
+    controller shows them live, and rebuilds the results from them when the child dies before
+    its end (pytest-timeout's thread method exits the process).
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.records: dict[str, TestRecord] = {}
+        self.reruns: dict[str, int] = {}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.progress = progress_path(path).open("w", encoding="utf-8")
+
+    def _progress(self, line: ProgressLine) -> None:
+        self.progress.write(line.model_dump_json(exclude_none=True) + "\n")
+        self.progress.flush()
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if session.items:  # empty in pytest-xdist's controller, whose workers collect
+            self._progress(ProgressLine(collected=[item.nodeid for item in session.items]))
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self._progress(ProgressLine(started=nodeid))
+
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        record = self.records.get(nodeid)
+        if record is not None:
+            self._progress(ProgressLine(finished=record))
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -82,6 +106,11 @@ class ResultsRecorder:
             )
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.outcome == "rerun":  # type: ignore[comparison-overlap]
+            # pytest-rerunfailures runs the test again: only the last attempt's outcome counts.
+            self.records.pop(report.nodeid, None)
+            self.reruns[report.nodeid] = self.reruns.get(report.nodeid, 0) + 1
+            return
         previous = self.records.get(report.nodeid)
         duration = report.duration + (previous.duration if previous else 0.0)
         if previous is not None and previous.outcome in ("failed", "error"):
@@ -105,9 +134,11 @@ class ResultsRecorder:
             crash=_crash(report),
             sections=_sections(report) if report.failed else "",
             env_failure=getattr(report, ENV_ATTRIBUTE, None),
+            reruns=self.reruns.get(report.nodeid, 0),
         )
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.progress.close()
         results = IterationResults(exitstatus=int(exitstatus), tests=list(self.records.values()))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         partial = self.path.with_suffix(".partial")

@@ -7,6 +7,7 @@ so a truncated or foreign file is rejected at the boundary instead of miscounted
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -30,6 +31,10 @@ class TestRecord(BaseModel):
     sections: str = Field(default="", description="captured output, bounded")
     env_failure: str | None = Field(
         default=None, description="the transport error, when the environment failed the test"
+    )
+    reruns: int = Field(
+        default=0,
+        description="times a rerun plugin (pytest-rerunfailures) ran it again before this outcome",
     )
 
 
@@ -99,3 +104,64 @@ def error_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     errors = [line[1:].strip() for line in lines if line.startswith("E ")]
     return (errors or lines or ["no error text"])[-1][:300]
+
+
+def progress_path(results_path: Path) -> Path:
+    """Where the child streams its progress, next to the results file it writes at the end."""
+    return results_path.with_suffix(".jsonl")
+
+
+def read_progress(path: Path) -> list[ProgressLine]:
+    """The stream's complete lines; a line cut off by the child's death is left out."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    lines = []
+    for raw in text.splitlines():
+        try:
+            lines.append(ProgressLine.model_validate_json(raw))
+        except ValueError:
+            continue
+    return lines
+
+
+class ProgressLine(BaseModel):
+    """One line of the child's progress stream, written and flushed as it happens: the test ids it
+    collected, a test it started, or a test's final record."""
+
+    collected: list[str] | None = Field(default=None, description="node ids, once collected")
+    started: str | None = Field(default=None, description="the node id of a test starting")
+    finished: TestRecord | None = Field(default=None, description="a test's final record")
+
+
+def results_from_progress(lines: Iterable[ProgressLine], died: str) -> IterationResults | None:
+    """What a child that died mid-run (pytest-timeout's thread method, a crash) leaves behind:
+    the tests it finished, the ones it was running failed with `died`, and the ones it collected
+    but never ran as errors, so the totals stay the suite's. None if it finished no test and
+    collected none."""
+    collected: list[str] = []
+    started: list[str] = []
+    finished: dict[str, TestRecord] = {}
+    for line in lines:
+        collected += line.collected or []
+        if line.started is not None:
+            started.append(line.started)
+        if line.finished is not None:
+            finished[line.finished.nodeid] = line.finished
+    if not collected and not finished and not started:
+        return None
+    running = [n for n in dict.fromkeys(started) if n not in finished]
+    crash = f"the child pytest died while this test ran: {died}"
+    tests = list(finished.values())
+    tests += [
+        TestRecord(nodeid=n, outcome="failed", phase="call", longrepr=crash, crash=crash)
+        for n in running
+    ]
+    never = f"not run: the child pytest died before it ({died})"
+    tests += [
+        TestRecord(nodeid=n, outcome="error", phase="setup", longrepr=never, crash=never)
+        for n in dict.fromkeys(collected)
+        if n not in finished and n not in running
+    ]
+    return IterationResults(exitstatus=1, tests=tests)

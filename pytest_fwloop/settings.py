@@ -100,10 +100,31 @@ def _inifile(config: pytest.Config) -> tuple[str, ...]:
     return (inipath.relative_to(config.rootpath).as_posix(),)
 
 
+#: Options that make a run cover a different part of the suite each time, refused with --fwloop:
+#: the loop compares whole-suite counts between iterations (DESIGN.md §4). (dest, why.)
+PARTIAL_RUN_OPTIONS: tuple[tuple[str, str], ...] = (
+    ("maxfail", "-x/--maxfail stops each run at its first failures"),
+    ("lf", "--lf/--last-failed runs only the previous run's failures"),
+    ("stepwise", "--sw/--stepwise resumes each run from the last failure"),
+    ("stepwise_skip", "--sw-skip/--stepwise-skip resumes each run from the last failure"),
+    ("looponfail", "--looponfail is a loop of its own"),
+)
+
+
+def refuse_partial_runs(config: pytest.Config) -> None:
+    """UsageError for an option under which iterations would count different tests."""
+    for dest, why in PARTIAL_RUN_OPTIONS:
+        if config.getoption(dest, None):
+            raise pytest.UsageError(
+                f"fwloop: {why}, so iterations could not be compared; drop it with --fwloop "
+                "(choose a fixed subset with paths, -k or -m instead; --ff and --nf only reorder "
+                "and are kept)"
+            )
+
+
 def load_settings(config: pytest.Config) -> LoopSettings:
     rootdir = config.rootpath
-    if config.getoption("looponfail", False):
-        raise pytest.UsageError("fwloop: --fwloop cannot be combined with --looponfail")
+    refuse_partial_runs(config)
     coder = resolve(config, "coder").strip()
     if not coder:
         raise pytest.UsageError(

@@ -1,0 +1,122 @@
+"""`pytest --fwloop` with the options and plugins real suites carry (pytest-rerunfailures,
+pytest-timeout, pytest-randomly, an ini whose addopts holds --fwloop, -x/--lf/--sw)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from loopkit import APPROVE, LoopProject, calc_fix_patches, coder_answer
+
+FLAKY = """\
+_attempts = []
+
+
+def test_flaky_link():
+    _attempts.append(1)
+    assert len(_attempts) > 1, "the link dropped once"
+"""
+
+HANG = """\
+import time
+
+
+def test_board_hangs():
+    time.sleep(60)
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> LoopProject:
+    return LoopProject(pytester, monkeypatch)
+
+
+def fixing_agents(project: LoopProject) -> list[str]:
+    patches = calc_fix_patches()
+    coder = project.agent("coder", [coder_answer(p, f"fix {i}") for i, p in enumerate(patches)])
+    reviewer = project.agent("reviewer", [], [APPROVE])
+    return [f"--fwloop-coder={coder.spec}", f"--fwloop-reviewer={reviewer.spec}"]
+
+
+def results(project: LoopProject, round_: str = "01") -> dict[str, dict[str, object]]:
+    [run_dir] = project.run_dirs()
+    data = json.loads((run_dir / "rounds" / round_ / "results.json").read_text())
+    return {t["nodeid"]: t for t in data["tests"]}
+
+
+@pytest.mark.slow
+def test_an_ini_whose_addopts_carry_fwloop_runs_the_loop_once(project: LoopProject) -> None:
+    project.calc_suite("addopts = --fwloop\n")
+    args = fixing_agents(project)
+    result = project.pytester.runpytest_subprocess(*args)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert project.summary()["pass_counts"] == [1, 3, 5, 6, 6]
+
+
+@pytest.mark.parametrize(
+    ("option", "named"),
+    [
+        ("-x", "-x/--maxfail"),
+        ("--maxfail=3", "-x/--maxfail"),
+        ("--lf", "--lf/--last-failed"),
+        ("--sw", "--sw/--stepwise"),
+        ("--sw-skip", "--sw-skip/--stepwise-skip"),
+    ],
+)
+def test_options_that_run_part_of_the_suite_are_refused(
+    project: LoopProject, option: str, named: str
+) -> None:
+    project.calc_suite()
+    result = project.run(*fixing_agents(project), option)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*fwloop: {named}*so iterations could not be compared*"])
+    assert project.run_dirs() == []
+
+
+@pytest.mark.slow
+def test_reordering_options_are_kept(project: LoopProject) -> None:
+    project.calc_suite()
+    result = project.run(*fixing_agents(project), "--ff")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+
+
+@pytest.mark.slow
+def test_a_test_that_passes_on_its_rerun_counts_as_passed(project: LoopProject) -> None:
+    project.calc_suite()
+    project.write("tests/test_link.py", FLAKY)
+    result = project.run(*fixing_agents(project), "--reruns=1")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    flaky = results(project)["tests/test_link.py::test_flaky_link"]
+    assert (flaky["outcome"], flaky["reruns"]) == ("passed", 1)
+    assert project.summary()["pass_counts"][0] == 2  # test_add_small and the flaky test
+
+
+@pytest.mark.slow
+def test_a_test_killed_by_pytest_timeout_is_named(project: LoopProject) -> None:
+    """pytest-timeout's thread method ends the child process: what finished is kept, the hung
+    test fails with the reason, and the run goes on."""
+    project.calc_suite()
+    project.write("tests/test_zz_hang.py", HANG)
+    result = project.run(
+        *fixing_agents(project), "--timeout=2", "--timeout-method=thread", "--max-iter=2"
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    baseline = results(project)
+    hung = baseline["tests/test_zz_hang.py::test_board_hangs"]
+    assert hung["outcome"] == "failed"
+    assert "the child pytest died while this test ran" in str(hung["crash"])
+    assert len(baseline) == 7
+    assert "tests/test_zz_hang.py::test_board_hangs" in project.summary()["unresolved"]
+
+
+@pytest.mark.slow
+def test_the_loop_converges_under_pytest_randomly(
+    project: LoopProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PYTEST_ADDOPTS")
+    project.calc_suite()
+    result = project.run(*fixing_agents(project), "-p", "randomly", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    [run_dir] = project.run_dirs()
+    assert "Using --randomly-seed=" in (run_dir / "rounds" / "01" / "pytest.log").read_text()
