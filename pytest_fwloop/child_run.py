@@ -6,29 +6,57 @@ was invoked in, so patched code is imported afresh and a crash cannot take the l
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG, addopts_without_loop
 from pytest_fwloop.procs import ProcessResult, run_logged
-from pytest_fwloop.results import IterationResults
+from pytest_fwloop.progress import ProgressWatcher
+from pytest_fwloop.results import IterationResults, progress_path
 from pytest_fwloop.rundir import RunRecorder
 from pytest_fwloop.settings import LoopSettings
+from pytest_fwloop.terminal import Terminal
 from pytest_fwloop.verdicts import REVIEW_ENV, TEST_PLAN_ENV
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """The files of one full child run of an iteration. Each attempt keeps its own raw record
+    (an environment rerun writes `pytest-2.log`, `results-2.json`, `junit-2.xml`);
+    `results.json` is the iteration's merged one."""
+
+    log: Path
+    results: Path
+    junit: Path
+
+
+def next_attempt(folder: Path) -> Attempt:
+    number = len(list(folder.glob("pytest*.log"))) + 1
+    suffix = "" if number == 1 else f"-{number}"
+    results = folder / f"results-{number}.json"
+    results.unlink(missing_ok=True)
+    return Attempt(folder / f"pytest{suffix}.log", results, folder / f"junit{suffix}.xml")
 
 
 class ChildRunner:
     """Starts child runs for one loop run; every file they write is redacted afterwards."""
 
     def __init__(
-        self, settings: LoopSettings, recorder: RunRecorder, abort: threading.Event
+        self,
+        settings: LoopSettings,
+        recorder: RunRecorder,
+        abort: threading.Event,
+        terminal: Terminal,
     ) -> None:
         self.settings = settings
         self.recorder = recorder
         self.abort = abort
+        self.terminal = terminal
 
     def run(
         self,
@@ -38,8 +66,10 @@ class ChildRunner:
         review: Path | None,
         plan: Path | None,
         timeout: float,
+        results: Path | None = None,
     ) -> ProcessResult:
-        """One child `python -m pytest` with the user's arguments plus `args`."""
+        """One child `python -m pytest` with the user's arguments plus `args`; with `results`,
+        its progress stream is shown live on the terminal."""
         folder = self.recorder.round_path(iteration)
         env = dict(os.environ)
         env["FWLOOP_CONSOLE_LOG_DIR"] = str(folder / "console")
@@ -51,14 +81,25 @@ class ChildRunner:
         if plan is not None:
             env[TEST_PLAN_ENV] = str(plan)
         env["PYTEST_ADDOPTS"] = addopts_without_loop(env.get("PYTEST_ADDOPTS", ""))
-        return run_logged(
-            [sys.executable, "-m", "pytest", *self.settings.child_args, *args],
+        env["PYTHONUNBUFFERED"] = "1"  # pytest.log fills as the tests run
+        argv = [sys.executable, "-m", "pytest", *self.settings.child_args, *args]
+        run = functools.partial(
+            run_logged,
+            argv,
             cwd=self.settings.invocation_dir,
             log_path=log,
             timeout=timeout,
             abort=self.abort,
             env=env,
         )
+        if results is None:
+            return run()
+        show = functools.partial(self.terminal.progress, iteration)
+        try:
+            with ProgressWatcher(progress_path(results), show):
+                return run()
+        finally:
+            self.terminal.end_progress()
 
     def precheck(
         self,

@@ -23,9 +23,9 @@ from pytest_fwloop.agents.protocol import AgentRequest, CoderAnswer, TesterAnswe
 from pytest_fwloop.allowlist import AllowlistRunner, CommandCheck
 from pytest_fwloop.budget import BudgetExhausted
 from pytest_fwloop.build_step import BuildStep
-from pytest_fwloop.child_run import ChildRunner
+from pytest_fwloop.child_run import ChildRunner, next_attempt
 from pytest_fwloop.convergence import ExecutionMode
-from pytest_fwloop.fsm import ErrorType, LoopEvent, State
+from pytest_fwloop.fsm import LoopEvent, State
 from pytest_fwloop.iteration_end import IterationEnd
 from pytest_fwloop.loop_state import ChildOutput, LoopState, Step, Verdict, provider_error
 from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG
@@ -33,13 +33,17 @@ from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.patch_gate import PatchGate
 from pytest_fwloop.procs import ProcessResult
 from pytest_fwloop.records import Event
-from pytest_fwloop.recovery import ErrorState
 from pytest_fwloop.redaction import Redactor
 from pytest_fwloop.rundir import RunRecorder, utc_now
 from pytest_fwloop.settings import LoopSettings
 from pytest_fwloop.state_clock import DeadlinePassed, StateClock
 from pytest_fwloop.terminal import Terminal
-from pytest_fwloop.tester_round import TesterRound, ask_tester, run_tester_commands
+from pytest_fwloop.tester_round import (
+    TesterRound,
+    all_blocked,
+    ask_tester,
+    run_tester_commands,
+)
 from pytest_fwloop.workspace import Workspace
 
 
@@ -93,7 +97,7 @@ class Controller:
             else None
         )
         self.tester_schema = self.tester.schema if self.tester is not None else {}
-        self.child = ChildRunner(settings, recorder, abort)
+        self.child = ChildRunner(settings, recorder, abort, terminal)
         self.build = BuildStep(settings, workspace, recorder, abort)
         self.gate = PatchGate(settings, workspace, recorder, self.reviewer)
         self.end = IterationEnd(
@@ -156,33 +160,16 @@ class Controller:
                 self.loop.final_reason = str(exc)
                 step = Step(LoopEvent.BUDGET_EXHAUSTED, self.loop.final_reason)
             except DeadlinePassed as exc:
-                step = self._timed_out(bound, str(exc))
+                step = self.loop.timed_out(bound, self.clock.limit, str(exc))
             else:
                 if bound.resume is None and self.clock.expired():
-                    step = self._timed_out(
-                        bound, f"it took that long to end with {step.event.value}"
-                    )
+                    ended = f"it took that long to end with {step.event.value}"
+                    step = self.loop.timed_out(bound, self.clock.limit, ended)
             if self.abort.is_set():
                 continue
             self.move(step)
         assert self.loop.outcome is not None
         return self.loop.outcome
-
-    def _timed_out(self, bound: fsm.StateBound, detail: str) -> Step:
-        """The state went over its timeout: resumed where the table says, else the run ends."""
-        reason = (
-            f"{self.loop.state.value} exceeded fwloop_{bound.option}={self.clock.limit:g}s: "
-            f"{detail}"
-        )
-        return self.loop.fail(
-            ErrorState(
-                ErrorType.TIMEOUT,
-                reason,
-                bound.resume or LoopEvent.UNRECOVERABLE,
-                terminal_outcome=None if bound.resume else Outcome.FAILURE,
-            ),
-            LoopEvent.STATE_TIMEOUT,
-        )
 
     # -- states ---------------------------------------------------------------------------------
 
@@ -249,16 +236,7 @@ class Controller:
         except ProviderError as exc:
             return self.loop.fail(provider_error("tester", exc), LoopEvent.TESTER_FAILED)
         if check.only_blocked:
-            return self.loop.fail(
-                ErrorState(
-                    ErrorType.POLICY_VIOLATION,
-                    f"all {len(check.blocked)} command(s) the tester proposed are blocked: "
-                    f"{check.blocked[0].reason}",
-                    LoopEvent.RECOVER_TO_ANALYSIS,
-                    terminal_outcome=Outcome.TESTER_COMMAND_BLOCKED,
-                ),
-                LoopEvent.TESTER_COMMAND_BLOCKED,
-            )
+            return self.loop.fail(all_blocked(check), LoopEvent.TESTER_COMMAND_BLOCKED)
         folder = self.recorder.relative(self.recorder.round_path(self.loop.current.number))
         path = self.recorder.write_json(f"{folder}/test-plan.json", plan.model_dump(mode="json"))
         self.loop.tester_round = TesterRound(plan, path, check)
@@ -293,21 +271,16 @@ class Controller:
         )
         notes: list[str] = []
         if tester is not None and tester.plan.select:
-            notes.append(self._tester_precheck(folder, tester.plan.select))
-        attempt = len([p for p in folder.glob("pytest*.log")]) + 1
-        suffix = "" if attempt == 1 else f"-{attempt}"
-        log = folder / f"pytest{suffix}.log"
-        # Each attempt keeps its raw record; results.json is the iteration's merged one.
-        results_path = folder / f"results-{attempt}.json"
-        results_path.unlink(missing_ok=True)
-        args = [
-            f"{CHILD_REPORT_FLAG}={results_path}",
-            f"--junitxml={folder / f'junit{suffix}.xml'}",
-        ]
+            note = self.child.precheck(folder, tester.plan.select, self._run_child)
+            self.loop.current.notes.append(note)
+            notes.append(note)
+        attempt = next_attempt(folder)
+        args = [f"{CHILD_REPORT_FLAG}={attempt.results}", f"--junitxml={attempt.junit}"]
         if self.loop.env_rerun:
             args.append(f"{CHILD_SELECT_FLAG}={folder / 'selection.txt'}")
-        result = self._run_child(args, log)
-        self.loop.test_run_result = ChildOutput(results_path, log, result.returncode)
+        result = self._run_child(args, attempt.log, attempt.results)
+        log = attempt.log
+        self.loop.test_run_result = ChildOutput(attempt.results, log, result.returncode)
         if tester is not None:
             tester.done = True
             if not result.timed_out:
@@ -315,9 +288,8 @@ class Controller:
         self.child.scrub(folder)
         evidence = (self.recorder.relative(log),)
         if result.timed_out:
-            timeout = self._timed_out(
-                fsm.STATE_TIMEOUTS[State.TEST_RUN], "the child pytest was stopped"
-            )
+            bound = fsm.STATE_TIMEOUTS[State.TEST_RUN]
+            timeout = self.loop.timed_out(bound, self.clock.limit, "the child pytest was stopped")
             return Step(timeout.event, timeout.reason, evidence)
         return Step(
             LoopEvent.TESTS_FINISHED,
@@ -327,7 +299,7 @@ class Controller:
             evidence,
         )
 
-    def _run_child(self, args: list[str], log: Path) -> ProcessResult:
+    def _run_child(self, args: list[str], log: Path, results: Path | None = None) -> ProcessResult:
         plan = self.loop.tester_round.path if self.loop.tester_round is not None else None
         return self.child.run(
             self.loop.current.number,
@@ -336,12 +308,8 @@ class Controller:
             self.loop.review_path,
             plan,
             self.clock.remaining(),
+            results,
         )
-
-    def _tester_precheck(self, folder: Path, select: list[str]) -> str:
-        note = self.child.precheck(folder, select, self._run_child)
-        self.loop.current.notes.append(note)
-        return note
 
     def _run_tester_commands(self, folder: Path, tester: TesterRound) -> str:
         done = run_tester_commands(

@@ -33,7 +33,7 @@ from pytest_fwloop.workspace import RecoveryReport, Workspace, WorkspaceError
 def run_loop(config: pytest.Config) -> int:
     """Entry from pytest_cmdline_main: the whole controller lifetime, tree always accounted for."""
     settings = load_settings(config)
-    terminal = Terminal()
+    terminal = Terminal(verbosity=int(config.option.verbose))
     redact = Redactor(os.environ)
     workspace = Workspace(settings.rootdir)
     run_id = new_run_id()

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from pytest_fwloop.agents.errors import ProviderError
 from pytest_fwloop.agents.protocol import CoderAnswer, MustFix
 from pytest_fwloop.convergence import ConvergenceType
-from pytest_fwloop.fsm import ErrorType, LoopEvent, State
+from pytest_fwloop.fsm import ErrorType, LoopEvent, State, StateBound
 from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.recovery import ErrorState
 from pytest_fwloop.results import IterationResults
@@ -144,6 +144,19 @@ class LoopState:
             if it.results is not None:
                 return it.results
         return None
+
+    def timed_out(self, bound: StateBound, limit: float, detail: str) -> Step:
+        """The state went over its timeout: resumed where the table says, else the run ends."""
+        reason = f"{self.state.value} exceeded fwloop_{bound.option}={limit:g}s: {detail}"
+        return self.fail(
+            ErrorState(
+                ErrorType.TIMEOUT,
+                reason,
+                bound.resume or LoopEvent.UNRECOVERABLE,
+                terminal_outcome=None if bound.resume else Outcome.FAILURE,
+            ),
+            LoopEvent.STATE_TIMEOUT,
+        )
 
     def fail(self, error: ErrorState, event: LoopEvent) -> Step:
         """Hand `error` to ERROR_RECOVERY through `event`."""

@@ -1,8 +1,11 @@
 """Checks made before the baseline, so a setup mistake costs seconds, not a build and a suite.
 
 Every provider of every role's failover list is checked (a provider that defines `preflight()`:
-the program exists, the CLI is on PATH, the server answers), and so is the build's program. Each
-problem is one line naming the option and the fix; the run stops with exit status 4.
+the program exists, the CLI is on PATH, the server answers), and so is the build's program. A
+role none of whose providers passes, or a missing build program, stops the run with one line
+naming the option and the fix (exit status 4). A provider that fails while another of its list
+passes is named in one line at the start and stays in the list, so a portable list
+(`claude,openai:…`) keeps working where one of them is not installed.
 """
 
 from __future__ import annotations
@@ -15,19 +18,19 @@ from pytest_fwloop.agents.base import Provider
 from pytest_fwloop.agents.errors import ProviderError
 
 
-def provider_problem(provider: Provider, role: str) -> str | None:
-    """Why `provider` cannot work for `role`, or None; providers without a check pass."""
-    check = getattr(provider, "preflight", None)
-    if check is None:
-        return None
-    try:
-        check()
-    except ProviderError as exc:
-        return (
-            f"fwloop: --fwloop-{role}: {provider.spec}: {exc.message} (every provider of a "
-            "failover list must work at the start; remove the ones that cannot)"
-        )
-    return None
+def role_problems(providers: list[Provider], role: str) -> list[str]:
+    """One line for each of the role's providers that cannot work now; those without a check
+    pass."""
+    problems = []
+    for provider in providers:
+        check = getattr(provider, "preflight", None)
+        if check is None:
+            continue
+        try:
+            check()
+        except ProviderError as exc:
+            problems.append(f"fwloop: --fwloop-{role}: {provider.spec}: {exc.message}")
+    return problems
 
 
 def missing_build_program(build: list[str] | str, rootdir: Path) -> str | None:

@@ -7,6 +7,7 @@ status 3, the tree restored, and as many of the records as can still be written.
 from __future__ import annotations
 
 import contextlib
+import os
 import traceback
 from typing import TYPE_CHECKING, Any
 
@@ -16,12 +17,13 @@ from pytest_fwloop.budget import Usage
 from pytest_fwloop.fsm import State
 from pytest_fwloop.outcomes import Outcome, describe_crash, exit_status
 from pytest_fwloop.records import CrashSummary, Summary, Timeline, TimelineEntry, UsageRecord
-from pytest_fwloop.results import nodeids
+from pytest_fwloop.results import TestRecord, nodeids
 from pytest_fwloop.rundir import utc_now
 from pytest_fwloop.terminal import PREFIX
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from pathlib import Path
 
     from pytest_fwloop.agent_calls import CallLog
     from pytest_fwloop.loop_state import Iteration, LoopState
@@ -143,6 +145,9 @@ def finalize(
         reason=redact(loop.final_reason),
         rows=rows,
         closing=closing,
+        failing=[(t.nodeid, redact(_one_line(t, settings.rootdir))) for t in latest.not_passing()]
+        if latest
+        else [],
     )
     # Last, so that a failure anywhere above leaves the journal for settle_crash to restore from.
     workspace.close(keep_tree=True)
@@ -203,6 +208,13 @@ def settle_crash(
     with contextlib.suppress(OSError):
         terminal.line(redact(f"{PREFIX} {reason}; {tree}; {pointer}"))
     return int(pytest.ExitCode.INTERNAL_ERROR)
+
+
+def _one_line(record: TestRecord, rootdir: Path) -> str:
+    """A failure's reason in one line: its crash line, paths relative to the rootdir."""
+    text = (record.crash or record.longrepr).strip()
+    first = text.splitlines()[0] if text else ""
+    return first.replace(f"{rootdir}{os.sep}", "")[:200]
 
 
 def _timeline_entry(it: Iteration) -> TimelineEntry:

@@ -29,7 +29,7 @@ from pytest_fwloop.convergence import (
 )
 from pytest_fwloop.criteria_file import load_criteria
 from pytest_fwloop.options import resolve, strip_controller_args
-from pytest_fwloop.preflight import missing_build_program, provider_problem
+from pytest_fwloop.preflight import missing_build_program, role_problems
 from pytest_fwloop.sandbox import SandboxUnavailable, find_bwrap
 from pytest_fwloop.workspace import DEFAULT_PROTECTED, PatchPolicy
 
@@ -63,6 +63,8 @@ class LoopSettings:
     allowed_commands: tuple[Argv, ...]
     command_timeout: float
     budget: Budget
+    #: Providers that failed their check before the run while others of their list passed.
+    preflight_notes: tuple[str, ...] = ()
 
     @property
     def advisory(self) -> bool:
@@ -138,6 +140,7 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         permission_mode=resolve(config, "claude_permission_mode") or None,
         max_turns=resolve(config, "claude_max_turns"),
     )
+    preflight_notes: list[str] = []
     for role, spec in (("coder", coder), ("reviewer", reviewer), ("tester", tester)):
         if spec:
             try:
@@ -150,10 +153,10 @@ def load_settings(config: pytest.Config) -> LoopSettings:
                 )
             except SpecError as exc:
                 raise pytest.UsageError(str(exc)) from None
-            for provider in providers:
-                problem = provider_problem(provider, role)
-                if problem is not None:
-                    raise pytest.UsageError(problem)
+            unusable = role_problems(providers, role)
+            if len(unusable) == len(providers):
+                raise pytest.UsageError(unusable[0])
+            preflight_notes += unusable
 
     try:
         criteria = load_criteria(resolve(config, "criteria"), rootdir)
@@ -173,18 +176,18 @@ def load_settings(config: pytest.Config) -> LoopSettings:
             build = build_text if resolve(config, "build_shell") else shlex.split(build_text)
         except ValueError as exc:
             raise pytest.UsageError(f"fwloop: --fwloop-build={build_text}: {exc}") from None
-        missing = missing_build_program(build, rootdir) if build else None
-        if missing is not None:
-            raise pytest.UsageError(
-                f"fwloop: --fwloop-build={build_text}: '{missing}' is not on PATH nor a file of "
-                f"{rootdir}; install it or fix the build command"
-            )
     build_sandbox = None
     if resolve(config, "build_sandbox") == "bwrap":
         try:
             build_sandbox = find_bwrap()
         except SandboxUnavailable as exc:
             raise pytest.UsageError(str(exc)) from None
+    missing = missing_build_program(build, rootdir) if build else None
+    if missing is not None:
+        raise pytest.UsageError(
+            f"fwloop: --fwloop-build={build_text}: '{missing}' is not on PATH nor a file of "
+            f"{rootdir}; install it or fix the build command"
+        )
 
     try:
         allowed_commands = parse_prefixes(resolve(config, "allowed_commands"))
@@ -226,4 +229,5 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         allowed_commands=allowed_commands,
         command_timeout=resolve(config, "command_timeout"),
         budget=Budget(usd=resolve(config, "budget_usd"), tokens=resolve(config, "budget_tokens")),
+        preflight_notes=tuple(preflight_notes),
     )

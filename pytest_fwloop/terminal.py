@@ -6,7 +6,9 @@ plain lines itself; they are meant to read well in a CI log as much as in a term
 
 from __future__ import annotations
 
+import shutil
 import sys
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
@@ -20,9 +22,21 @@ if TYPE_CHECKING:
 PREFIX = "fwloop:"
 
 
+#: A terminal that is not a TTY (a CI log) gets a progress line at most this often.
+PLAIN_PROGRESS_SECONDS = 10.0
+
+
 class Terminal:
-    def __init__(self, stream: TextIO | None = None) -> None:
+    """`verbosity` is pytest's (`-q` -1, `-v` 1): `-q` hides live progress and lists no failing
+    tests at the end; the default lists their node ids; `-v` adds each one's reason."""
+
+    def __init__(self, stream: TextIO | None = None, verbosity: int = 0) -> None:
         self.stream = stream or sys.stdout
+        self.verbosity = verbosity
+        isatty = getattr(self.stream, "isatty", None)
+        self.tty = bool(isatty and isatty())
+        self._progress_shown = False
+        self._last_plain = -PLAIN_PROGRESS_SECONDS
 
     def line(self, text: str = "") -> None:
         self._write(text + "\n")
@@ -42,9 +56,30 @@ class Terminal:
             f"max_iter={settings.max_iter} mode={settings.mode.value}"
         )
         self.line(f"{PREFIX} records in {recorder.path}")
+        for note in settings.preflight_notes:
+            self.line(f"{note} (kept in its failover list; the next provider answers meanwhile)")
 
     def transition(self, iteration: int, source: State, target: State, reason: str) -> None:
         self.line(f"{PREFIX} [{iteration}] {source.value} -> {target.value}: {reason}")
+
+    def progress(self, iteration: int, text: str) -> None:
+        """Where the running child is: redrawn in place on a TTY, a plain line now and then
+        elsewhere."""
+        if self.verbosity < 0:
+            return
+        line = f"{PREFIX} [{iteration}] tests: {text}"
+        if self.tty:
+            width = shutil.get_terminal_size().columns
+            self._write("\r" + line[: max(width - 1, 20)] + "\x1b[K")
+            self._progress_shown = True
+        elif time.monotonic() - self._last_plain >= PLAIN_PROGRESS_SECONDS:
+            self._last_plain = time.monotonic()
+            self.line(line)
+
+    def end_progress(self) -> None:
+        if self._progress_shown:
+            self._write("\n")
+            self._progress_shown = False
 
     def ask(self, prompt: str) -> bool:
         self._write(prompt)
@@ -62,7 +97,9 @@ class Terminal:
         reason: str,
         rows: Sequence[Sequence[object]],
         closing: Sequence[str],
+        failing: Sequence[tuple[str, str]] = (),
     ) -> None:
+        """`failing`: (node id, one-line reason) of each test still failing at the end."""
         self.line("=" * 30 + " fwloop summary " + "=" * 30)
         self.line(f"outcome: {outcome} ({final_state})")
         self.line(f"reason: {reason}")
@@ -73,6 +110,10 @@ class Terminal:
                 tablefmt="simple",
             )
         )
+        if failing and self.verbosity >= 0:
+            self.line(f"still failing ({len(failing)}):")
+            for nodeid, reason in failing:
+                self.line(f"  {nodeid}" + (f": {reason}" if self.verbosity > 0 and reason else ""))
         for text in closing:
             self.line(text)
 

@@ -17,7 +17,10 @@ from pathlib import Path
 from pytest_fwloop.agents.protocol import AgentRequest, MustFix, TesterAnswer
 from pytest_fwloop.agents.role import RoleAgent
 from pytest_fwloop.allowlist import AllowlistRunner, CommandCheck, CommandResult
+from pytest_fwloop.fsm import ErrorType, LoopEvent
+from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.records import CommandEntry, CommandsRecord
+from pytest_fwloop.recovery import ErrorState
 from pytest_fwloop.results import IterationResults, TestRecord, nodeids
 from pytest_fwloop.rundir import RunRecorder
 from pytest_fwloop.workspace import Workspace
@@ -46,6 +49,17 @@ class CommandsDone:
     failed: list[CommandResult]
     must_fix: list[MustFix]
     note: str
+
+
+def all_blocked(check: CommandCheck) -> ErrorState:
+    """Every command the tester proposed is outside the allowlist: the run ends."""
+    return ErrorState(
+        ErrorType.POLICY_VIOLATION,
+        f"all {len(check.blocked)} command(s) the tester proposed are blocked: "
+        f"{check.blocked[0].reason}",
+        LoopEvent.RECOVER_TO_ANALYSIS,
+        terminal_outcome=Outcome.TESTER_COMMAND_BLOCKED,
+    )
 
 
 def ask_tester(

@@ -101,6 +101,7 @@ class FakeChild:
         review: Path | None,
         plan: Path | None,
         timeout: float,
+        results: Path | None = None,
     ) -> ProcessResult:
         self.runs += 1
         timed_out = self.timed_out.pop(0) if self.timed_out else False
@@ -120,13 +121,13 @@ class FakeChild:
             )
             for index, word in enumerate(words)
         ]
-        results = IterationResults(
+        written = IterationResults(
             exitstatus=0 if all(t.outcome == "passed" for t in tests) else 1, tests=tests
         )
         report = next(a.split("=", 1)[1] for a in args if a.startswith(f"{CHILD_REPORT_FLAG}="))
-        Path(report).write_text(results.model_dump_json(), encoding="utf-8")
+        Path(report).write_text(written.model_dump_json(), encoding="utf-8")
         return ProcessResult(
-            returncode=results.exitstatus, timed_out=False, aborted=False, duration=0.1
+            returncode=written.exitstatus, timed_out=False, aborted=False, duration=0.1
         )
 
     def precheck(self, folder: Path, select: list[str], run: object) -> str:

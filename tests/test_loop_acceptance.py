@@ -374,11 +374,12 @@ def test_garbage_coder_is_retried_once_then_provider_bad_output(project: LoopPro
     assert len(coder.requests()) == 2
 
 
-def test_missing_coder_executable_is_provider_not_found(project: LoopProject) -> None:
+def test_missing_coder_executable_stops_the_run_before_the_baseline(project: LoopProject) -> None:
     project.calc_suite()
     result = project.run("--fwloop-coder=command:/no/such/agent")
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
-    assert project.summary()["outcome"] == "provider_not_found"
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--fwloop-coder: command:/no/such/agent: *does not exist*"])
+    assert project.run_dirs() == []
 
 
 def test_no_coder_is_a_usage_error_naming_the_providers(project: LoopProject) -> None:
@@ -679,6 +680,8 @@ def test_missing_claude_fails_over_to_the_next_provider_and_converges(
     result = project.run(f"--fwloop-coder=claude,{coder.spec}", f"--fwloop-reviewer={coder.spec}")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     assert project.summary()["outcome"] == "success"
+    # Named once at the start, and kept: a portable list works where claude is not installed.
+    result.stdout.fnmatch_lines(["*--fwloop-coder: claude: the 'claude' executable is not on*"])
     [run_dir] = project.run_dirs()
     first = json.loads((run_dir / "rounds" / "02" / "coder-1.meta.json").read_text())
     second = json.loads((run_dir / "rounds" / "02" / "coder-2.meta.json").read_text())

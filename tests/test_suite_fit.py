@@ -87,3 +87,24 @@ def test_every_provider_is_checked_before_the_baseline(
     assert len([line for line in result.stderr.lines if "fwloop:" in line]) == 1
     assert project.run_dirs() == []
     assert coder.requests() == []
+
+
+@pytest.mark.parametrize(
+    ("verbosity", "progress", "listed", "reason"),
+    [("-q", False, False, False), (None, True, True, False), ("-v", True, True, True)],
+    ids=["quiet", "default", "verbose"],
+)
+def test_progress_and_the_failing_tests_follow_pytests_verbosity(
+    project: LoopProject, verbosity: str | None, progress: bool, listed: bool, reason: bool
+) -> None:
+    project.calc_suite()
+    args = ["--fwloop-coder=rules", "--max-iter=1", *([verbosity] if verbosity else [])]
+    result = project.run(*args)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    out = result.stdout.str()
+    # Not a TTY here: a plain progress line, the first as soon as tests finish.
+    assert ("fwloop: [1] tests: " in out) is progress
+    assert ("still failing (5):" in out) is listed
+    failing = [line for line in out.splitlines() if line.startswith("  tests/test_calc.py::")]
+    assert len(failing) == (5 if listed else 0)
+    assert all(("AssertionError" in line or "assert" in line) is reason for line in failing)

@@ -231,12 +231,23 @@ def test_an_invalid_plan_is_noted_and_the_loop_iterates(project: LoopProject) ->
     )
 
 
-def test_a_missing_tester_is_provider_not_found(project: LoopProject) -> None:
+def test_a_missing_tester_stops_the_run_before_the_baseline(project: LoopProject) -> None:
     coder = project.agent("coder", [coder_answer(calc_fix_patches()[0])])
     result = project.run(f"--fwloop-coder={coder.spec}", "--fwloop-tester=command:/no/such/tester")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--fwloop-tester: command:/no/such/tester: *does not exist*"])
+    assert project.run_dirs() == []
+
+
+def test_a_tester_that_fails_mid_run_ends_with_its_error_kind(project: LoopProject) -> None:
+    broken = project.agents_dir / "tester.sh"
+    broken.write_text("#!/bin/sh\necho 'tester crashed' >&2\nexit 3\n")
+    broken.chmod(0o755)
+    coder = project.agent("coder", [coder_answer(calc_fix_patches()[0])])
+    result = project.run(f"--fwloop-coder={coder.spec}", f"--fwloop-tester=command:{broken}")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
-    assert project.summary()["outcome"] == "provider_not_found"
-    assert "tester provider command:/no/such/tester" in project.summary()["reason"]
+    assert project.summary()["outcome"] == "provider_bad_output"
+    assert f"tester provider command:{broken}" in project.summary()["reason"]
     assert "tester_failed" in [e["event"] for e in project.events()]
 
 
