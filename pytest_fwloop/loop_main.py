@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from pytest_fwloop import children
+from pytest_fwloop import children, run_context
 from pytest_fwloop.controller import Controller
 from pytest_fwloop.fsm import State
 from pytest_fwloop.outcomes import Outcome, describe_crash, exit_status
@@ -83,6 +83,7 @@ def _control(
     # internal_error, exit status 3, the tree restored, the records written, no traceback.
     started = time.monotonic()
     try:
+        context = run_context.gather(config, settings.rootdir, settings.randomly_seed)
         controller = Controller(
             config, settings, recorder, workspace, terminal, threading.Event(), redact
         )
@@ -112,6 +113,7 @@ def _control(
             terminal=terminal,
             redact=redact,
             duration=time.monotonic() - started,
+            context=context,
         )
     except Exception as exc:
         return settle_crash(

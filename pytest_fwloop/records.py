@@ -44,6 +44,22 @@ class UsageRecord(_Record):
     total: UsageTotals = Field(description="over every call of the run")
 
 
+class RunContext(_Record):
+    """What the run was started with, for an audit: how, on what, from which commit."""
+
+    command_line: list[str] = Field(description="the controller's argv, as started")
+    python: str = Field(description="the Python version")
+    pytest: str = Field(description="the pytest version")
+    fwloop: str = Field(description="the pytest-fwloop version")
+    plugins: dict[str, str] = Field(description="every installed pytest plugin's version, by name")
+    git_head: str | None = Field(
+        description="the commit the tree's own git repository was at (read only), else null"
+    )
+    randomly_seed: int | None = Field(
+        description="the pytest-randomly seed every child run used, when that plugin is active"
+    )
+
+
 class Summary(_Record):
     """`summary.json`: the final record of a run."""
 
@@ -74,6 +90,7 @@ class Summary(_Record):
     )
     finished: str = Field(description="UTC time the run ended (ISO 8601)")
     duration_s: float = Field(description="wall-clock seconds of the run")
+    context: RunContext = Field(description="what the run was started with (below)")
 
 
 class CrashSummary(_Record):
@@ -191,6 +208,7 @@ class CommandsRecord(_Record):
 #: Every JSON record of the run directory, in the order the docs show them.
 RECORDS: tuple[tuple[str, type[BaseModel]], ...] = (
     ("summary.json", Summary),
+    ("summary.json context", RunContext),
     ('summary.json["usage"]', UsageRecord),
     ("usage totals", UsageTotals),
     ("task-events.jsonl (one line)", Event),

@@ -16,7 +16,14 @@ import pytest
 from pytest_fwloop.budget import Usage
 from pytest_fwloop.fsm import State
 from pytest_fwloop.outcomes import Outcome, describe_crash, exit_status
-from pytest_fwloop.records import CrashSummary, Summary, Timeline, TimelineEntry, UsageRecord
+from pytest_fwloop.records import (
+    CrashSummary,
+    RunContext,
+    Summary,
+    Timeline,
+    TimelineEntry,
+    UsageRecord,
+)
 from pytest_fwloop.results import TestRecord, nodeids
 from pytest_fwloop.rundir import utc_now
 from pytest_fwloop.terminal import PREFIX
@@ -64,6 +71,7 @@ def finalize(
     terminal: Terminal,
     redact: Redactor,
     duration: float,
+    context: RunContext,
 ) -> None:
     """Keep or restore the tree, then write every record and print the summary."""
     assert loop.outcome is not None
@@ -107,6 +115,7 @@ def finalize(
         internal_error=INTERNAL_ERROR_FILE if outcome is Outcome.INTERNAL_ERROR else None,
         finished=utc_now(),
         duration_s=round(duration, 2),
+        context=context,
     )
     recorder.write_json("summary.json", summary.model_dump(mode="json"))
     timeline = Timeline(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import random
 import shlex
 import sys
 from collections.abc import Callable
@@ -65,6 +66,8 @@ class LoopSettings:
     budget: Budget
     #: Providers that failed their check before the run while others of their list passed.
     preflight_notes: tuple[str, ...] = ()
+    #: The pytest-randomly seed every child run gets, when that plugin is active.
+    randomly_seed: int | None = None
 
     @property
     def advisory(self) -> bool:
@@ -124,6 +127,19 @@ def refuse_partial_runs(config: pytest.Config) -> None:
             )
 
 
+def randomly_seed(config: pytest.Config) -> tuple[int | None, list[str]]:
+    """The pytest-randomly seed of every child run, and the argument that pins it. Left to
+    itself the plugin would shuffle each iteration differently; one seed keeps the iterations
+    comparable and the run reproducible. `--randomly-seed=last` is left to the plugin."""
+    if not config.pluginmanager.hasplugin("randomly"):
+        return None, []
+    given = config.getoption("randomly_seed", "default")
+    if given == "default":
+        seed = random.SystemRandom().getrandbits(32)
+        return seed, [f"--randomly-seed={seed}"]
+    return (given if isinstance(given, int) else None), []
+
+
 def load_settings(config: pytest.Config) -> LoopSettings:
     rootdir = config.rootpath
     refuse_partial_runs(config)
@@ -140,6 +156,7 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         permission_mode=resolve(config, "claude_permission_mode") or None,
         max_turns=resolve(config, "claude_max_turns"),
     )
+    seed, seed_args = randomly_seed(config)
     preflight_notes: list[str] = []
     for role, spec in (("coder", coder), ("reviewer", reviewer), ("tester", tester)):
         if spec:
@@ -205,7 +222,8 @@ def load_settings(config: pytest.Config) -> LoopSettings:
     return LoopSettings(
         rootdir=rootdir,
         invocation_dir=config.invocation_params.dir,
-        child_args=strip_controller_args(list(config.invocation_params.args)),
+        child_args=[*strip_controller_args(list(config.invocation_params.args)), *seed_args],
+        randomly_seed=seed,
         max_iter=resolve(config, "max_iter"),
         goal=resolve(config, "goal"),
         coder=coder,

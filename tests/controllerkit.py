@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from loopkit import APPROVE, check_records, coder_answer, unified_diff
+from pytest_fwloop import run_context
 from pytest_fwloop.agents.base import RawAnswer
 from pytest_fwloop.agents.errors import ProviderError
 from pytest_fwloop.agents.protocol import AgentRequest
@@ -202,6 +203,7 @@ class ControllerKit:
             terminal=Terminal(self.terminal),
             redact=c.redact,
             duration=0.0,
+            context=run_context.gather(c.config, c.settings.rootdir, None),
         )
         check_records(c.recorder.path)
         return outcome

@@ -119,4 +119,9 @@ def test_the_loop_converges_under_pytest_randomly(
     result = project.run(*fixing_agents(project), "-p", "randomly", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     [run_dir] = project.run_dirs()
-    assert "Using --randomly-seed=" in (run_dir / "rounds" / "01" / "pytest.log").read_text()
+    seed = project.summary()["context"]["randomly_seed"]
+    assert isinstance(seed, int)
+    # One seed for every child run, so the iterations are comparable and the run reproducible.
+    logs = sorted(run_dir.glob("rounds/*/pytest.log"))
+    assert len(logs) == 5
+    assert all(f"Using --randomly-seed={seed}" in log.read_text() for log in logs)

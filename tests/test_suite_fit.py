@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import platform
 import socket
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -108,3 +111,39 @@ def test_progress_and_the_failing_tests_follow_pytests_verbosity(
     failing = [line for line in out.splitlines() if line.startswith("  tests/test_calc.py::")]
     assert len(failing) == (5 if listed else 0)
     assert all(("AssertionError" in line or "assert" in line) is reason for line in failing)
+
+
+def git(root: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def git_state(root: Path) -> dict[str, bytes]:
+    """Every file of the user's .git directory, to show the loop never writes there."""
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted((root / ".git").rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_the_summary_records_what_the_run_was_started_with(project: LoopProject) -> None:
+    project.calc_suite()
+    project.write(".gitignore", ".fwloop/\n__pycache__/\n")
+    for args in (
+        ["init", "-q"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "firmware"],
+    ):
+        git(project.root, *args)
+    before = git_state(project.root)
+    result = project.run("--fwloop-coder=rules", "--max-iter=1", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    context = project.summary()["context"]
+    assert context["git_head"] == git(project.root, "rev-parse", "HEAD")
+    assert "--fwloop" in context["command_line"]
+    assert context["pytest"] == pytest.__version__
+    assert context["python"] == platform.python_version()
+    assert context["plugins"]["pytest-fwloop"] == context["fwloop"]
+    assert context["randomly_seed"] is None  # pytest-randomly is off here
+    assert git_state(project.root) == before
