@@ -33,6 +33,7 @@ class Attempt:
     log: Path
     results: Path
     junit: Path
+    html: Path
 
 
 def next_attempt(folder: Path) -> Attempt:
@@ -40,7 +41,12 @@ def next_attempt(folder: Path) -> Attempt:
     suffix = "" if number == 1 else f"-{number}"
     results = folder / f"results-{number}.json"
     results.unlink(missing_ok=True)
-    return Attempt(folder / f"pytest{suffix}.log", results, folder / f"junit{suffix}.xml")
+    return Attempt(
+        folder / f"pytest{suffix}.log",
+        results,
+        folder / f"junit{suffix}.xml",
+        folder / f"report{suffix}.html",
+    )
 
 
 class ChildRunner:

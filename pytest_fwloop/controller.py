@@ -275,7 +275,13 @@ class Controller:
             self.loop.current.notes.append(note)
             notes.append(note)
         attempt = next_attempt(folder)
-        args = [f"{CHILD_REPORT_FLAG}={attempt.results}", f"--junitxml={attempt.junit}"]
+        args = [
+            f"{CHILD_REPORT_FLAG}={attempt.results}",
+            f"--junitxml={attempt.junit}",
+            *self.settings.reports.child_args(
+                attempt.html, self.recorder.run_id, self.loop.current.number
+            ),
+        ]
         if self.loop.env_rerun:
             args.append(f"{CHILD_SELECT_FLAG}={folder / 'selection.txt'}")
         result = self._run_child(args, attempt.log, attempt.results)

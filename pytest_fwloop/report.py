@@ -137,8 +137,18 @@ def finalize(
         ]
         for it in measured
     ]
+    # The user's reports describe the tree they are left with: the last one, or the baseline.
+    described = measured[-1:] if outcome is Outcome.SUCCESS else measured[:1]
+    delivered = [
+        line
+        for it in described
+        for line in settings.reports.deliver(
+            recorder.round_path(it.number), recorder.run_id, it.number
+        )
+    ]
     closing = [
         f"{tree}; records: {recorder.path}",
+        *delivered,
         f"agent usage: {_usage_line(calls.usage.total)}",
     ]
     if patch_name:

@@ -12,7 +12,7 @@ import random
 import shlex
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -32,6 +32,7 @@ from pytest_fwloop.criteria_file import load_criteria
 from pytest_fwloop.options import resolve, strip_controller_args
 from pytest_fwloop.preflight import missing_build_program, role_problems
 from pytest_fwloop.sandbox import SandboxUnavailable, find_bwrap
+from pytest_fwloop.user_reports import UserReports
 from pytest_fwloop.workspace import DEFAULT_PROTECTED, PatchPolicy
 
 
@@ -68,6 +69,8 @@ class LoopSettings:
     preflight_notes: tuple[str, ...] = ()
     #: The pytest-randomly seed every child run gets, when that plugin is active.
     randomly_seed: int | None = None
+    #: The user's own report files, written for the final tree when the run ends.
+    reports: UserReports = field(default_factory=lambda: UserReports(None, None))
 
     @property
     def advisory(self) -> bool:
@@ -224,6 +227,7 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         invocation_dir=config.invocation_params.dir,
         child_args=[*strip_controller_args(list(config.invocation_params.args)), *seed_args],
         randomly_seed=seed,
+        reports=UserReports.of(config),
         max_iter=resolve(config, "max_iter"),
         goal=resolve(config, "goal"),
         coder=coder,

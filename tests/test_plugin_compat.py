@@ -4,6 +4,7 @@ pytest-timeout, pytest-randomly, an ini whose addopts holds --fwloop, -x/--lf/--
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -125,3 +126,33 @@ def test_the_loop_converges_under_pytest_randomly(
     logs = sorted(run_dir.glob("rounds/*/pytest.log"))
     assert len(logs) == 5
     assert all(f"Using --randomly-seed={seed}" in log.read_text() for log in logs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("converges", [True, False], ids=["success", "restored"])
+def test_the_users_reports_describe_the_final_tree(project: LoopProject, converges: bool) -> None:
+    """--junitxml and --html receive the round that tested the tree the user is left with: the
+    last one on success, the baseline once the tree is restored."""
+    project.calc_suite()
+    patches = calc_fix_patches() if converges else calc_fix_patches()[:1]
+    coder = project.agent("coder", [coder_answer(p) for p in patches])
+    result = project.run(
+        f"--fwloop-coder={coder.spec}",
+        "--junitxml=ci/junit.xml",
+        "--html=ci/report.html",
+        "--max-iter=3" if not converges else "--max-iter=10",
+    )
+    assert result.ret == (pytest.ExitCode.OK if converges else pytest.ExitCode.TESTS_FAILED)
+    summary = project.summary()
+    iteration = len(summary["pass_counts"]) if converges else 1
+    passed = summary["pass_counts"][iteration - 1]
+    suite = ET.parse(project.root / "ci" / "junit.xml").getroot().find("testsuite")
+    assert suite is not None
+    assert int(suite.get("tests", 0)) - int(suite.get("failures", 0)) == passed
+    properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert properties["fwloop_run"] == summary["run_id"]
+    assert properties["fwloop_iteration"] == str(iteration)
+    html = (project.root / "ci" / "report.html").read_text()
+    assert f"{passed} Passed" in html
+    assert summary["run_id"] in html
+    result.stdout.fnmatch_lines([f"*JUnit XML of iteration {iteration}: *ci/junit.xml"])
