@@ -10,11 +10,14 @@ if TYPE_CHECKING:
     import pathlib
 
 
-def load_criteria(spec: str, rootdir: pathlib.Path) -> ConvergenceCriteria:
-    """Resolve --fwloop-criteria: a preset name, or a .toml/.json file relative to `rootdir`."""
+def load_criteria(
+    spec: str, rootdir: pathlib.Path, origin: str = "--fwloop-criteria"
+) -> ConvergenceCriteria:
+    """Resolve --fwloop-criteria: a preset name, or a .toml/.json file relative to `rootdir`;
+    `origin` names where `spec` came from in errors."""
     if spec in PRESETS:
         return PRESETS[spec]
-    where = f"fwloop: --fwloop-criteria={spec}"
+    where = f"fwloop: {origin}={spec}"
     path = rootdir / spec
     if not path.is_file():
         raise CriteriaError(

@@ -42,12 +42,20 @@ def run_loop(config: pytest.Config) -> int:
         workspace.lock()
         reaped = children.reap_leftovers(workspace.shadow.state_dir)
         recovered = workspace.open(run_id)
+        children.install(workspace.shadow.state_dir)
     except WorkspaceError as exc:
         terminal.line(str(exc))
         return int(pytest.ExitCode.USAGE_ERROR)
+    except OSError as exc:
+        # Before the baseline nothing of the tree was changed: a setup problem, not a crash.
+        terminal.line(
+            f"fwloop: cannot keep the loop's state in {workspace.shadow.state_dir}: "
+            f"{exc.strerror or exc} ({exc.filename or 'no file'}); the tree and its .fwloop/ "
+            "must be writable"
+        )
+        return int(pytest.ExitCode.USAGE_ERROR)
     if reaped:
         terminal.line(f"fwloop: stopped {reaped} process(es) left running by an interrupted run")
-    children.install(workspace.shadow.state_dir)
     try:
         return _control(config, settings, workspace, run_id, recovered, terminal, redact)
     finally:

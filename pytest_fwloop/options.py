@@ -430,6 +430,17 @@ def resolve(config: pytest.Config, name: str) -> Any:
     return _parse(spec, str(raw), f"ini {spec.ini}")
 
 
+def origin(config: pytest.Config, name: str) -> str:
+    """Where the option's value comes from, as an error message should name it: the flag, the
+    environment variable, or the ini key (a user who wrote the ini must not be sent to a flag)."""
+    spec = _BY_NAME[name]
+    if spec.flag is not None and config.getoption(spec.dest) is not None:
+        return spec.flag
+    if os.environ.get(spec.env):
+        return f"${spec.env}"
+    return f"ini {spec.ini}"
+
+
 def _parse(spec: OptionSpec, text: str, source: str) -> Any:
     try:
         return spec.parse(text.strip())

@@ -18,7 +18,7 @@ from pytest_fwloop.agents.base import Provider
 from pytest_fwloop.agents.errors import ProviderError
 
 
-def role_problems(providers: list[Provider], role: str) -> list[str]:
+def role_problems(providers: list[Provider], origin: str) -> list[str]:
     """One line for each of the role's providers that cannot work now; those without a check
     pass."""
     problems = []
@@ -29,7 +29,7 @@ def role_problems(providers: list[Provider], role: str) -> list[str]:
         try:
             check()
         except ProviderError as exc:
-            problems.append(f"fwloop: --fwloop-{role}: {provider.spec}: {exc.message}")
+            problems.append(f"fwloop: {origin}: {provider.spec}: {exc.message}")
     return problems
 
 

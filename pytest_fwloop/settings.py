@@ -29,7 +29,7 @@ from pytest_fwloop.convergence import (
     PlateauHandlingStrategy,
 )
 from pytest_fwloop.criteria_file import load_criteria
-from pytest_fwloop.options import resolve, strip_controller_args
+from pytest_fwloop.options import origin, resolve, strip_controller_args
 from pytest_fwloop.preflight import missing_build_program, role_problems
 from pytest_fwloop.sandbox import SandboxUnavailable, find_bwrap
 from pytest_fwloop.user_reports import UserReports
@@ -170,16 +170,17 @@ def load_settings(config: pytest.Config) -> LoopSettings:
                     rootdir,
                     provider_options,
                     custom_providers(config, role),
+                    origin(config, role),
                 )
             except SpecError as exc:
                 raise pytest.UsageError(str(exc)) from None
-            unusable = role_problems(providers, role)
+            unusable = role_problems(providers, origin(config, role))
             if len(unusable) == len(providers):
                 raise pytest.UsageError(unusable[0])
             preflight_notes += unusable
 
     try:
-        criteria = load_criteria(resolve(config, "criteria"), rootdir)
+        criteria = load_criteria(resolve(config, "criteria"), rootdir, origin(config, "criteria"))
     except CriteriaError as exc:
         raise pytest.UsageError(str(exc)) from None
     confirm_runs = resolve(config, "confirm_runs")
@@ -190,12 +191,13 @@ def load_settings(config: pytest.Config) -> LoopSettings:
     plateau = PlateauHandlingStrategy(mode=mode, ci_terminate_as=resolve(config, "ci_terminate_as"))
 
     build_text = resolve(config, "build").strip()
+    build_where = f"{origin(config, 'build')}={build_text}"
     build: list[str] | str | None = None
     if build_text:
         try:
             build = build_text if resolve(config, "build_shell") else shlex.split(build_text)
         except ValueError as exc:
-            raise pytest.UsageError(f"fwloop: --fwloop-build={build_text}: {exc}") from None
+            raise pytest.UsageError(f"fwloop: {build_where}: {exc}") from None
     build_sandbox = None
     if resolve(config, "build_sandbox") == "bwrap":
         try:
@@ -205,7 +207,7 @@ def load_settings(config: pytest.Config) -> LoopSettings:
     missing = missing_build_program(build, rootdir) if build else None
     if missing is not None:
         raise pytest.UsageError(
-            f"fwloop: --fwloop-build={build_text}: '{missing}' is not on PATH nor a file of "
+            f"fwloop: {build_where}: '{missing}' is not on PATH nor a file of "
             f"{rootdir}; install it or fix the build command"
         )
 

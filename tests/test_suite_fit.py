@@ -147,3 +147,38 @@ def test_the_summary_records_what_the_run_was_started_with(project: LoopProject)
     assert context["plugins"]["pytest-fwloop"] == context["fwloop"]
     assert context["randomly_seed"] is None  # pytest-randomly is off here
     assert git_state(project.root) == before
+
+
+@pytest.mark.parametrize(
+    ("where", "named"),
+    [
+        ("ini", "fwloop: ini fwloop_coder=bogus: unknown provider 'bogus'*"),
+        ("env", "fwloop: $FWLOOP_CODER=bogus: unknown provider 'bogus'*"),
+        ("flag", "fwloop: --fwloop-coder=bogus: unknown provider 'bogus'*"),
+    ],
+)
+def test_a_bad_value_is_named_where_the_user_wrote_it(
+    project: LoopProject, monkeypatch: pytest.MonkeyPatch, where: str, named: str
+) -> None:
+    project.calc_suite("fwloop_coder = bogus\n" if where == "ini" else "")
+    if where == "env":
+        monkeypatch.setenv("FWLOOP_CODER", "bogus")
+    result = project.run(*(["--fwloop-coder=bogus"] if where == "flag" else []))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{named}"])
+
+
+def test_an_ini_build_that_cannot_run_names_the_ini_key(project: LoopProject) -> None:
+    project.calc_suite("fwloop_build = no-such-make-xyz\n")
+    result = project.run("--fwloop-coder=rules")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*fwloop: ini fwloop_build=no-such-make-xyz: 'no-such-make-xyz'*"])
+
+
+def test_a_tree_the_loop_cannot_write_is_one_line_and_exit_4(project: LoopProject) -> None:
+    project.calc_suite()
+    (project.root / ".fwloop").write_text("a file where the loop keeps its state\n")
+    result = project.run("--fwloop-coder=rules")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines(["fwloop: cannot keep the loop's state in *.fwloop: *writable"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()

@@ -136,19 +136,22 @@ def parse_role_specs(
     rootdir: Path,
     options: ProviderOptions | None = None,
     custom: Callable[[str], Provider | None] | None = None,
+    origin: str = "",
 ) -> list[Provider]:
     """The providers of a comma-separated failover list, in order; SpecError names the bad one.
 
-    `custom` is asked first for each entry (the `pytest_fwloop_make_provider` hook).
+    `custom` is asked first for each entry (the `pytest_fwloop_make_provider` hook). `origin`
+    names where the text came from in errors (default: the role's flag).
     """
+    origin = origin or f"--fwloop-{role}"
     if _CREDENTIAL.search(text):
         raise SpecError(
-            f"fwloop: --fwloop-{role}: the spec seems to contain a credential (not shown); put "
+            f"fwloop: {origin}: the spec seems to contain a credential (not shown); put "
             f"the API key in ${DEFAULT_KEY_ENV} or the variable named by fwloop_api_key_env, "
             "never on the command line"
         )
     options = options or ProviderOptions()
-    where = f"fwloop: --fwloop-{role}={text}"
+    where = f"fwloop: {origin}={text}"
     choices = ", ".join(entry.syntax for entry in PROVIDERS.values())
     specs = [spec.strip() for spec in text.split(",")]
     if specs == [""]:
