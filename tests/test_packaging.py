@@ -1,0 +1,55 @@
+"""What a release ships: the sdist and the wheel built from the tracked files."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """sdist and wheel of the tracked tree, built in a copy (the build writes egg-info)."""
+    tracked = (
+        subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, check=True)
+        .stdout.decode()
+        .split("\0")
+    )
+    copy = tmp_path_factory.mktemp("src")
+    for name in filter(None, tracked):
+        if (ROOT / name).is_file():
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, copy / name)
+    out = copy / "dist"
+    build = (
+        "from setuptools import build_meta as b; "
+        f"b.build_sdist({str(out)!r}); b.build_wheel({str(out)!r})"
+    )
+    subprocess.run([sys.executable, "-c", build], cwd=copy, check=True, capture_output=True)
+    return out
+
+
+def test_the_sdist_ships_the_license_and_no_tests_it_cannot_run(dist: Path) -> None:
+    [sdist] = dist.glob("*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    assert {"LICENSE", "README.md", "CHANGELOG.md", "docs/providers.md"} <= names
+    assert "pytest_fwloop/schemas/coder.json" in names
+    assert not [n for n in names if n.startswith(("tests/", "examples/", "benchmarks/"))]
+
+
+def test_the_wheel_ships_the_schemas_and_the_license(dist: Path) -> None:
+    [wheel] = dist.glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {"pytest_fwloop/schemas/reviewer.json", "pytest_fwloop/py.typed"} <= set(names)
+    assert any(n.endswith(".dist-info/licenses/LICENSE") or n.endswith("/LICENSE") for n in names)
+    assert not [n for n in names if n.startswith("tests/")]
