@@ -182,3 +182,23 @@ def test_a_tree_the_loop_cannot_write_is_one_line_and_exit_4(project: LoopProjec
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stdout.fnmatch_lines(["fwloop: cannot keep the loop's state in *.fwloop: *writable"])
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+@pytest.mark.skipif(
+    pytest.version_tuple < (9, 2), reason="typed values in [tool.pytest] need pytest >= 9.2"
+)
+def test_a_native_toml_table_may_write_numbers_as_numbers(pytester: pytest.Pytester) -> None:
+    pytester.makepyprojecttoml(
+        "[tool.pytest]\n"
+        'fwloop_coder = "rules"\n'
+        "fwloop_max_iter = 1\n"
+        "fwloop_agent_timeout = 30\n"
+        "fwloop_max_risk = 0.5\n"
+    )
+    pytester.makepyfile(test_a="def test_a():\n    assert False\n")
+    result = pytester.runpytest_subprocess("--fwloop")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(["*max_iter=1*", "outcome: max_iterations_reached*"])
+    wrong = pytester.runpytest_subprocess("--fwloop", "-o", "fwloop_max_iter=1.5")
+    assert wrong.ret == pytest.ExitCode.USAGE_ERROR
+    wrong.stderr.fnmatch_lines(["*fwloop_max_iter*must be a whole number*"])
