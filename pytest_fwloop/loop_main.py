@@ -11,8 +11,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import tempfile
 import threading
 import time
+import traceback
 from types import FrameType
 from typing import Any
 
@@ -31,7 +33,31 @@ from pytest_fwloop.workspace import RecoveryReport, Workspace, WorkspaceError
 
 
 def run_loop(config: pytest.Config) -> int:
-    """Entry from pytest_cmdline_main: the whole controller lifetime, tree always accounted for."""
+    """Entry from pytest_cmdline_main: the whole controller lifetime, tree always accounted for.
+    An exception before the run exists (a conftest hook that raises while the providers are
+    made) is an internal error too: one line, the traceback in a file, exit status 3."""
+    try:
+        return _run_loop(config)
+    except pytest.UsageError:
+        raise
+    except Exception as exc:
+        return _crash_before_the_run(exc)
+
+
+def _crash_before_the_run(exc: Exception) -> int:
+    text = "".join(traceback.format_exception(exc))
+    with tempfile.NamedTemporaryFile(
+        "w", prefix="fwloop-internal-error-", suffix=".txt", delete=False, encoding="utf-8"
+    ) as stream:
+        stream.write(text)
+    Terminal().line(
+        f"{PREFIX} internal error before the run started: {describe_crash(exc)}; the tree was "
+        f"not changed; traceback in {stream.name}"
+    )
+    return int(pytest.ExitCode.INTERNAL_ERROR)
+
+
+def _run_loop(config: pytest.Config) -> int:
     settings = load_settings(config)
     terminal = Terminal(verbosity=int(config.option.verbose))
     redact = Redactor(os.environ)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from loopkit import LoopProject, calc_fix_patches, coder_answer
+from loopkit import LoopProject, calc_fix_patches, coder_answer, tree_state
 
 pytestmark = pytest.mark.slow
 
@@ -202,3 +202,23 @@ def test_a_native_toml_table_may_write_numbers_as_numbers(pytester: pytest.Pytes
     wrong = pytester.runpytest_subprocess("--fwloop", "-o", "fwloop_max_iter=1.5")
     assert wrong.ret == pytest.ExitCode.USAGE_ERROR
     wrong.stderr.fnmatch_lines(["*fwloop_max_iter*must be a whole number*"])
+
+
+def test_a_hook_that_raises_before_the_run_is_an_internal_error(project: LoopProject) -> None:
+    project.calc_suite()
+    project.write(
+        "conftest.py",
+        "def pytest_fwloop_make_provider(config, role, spec):\n"
+        "    raise RuntimeError('hook bug')\n",
+    )
+    before = tree_state(project.root)
+    result = project.run("--fwloop-coder=rules")
+    assert result.ret == pytest.ExitCode.INTERNAL_ERROR
+    [line] = [line for line in result.stdout.lines if line.startswith("fwloop:")]
+    assert "internal error before the run started: RuntimeError: hook bug" in line
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    written = Path(line.rsplit("traceback in ", 1)[1])
+    assert (
+        'raise RuntimeError("hook bug")' in written.read_text() or "hook bug" in written.read_text()
+    )
+    assert tree_state(project.root) == before
