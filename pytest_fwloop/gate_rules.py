@@ -86,17 +86,33 @@ def first_refusal(
         )
     problem = apply_problem()
     if problem is not None:
-        return Refusal(
-            LoopEvent.PATCH_REJECTED,
+        error, must_fix = apply_failure(f"git apply --check: {problem}")
+        return Refusal(LoopEvent.PATCH_REJECTED, error, must_fix, "apply")
+    return None
+
+
+#: What git says when the tree, not the patch, is at fault.
+UNWRITABLE_TREE = ("Permission denied", "Read-only file system", "Operation not permitted")
+
+
+def apply_failure(message: str) -> tuple[ErrorState, list[MustFix]]:
+    """A patch git would not apply: the coder is told and asked again, unless git could not
+    read or write the tree itself (a read-only file or mount), which no patch can mend."""
+    if any(mark in message for mark in UNWRITABLE_TREE):
+        return (
             ErrorState(
                 ErrorType.PATCH_APPLY_FAILURE,
-                f"git apply --check: {problem}",
+                f"the tree cannot be written ({message}); make it writable and rerun: the "
+                "coder is not asked to work around it",
                 LoopEvent.RECOVER_TO_ANALYSIS,
+                terminal_outcome=Outcome.PATCH_APPLY_FAILED,
             ),
-            [MustFix(issue=f"the patch does not apply: {problem}")],
-            "apply",
+            [],
         )
-    return None
+    return (
+        ErrorState(ErrorType.PATCH_APPLY_FAILURE, message, LoopEvent.RECOVER_TO_ANALYSIS),
+        [MustFix(issue=f"the patch does not apply: {message}")],
+    )
 
 
 def review_refusal(

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_fwloop.agents.errors import AnswerInvalid, ProviderError
-from pytest_fwloop.agents.protocol import AgentRequest, CoderAnswer, MustFix, ReviewerAnswer
+from pytest_fwloop.agents.protocol import AgentRequest, CoderAnswer, ReviewerAnswer
 from pytest_fwloop.agents.role import RoleAgent
 from pytest_fwloop.fsm import ErrorType, LoopEvent
-from pytest_fwloop.gate_rules import Refusal, first_refusal, review_refusal
+from pytest_fwloop.gate_rules import Refusal, apply_failure, first_refusal, review_refusal
 from pytest_fwloop.loop_state import Iteration, Step, Verdict, failed, provider_error
 from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.policy import parse_patch
@@ -90,11 +90,8 @@ class PatchGate:
         try:
             touched = self.workspace.apply(current.patch, before)
         except PatchApplyError as exc:
-            return failed(
-                ErrorState(ErrorType.PATCH_APPLY_FAILURE, str(exc), LoopEvent.RECOVER_TO_ANALYSIS),
-                LoopEvent.APPLY_FAILED,
-                must_fix=[MustFix(issue=f"the patch does not apply: {exc}")],
-            )
+            error, must_fix = apply_failure(str(exc))
+            return failed(error, LoopEvent.APPLY_FAILED, must_fix=must_fix)
         self.tried.append((current.number, current.patch))
         folder = self.recorder.relative(self.recorder.round_path(current.number))
         path = self.recorder.write_patch(f"{folder}/patch.diff", current.patch)

@@ -13,6 +13,7 @@ from pytest_fwloop.agents.base import RawAnswer
 from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind
 from pytest_fwloop.agents.protocol import AgentRequest
 from pytest_fwloop.outcomes import Outcome
+from pytest_fwloop.workspace import PatchApplyError
 
 BASELINE_PATH = [
     ("IDLE", "start", "INIT"),
@@ -208,3 +209,19 @@ def test_a_patch_that_stops_the_firmware_booting_is_rolled_back(kit: ControllerK
     told = kit.coder.requests[1].must_fix
     assert any("no longer boots" in m.issue for m in told)
     assert kit.firmware() == "ok ok"
+
+
+def test_a_tree_git_cannot_write_is_not_sent_back_to_the_coder(
+    kit: ControllerKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kit.coder.answers = [fixing("bug", "ok")]
+    controller = kit.build("bug", "fwloop_max_iter = 5")
+
+    def read_only(patch: str, before: str) -> list[str]:
+        raise PatchApplyError("error: unable to write file 'fw/state.txt': Permission denied")
+
+    monkeypatch.setattr(controller.workspace, "apply", read_only)
+    assert kit.run() is Outcome.PATCH_APPLY_FAILED
+    assert len(kit.coder.requests) == 1
+    assert "the tree cannot be written" in kit.summary()["reason"]
+    assert kit.firmware() == "bug"

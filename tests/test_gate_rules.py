@@ -9,7 +9,7 @@ import pytest
 
 from pytest_fwloop.agents.protocol import CoderAnswer, MustFix, ReviewerAnswer
 from pytest_fwloop.fsm import ErrorType
-from pytest_fwloop.gate_rules import Refusal, first_refusal, review_refusal
+from pytest_fwloop.gate_rules import Refusal, apply_failure, first_refusal, review_refusal
 from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.policy import Violation
 from pytest_fwloop.repeats import RepeatedPatch
@@ -91,3 +91,24 @@ def test_the_reviewer_bounds_rounds_then_risk(
     assert refusal.event == event
     assert (refusal.error.terminal_outcome if refusal.error else None) is terminal
     assert review_refusal(review("approve"), 1, 3, 0.7, iteration=2) is None
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "error: unable to write file 'src/uart.c' mode 100644: Permission denied",
+        "error: src/uart.c: Read-only file system",
+    ],
+)
+def test_a_tree_git_cannot_write_ends_the_run_without_the_coder(message: str) -> None:
+    error, must_fix = apply_failure(message)
+    assert error.terminal_outcome is Outcome.PATCH_APPLY_FAILED
+    assert must_fix == []
+
+
+def test_a_patch_that_does_not_fit_goes_back_to_the_coder() -> None:
+    error, must_fix = apply_failure("error: patch failed: src/uart.c:12")
+    assert error.terminal_outcome is None
+    assert [m.issue for m in must_fix] == [
+        "the patch does not apply: error: patch failed: src/uart.c:12"
+    ]
