@@ -72,10 +72,32 @@ rig_deps() {
     apt_install "${missing[@]}"
 }
 
+# The real agent CLIs the provider tests drive against scripted model servers on 127.0.0.1,
+# pinned, in a project-local prefix (tests/test_real_clis.py; issue: agents as they behave).
+CLAUDE_CODE_VERSION=2.1.330
+CODEX_VERSION=0.169.0
+
+agent_clis() {
+    local prefix=.tools/agent-clis
+    if [ -x "$prefix/node_modules/.bin/claude" ] && [ -x "$prefix/node_modules/.bin/codex" ] &&
+        grep -q "\"version\": \"$CLAUDE_CODE_VERSION\"" "$prefix/node_modules/@anthropic-ai/claude-code/package.json" 2>/dev/null &&
+        grep -q "\"version\": \"$CODEX_VERSION\"" "$prefix/node_modules/@openai/codex/package.json" 2>/dev/null; then
+        return 0
+    fi
+    if ! command -v npm >/dev/null; then
+        echo "dev.sh: npm not found: the real Claude Code and Codex CLI tests will be SKIPPED (install nodejs and npm to run them)" >&2
+        return 0
+    fi
+    echo "dev.sh: installing @anthropic-ai/claude-code@$CLAUDE_CODE_VERSION and @openai/codex@$CODEX_VERSION into $prefix"
+    npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error \
+        "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION" "@openai/codex@$CODEX_VERSION" >/dev/null
+}
+
 test_suite() {
     system_deps
     rig_deps
     python_env
+    agent_clis
     "$VENV/bin/ruff" check pytest_fwloop tests benchmarks conftest.py
     "$VENV/bin/ruff" format --check pytest_fwloop tests benchmarks conftest.py
     "$VENV/bin/mypy"

@@ -350,6 +350,21 @@ def test_not_installed_fails_over_to_a_command_provider(
             ProviderErrorKind.PROVIDER_RATE_LIMITED,
             "claude reported success (is_error=true): API Error: 529 Overloaded",
         ),
+        (
+            # As 2.1.x reports an API error: exit 1, and the HTTP status decides over the text.
+            {
+                "result": {
+                    "is_error": True,
+                    "api_error_status": 401,
+                    "terminal_reason": "api_error",
+                    "result": "API Error: Connection error while refreshing",
+                },
+                "exit": 1,
+            },
+            ProviderErrorKind.PROVIDER_AUTH_ERROR,
+            "claude reported success (is_error=true): API Error: Connection error while "
+            "refreshing",
+        ),
     ],
 )
 def test_failures_without_an_answer_are_classified(

@@ -2,7 +2,12 @@
 
 The prompt goes on stdin (a single argv string is capped at 128 KiB on Linux, a request with
 failures and a diff can be larger). Success is judged from the result object the CLI prints,
-never from its exit status: it reports API errors with exit 0 and `is_error: true`.
+not from its exit status: 2.1.x exits 1 on an API error and still prints the object, with
+`is_error: true` and the HTTP status in `api_error_status`, which decides the error's kind.
+
+The CLI's own API retries are turned off (`CLAUDE_CODE_MAX_RETRIES=0`; it would retry every
+error ten times, 401 included, for about three minutes a call): the role's retry policy is the
+one that retries, with its backoff, inside the call's deadline.
 """
 
 from __future__ import annotations
@@ -21,7 +26,12 @@ from pytest_fwloop.agents.base import (
     render_prompt,
 )
 from pytest_fwloop.agents.command import _exit_description, _last_line, run_agent_process
-from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind, classify_failure
+from pytest_fwloop.agents.errors import (
+    ProviderError,
+    ProviderErrorKind,
+    classify_failure,
+    kind_of_status,
+)
 
 if TYPE_CHECKING:
     from pytest_fwloop.agents.command import AgentProcessResult
@@ -51,6 +61,7 @@ class ClaudeResult(BaseModel):
     permission_denials: list[PermissionDenial] = Field(default_factory=list)
     usage: TokenUsage | None = None
     total_cost_usd: float | None = None
+    api_error_status: int | None = None  # the model API's HTTP status, on an API error
 
     def answer(self) -> str:
         if self.structured_output is not None:
@@ -135,6 +146,7 @@ class ClaudeProvider:
             cwd=request.workspace,
             timeout=timeout,
             provider=self.spec,
+            env={"CLAUDE_CODE_MAX_RETRIES": "0"},
         )
         return self.judge(process)
 
@@ -152,7 +164,13 @@ class ClaudeProvider:
             )
         answer = outcome.answer()
         failed = outcome.is_error or outcome.subtype != "success"
-        kind = classify_failure(outcome.failure_reason()) if failed else None
+        kind = None
+        if failed:
+            kind = (
+                kind_of_status(outcome.api_error_status)
+                if outcome.api_error_status is not None
+                else classify_failure(outcome.failure_reason())
+            )
         denied = outcome.permission_denials
         if kind is None and denied and (failed or not has_json_object(answer)):
             # It kept reaching for tools it may not use and never answered: a permission

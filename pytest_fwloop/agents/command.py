@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,9 +46,16 @@ class _OutputTooLarge(Exception):
 
 
 def run_agent_process(
-    argv: Sequence[str], *, stdin: bytes, cwd: str, timeout: float, provider: str
+    argv: Sequence[str],
+    *,
+    stdin: bytes,
+    cwd: str,
+    timeout: float,
+    provider: str,
+    env: Mapping[str, str] | None = None,
 ) -> AgentProcessResult:
-    """Run `argv` to completion within `timeout` seconds, feeding it `stdin`.
+    """Run `argv` to completion within `timeout` seconds, feeding it `stdin`; `env` is set on
+    top of the loop's own environment.
 
     Raises ProviderError for what is never an answer: cannot start, timeout, too much output,
     stdout that is not UTF-8. A non-zero exit is returned; its meaning is the provider's to judge.
@@ -61,6 +69,7 @@ def run_agent_process(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,  # its own process group, so a timeout stops its children too
+            env={**os.environ, **env} if env else None,
         )
     except FileNotFoundError as exc:
         raise ProviderError(

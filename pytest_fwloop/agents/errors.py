@@ -106,6 +106,20 @@ _FAILURE_PATTERNS: tuple[tuple[ProviderErrorKind, re.Pattern[str]], ...] = (
 )
 
 
+def kind_of_status(status: int) -> ProviderErrorKind:
+    """The kind an HTTP status of a model API means, wherever it is reported (the OpenAI
+    provider's own call, Claude Code's `api_error_status`)."""
+    if status in (401, 403):
+        return ProviderErrorKind.PROVIDER_AUTH_ERROR
+    if status in (429, 529):
+        return ProviderErrorKind.PROVIDER_RATE_LIMITED
+    if status == 408:
+        return ProviderErrorKind.PROVIDER_TIMEOUT
+    if status >= 500:
+        return ProviderErrorKind.PROVIDER_NETWORK_ERROR
+    return ProviderErrorKind.PROVIDER_BAD_OUTPUT
+
+
 def classify_failure(text: str) -> ProviderErrorKind | None:
     """The kind an error message points to (auth, rate limit, timeout, network), or None.
 

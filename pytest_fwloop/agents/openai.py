@@ -19,7 +19,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pytest_fwloop.agents.base import RawAnswer, bare_schema, instructions, request_json
-from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind, SpecError
+from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind, SpecError, kind_of_status
 from pytest_fwloop.agents.retry import parse_retry_after
 
 if TYPE_CHECKING:
@@ -317,16 +317,14 @@ class OpenAIProvider:
         detail = f"HTTP {reply.status} from {self.url}: {_scrub(reply.error_text(), key)}"
         header = reply.headers.get("Retry-After")
         retry_after = parse_retry_after(header) if header is not None else None
-        if reply.status in (401, 403):
+        kind = kind_of_status(reply.status)
+        if kind is ProviderErrorKind.PROVIDER_AUTH_ERROR:
             remedy = f"check the key in ${key_env}" if key else f"put the API key in ${key_env}"
-            kind, message = ProviderErrorKind.PROVIDER_AUTH_ERROR, f"{detail}; {remedy}"
-        elif reply.status == 429:
-            kind, message = ProviderErrorKind.PROVIDER_RATE_LIMITED, detail
-        elif reply.status >= 500:
-            kind, message = ProviderErrorKind.PROVIDER_NETWORK_ERROR, detail
-        else:
-            kind = ProviderErrorKind.PROVIDER_BAD_OUTPUT
+            message = f"{detail}; {remedy}"
+        elif kind is ProviderErrorKind.PROVIDER_BAD_OUTPUT:
             message = f"{detail}; check the model name and that the URL is the API base (…/v1)"
+        else:
+            message = detail
         return ProviderError(kind, self.spec, message, retry_after=retry_after, stderr=stderr)
 
 

@@ -1,0 +1,184 @@
+"""Scripted model servers on 127.0.0.1 for the real agent CLIs: the Anthropic Messages API that
+Claude Code speaks and the OpenAI Responses API that Codex speaks, both streamed (SSE).
+
+They stand in for the model's judgement only: `script(body)` decides each turn (a tool call, a
+text, or an HTTP error) from the request the CLI sent; the wire format is the real one.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """The model calls `name` with `input` (Claude Code's StructuredOutput, Read, Edit, …)."""
+
+    name: str
+    input: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Text:
+    text: str
+
+
+@dataclass(frozen=True)
+class HttpError:
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+Turn = ToolCall | Text | HttpError
+Script = Callable[[dict[str, Any]], Turn]
+
+
+@dataclass
+class ModelServer:
+    """One server; `requests` keeps every JSON body it was sent, in order."""
+
+    script: Script
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    url: str = ""
+
+    def __enter__(self) -> ModelServer:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+            def do_HEAD(self) -> None:  # Claude Code 2.1.197 probes the base URL
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def do_GET(self) -> None:
+                self._send(404, b'{"error": "no such route"}', "application/json")
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                server.requests.append(body)
+                turn = server.script(body)
+                if isinstance(turn, HttpError):
+                    payload = json.dumps(turn.body).encode()
+                    self._send(turn.status, payload, "application/json", turn.headers)
+                    return
+                events = (
+                    anthropic_events(turn) if "/messages" in self.path else responses_events(turn)
+                )
+                payload = b"".join(
+                    f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events
+                )
+                self._send(200, payload, "text/event-stream")
+
+            def _send(
+                self, status: int, payload: bytes, kind: str, headers: dict[str, str] | None = None
+            ) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(payload)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+USAGE = {"input_tokens": 1200, "output_tokens": 80}
+
+
+def anthropic_events(turn: ToolCall | Text) -> Iterator[tuple[str, dict[str, Any]]]:
+    """One assistant message as the Messages API streams it."""
+    yield (
+        "message_start",
+        {
+            "type": "message_start",
+            "message": {
+                "id": "msg_fwloop",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-scripted",
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": {"input_tokens": USAGE["input_tokens"], "output_tokens": 1},
+            },
+        },
+    )
+    if isinstance(turn, ToolCall):
+        block = {
+            "type": "tool_use",
+            "id": f"toolu_{abs(hash(json.dumps(turn.input))) % 10**8}",
+            "name": turn.name,
+            "input": {},
+        }
+        delta = {"type": "input_json_delta", "partial_json": json.dumps(turn.input)}
+        stop = "tool_use"
+    else:
+        block = {"type": "text", "text": ""}
+        delta = {"type": "text_delta", "text": turn.text}
+        stop = "end_turn"
+    yield "content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}
+    yield "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}
+    yield "content_block_stop", {"type": "content_block_stop", "index": 0}
+    yield (
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop, "stop_sequence": None},
+            "usage": {"output_tokens": USAGE["output_tokens"]},
+        },
+    )
+    yield "message_stop", {"type": "message_stop"}
+
+
+def responses_events(turn: ToolCall | Text) -> Iterator[tuple[str, dict[str, Any]]]:
+    raise NotImplementedError
+
+
+def agent_request(body: dict[str, Any]) -> dict[str, Any]:
+    """The loop's request (role, iteration, failures, …) inside the prompt a CLI sent."""
+    texts: list[str] = []
+    for message in body.get("messages", []) or body.get("input", []):
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts += [c.get("text", "") for c in content if isinstance(c, dict)]
+    for text in texts:
+        start = text.find("The request:\n")
+        if start >= 0:
+            document, _ = json.JSONDecoder().raw_decode(text[start + len("The request:\n") :])
+            return document  # type: ignore[no-any-return]
+    raise AssertionError("no loop request in the prompt")
+
+
+def tool_results(body: dict[str, Any]) -> int:
+    """How many tool results the conversation holds: the turn the CLI is at."""
+    count = 0
+    for message in body.get("messages", []):
+        content = message.get("content")
+        if isinstance(content, list):
+            count += sum(
+                1 for c in content if isinstance(c, dict) and c.get("type") == "tool_result"
+            )
+    return count
