@@ -362,8 +362,7 @@ def test_not_installed_fails_over_to_a_command_provider(
                 "exit": 1,
             },
             ProviderErrorKind.PROVIDER_AUTH_ERROR,
-            "claude reported success (is_error=true): API Error: Connection error while "
-            "refreshing",
+            "claude reported success (is_error=true): API Error: Connection error while refreshing",
         ),
     ],
 )

@@ -5,7 +5,6 @@ the plugin and the wire is real; the servers only stand in for the model's judge
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
