@@ -4,6 +4,7 @@ the plugin and the wire is real; the servers only stand in for the model's judge
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,11 @@ def test_claude_converges_answering_with_diffs(
     summary = project.summary()
     assert summary["pass_counts"] == [1, 3, 5, 6, 6]
     assert summary["usage"]["total"]["cost_usd"] > 0  # Claude Code's total_cost_usd is counted
+    # The shipped schemas pass the CLI's strict schema validator: no warning on any call.
+    [run_dir] = project.run_dirs()
+    metas = {p.name: json.loads(p.read_text()) for p in run_dir.glob("rounds/*/*.meta.json")}
+    assert {name.split("-")[0] for name in metas} == {"coder", "reviewer"}
+    assert [m["stderr_tail"] for m in metas.values() if "strict mode" in m["stderr_tail"]] == []
 
 
 ANTHROPIC_ERRORS = {
@@ -113,3 +119,29 @@ def test_claude_api_errors_are_classified_by_status_and_retried_only_by_the_loop
     summary = project.summary()
     assert summary["outcome"] == kind, summary["reason"]
     assert len(server.requests) == requests
+
+
+@pytest.mark.parametrize(
+    ("mode", "problem"),
+    [
+        ("bogus", "'bogus' is not a mode of claude 2.1.330; choose one of *manual*"),
+        pytest.param(
+            "bypassPermissions",
+            "bypassPermissions: Claude Code refuses it to root*",
+            marks=pytest.mark.skipif(os.geteuid() != 0, reason="the CLI refuses it to root only"),
+        ),
+    ],
+)
+def test_a_permission_mode_the_cli_will_refuse_stops_the_run_before_the_baseline(
+    project: LoopProject, monkeypatch: pytest.MonkeyPatch, mode: str, problem: str
+) -> None:
+    project.calc_suite(f"fwloop_claude_permission_mode = {mode}\n")
+    with ModelServer(fixing_model()) as server:
+        claude_server(monkeypatch, server)
+        result = project.run("--fwloop-coder=claude")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    result.stderr.fnmatch_lines(
+        [f"*fwloop: --fwloop-coder: claude: fwloop_claude_permission_mode*{problem}"]
+    )
+    assert server.requests == []
+    assert project.run_dirs() == []

@@ -13,6 +13,9 @@ one that retries, with its backoff, inside the call's deadline.
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
@@ -103,6 +106,28 @@ def parse_result(stdout: str) -> ClaudeResult | None:
 
 
 CLAUDE_REMEDY = "install Claude Code or choose another provider"
+_MODES = re.compile(r"--permission-mode\b.*?\(choices:(.*?)\)", re.DOTALL)
+
+
+def cli_permission_modes(executable: str) -> tuple[str, list[str]]:
+    """The CLI's version and the permission modes its `--help` lists ([] when it lists none)."""
+    outputs = []
+    for flag in ("--version", "--help"):
+        try:
+            done = subprocess.run(
+                [executable, flag],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return "?", []
+        outputs.append(done.stdout)
+    version = (outputs[0].split() or ["?"])[0]
+    found = _MODES.search(outputs[1])
+    return version, re.findall(r'"([^"]+)"', found.group(1)) if found else []
 
 
 class ClaudeProvider:
@@ -134,8 +159,28 @@ class ClaudeProvider:
         return self._permission_mode if request.role == "coder" else None
 
     def preflight(self) -> None:
-        """Before the baseline: `claude` is on PATH."""
-        find_cli("claude", self.spec, CLAUDE_REMEDY)
+        """Before the baseline: `claude` is on PATH and takes the configured permission mode
+        (the modes differ between versions: 2.1.330 lists `manual` where 2.1.197 lists
+        `default`; and it refuses `bypassPermissions` to root, as CI containers often run)."""
+        executable = find_cli("claude", self.spec, CLAUDE_REMEDY)
+        mode = self._permission_mode
+        if mode is None:
+            return
+        if mode == "bypassPermissions" and os.geteuid() == 0:
+            raise ProviderError(
+                ProviderErrorKind.PROVIDER_PERMISSION_DENIED,
+                self.spec,
+                "fwloop_claude_permission_mode = bypassPermissions: Claude Code refuses it to "
+                "root; use acceptEdits, or run as another user",
+            )
+        version, modes = cli_permission_modes(executable)
+        if modes and mode not in modes:
+            raise ProviderError(
+                ProviderErrorKind.PROVIDER_BAD_OUTPUT,
+                self.spec,
+                f"fwloop_claude_permission_mode = {mode!r} is not a mode of claude {version}; "
+                f"choose one of {', '.join(modes)}",
+            )
 
     def call(self, request: AgentRequest, timeout: float) -> RawAnswer:
         executable = find_cli("claude", self.spec, CLAUDE_REMEDY)
