@@ -28,6 +28,7 @@ class Outcome(str, enum.Enum):
     PROVIDER_TIMEOUT = "provider_timeout"
     PROVIDER_NETWORK_ERROR = "provider_network_error"
     PROVIDER_RATE_LIMITED = "provider_rate_limited"
+    PROVIDER_QUOTA_EXHAUSTED = "provider_quota_exhausted"
     PROVIDER_BAD_OUTPUT = "provider_bad_output"
     BUDGET_EXHAUSTED = "budget_exhausted"
     REPEATED_PATCH = "repeated_patch"

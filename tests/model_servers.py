@@ -151,8 +151,69 @@ def anthropic_events(turn: ToolCall | Text) -> Iterator[tuple[str, dict[str, Any
     yield "message_stop", {"type": "message_stop"}
 
 
+CODEX_USAGE = {
+    "input_tokens": 1500,
+    "input_tokens_details": {"cached_tokens": 300},
+    "output_tokens": 90,
+    "output_tokens_details": {"reasoning_tokens": 20},
+    "total_tokens": 1590,
+}
+
+
 def responses_events(turn: ToolCall | Text) -> Iterator[tuple[str, dict[str, Any]]]:
-    raise NotImplementedError
+    """One model response as the Responses API streams it: a message, or a function call."""
+    response = {"id": "resp_fwloop", "object": "response", "status": "in_progress", "output": []}
+    yield "response.created", {"type": "response.created", "response": response}
+    if isinstance(turn, Text):
+        item: dict[str, Any] = {
+            "type": "message",
+            "id": "msg_fwloop",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": turn.text, "annotations": []}],
+        }
+        yield (
+            "response.output_item.added",
+            {
+                "type": "response.output_item.added",
+                "output_index": 0,
+                "item": {**item, "content": [], "status": "in_progress"},
+            },
+        )
+        yield (
+            "response.output_text.delta",
+            {
+                "type": "response.output_text.delta",
+                "item_id": "msg_fwloop",
+                "output_index": 0,
+                "content_index": 0,
+                "delta": turn.text,
+            },
+        )
+    else:
+        item = {
+            "type": "function_call",
+            "id": "fc_fwloop",
+            "call_id": f"call_{abs(hash(json.dumps(turn.input))) % 10**8}",
+            "name": turn.name,
+            "arguments": json.dumps(turn.input),
+            "status": "completed",
+        }
+    yield (
+        "response.output_item.done",
+        {
+            "type": "response.output_item.done",
+            "output_index": 0,
+            "item": item,
+        },
+    )
+    yield (
+        "response.completed",
+        {
+            "type": "response.completed",
+            "response": {**response, "status": "completed", "output": [item], "usage": CODEX_USAGE},
+        },
+    )
 
 
 def agent_request(body: dict[str, Any]) -> dict[str, Any]:

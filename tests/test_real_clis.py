@@ -145,3 +145,118 @@ def test_a_permission_mode_the_cli_will_refuse_stops_the_run_before_the_baseline
     )
     assert server.requests == []
     assert project.run_dirs() == []
+
+
+def codex_server(
+    project: LoopProject,
+    monkeypatch: pytest.MonkeyPatch,
+    server: ModelServer,
+    *,
+    wire_api: str = "responses",
+    sandbox: str = "read-only",
+    key: bool = True,
+) -> None:
+    """A CODEX_HOME whose provider is the scripted server; the CLI's own retries are off, so
+    each loop call is one request."""
+    home = project.pytester.path / "codex-home"
+    home.mkdir(exist_ok=True)
+    (home / "config.toml").write_text(
+        'model_provider = "scripted"\n'
+        'model = "gpt-5.5"\n'
+        f'sandbox_mode = "{sandbox}"\n'
+        "[model_providers.scripted]\n"
+        'name = "scripted"\n'
+        f'base_url = "{server.url}/v1"\n'
+        f'wire_api = "{wire_api}"\n'
+        'env_key = "SCRIPTED_MODEL_KEY"\n'
+        "request_max_retries = 0\n"
+        "stream_max_retries = 0\n"
+    )
+    monkeypatch.setenv("CODEX_HOME", str(home))
+    if key:
+        monkeypatch.setenv("SCRIPTED_MODEL_KEY", "scripted-key")
+    else:
+        monkeypatch.delenv("SCRIPTED_MODEL_KEY", raising=False)
+
+
+def fixing_codex(body: dict[str, Any]) -> Text:
+    request = agent_request(body)
+    if request["role"] == "reviewer":
+        return Text(json.dumps(APPROVE))
+    patches = calc_fix_patches()
+    patch = patches[min(request["iteration"] - 2, len(patches) - 1)]
+    return Text(json.dumps(coder_answer(patch, f"fix {request['iteration']}")))
+
+
+def test_codex_converges_answering_with_diffs(
+    project: LoopProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.calc_suite()
+    with ModelServer(fixing_codex) as server:
+        codex_server(project, monkeypatch, server)
+        result = project.run("--fwloop-coder=codex")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    summary = project.summary()
+    assert summary["pass_counts"] == [1, 3, 5, 6, 6]
+    assert summary["usage"]["total"]["tokens"] > 0
+
+
+OPENAI_ERRORS = {
+    "server": HttpError(500, {"error": {"message": "boom", "type": "server_error"}}),
+    "quota": HttpError(
+        429,
+        {
+            "error": {
+                "message": "You exceeded your current quota",
+                "type": "insufficient_quota",
+                "code": "insufficient_quota",
+            }
+        },
+    ),
+    "auth": HttpError(401, {"error": {"message": "Incorrect API key", "code": "invalid_api_key"}}),
+}
+
+
+@pytest.mark.parametrize(
+    ("error", "kind", "requests"),
+    [
+        ("server", "provider_network_error", 4),  # "experiencing high demand": retried
+        ("quota", "provider_quota_exhausted", 1),  # no wait mends it: not retried
+        ("auth", "provider_auth_error", 1),
+    ],
+)
+def test_codex_errors_are_classified(
+    project: LoopProject, monkeypatch: pytest.MonkeyPatch, error: str, kind: str, requests: int
+) -> None:
+    project.calc_suite()
+    with ModelServer(lambda body: OPENAI_ERRORS[error]) as server:
+        codex_server(project, monkeypatch, server)
+        result = project.run("--fwloop-coder=codex")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    assert project.summary()["outcome"] == kind, project.summary()["reason"]
+    assert len(server.requests) == requests
+
+
+def test_codex_without_its_key_variable_is_an_auth_error(
+    project: LoopProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.calc_suite()
+    with ModelServer(fixing_codex) as server:
+        codex_server(project, monkeypatch, server, key=False)
+        result = project.run("--fwloop-coder=codex")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    summary = project.summary()
+    assert summary["outcome"] == "provider_auth_error", summary["reason"]
+    assert "SCRIPTED_MODEL_KEY" in summary["reason"]
+    assert server.requests == []
+
+
+def test_a_codex_config_error_keeps_the_line_that_says_how_to_fix_it(
+    project: LoopProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.calc_suite()
+    with ModelServer(fixing_codex) as server:
+        codex_server(project, monkeypatch, server, wire_api="chat")
+        project.run("--fwloop-coder=codex")
+    reason = project.summary()["reason"]
+    assert 'How to fix: set `wire_api = "responses"`' in reason, reason

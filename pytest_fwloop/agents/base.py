@@ -45,12 +45,14 @@ class TokenUsage(BaseModel):
     cached_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
+    cache_write_input_tokens: int = 0  # Codex 0.169's name for prompt-cache writes
 
     def report(self) -> dict[str, float]:
         """The counts in RawAnswer.usage's terms, where `input_tokens` is every prompt token."""
         return {
             "input_tokens": self.input_tokens
             + self.cache_creation_input_tokens
+            + self.cache_write_input_tokens
             + self.cache_read_input_tokens,
             "cached_input_tokens": self.cached_input_tokens + self.cache_read_input_tokens,
             "output_tokens": self.output_tokens,

@@ -25,7 +25,7 @@ from pytest_fwloop.agents.base import (
     has_json_object,
     render_prompt,
 )
-from pytest_fwloop.agents.command import _exit_description, _last_line, run_agent_process
+from pytest_fwloop.agents.command import _exit_description, run_agent_process
 from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind, classify_failure
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ class CodexItem(BaseModel):
     text: str = ""
     status: str = ""
     command: str = ""
+    aggregated_output: str = ""  # command_execution's output
 
 
 class CodexError(BaseModel):
@@ -76,6 +77,11 @@ class CodexTurn:
     events: int = 0
 
 
+READ_ONLY = "Read-only file system"
+#: What 0.169 prints on stderr, and nowhere else, when its sandbox or approval policy refuses.
+SANDBOX_REFUSALS = ("writing is blocked by read-only sandbox", "approval policy is Never")
+
+
 def read_events(stdout: str) -> CodexTurn:
     """Fold the JSONL events into a CodexTurn; lines that are not events are skipped."""
     turn = CodexTurn()
@@ -91,6 +97,9 @@ def read_events(stdout: str) -> CodexTurn:
                 turn.message = item.text
             elif item.type == "command_execution" and item.status == "declined":
                 turn.refused.append(f"command {item.command!r} declined")
+            elif item.type == "command_execution" and READ_ONLY in item.aggregated_output:
+                # 0.169 shows a write the sandbox stopped as a failed command, never declined.
+                turn.refused.append(f"command {item.command!r}: {READ_ONLY}")
             elif item.type == "file_change" and item.status == "failed":
                 turn.refused.append("file change failed")
         elif event.type == "turn.completed":
@@ -107,17 +116,32 @@ def read_events(stdout: str) -> CodexTurn:
 CODEX_REMEDY = "install the Codex CLI or choose another provider"
 
 
+def telling_line(stderr: str) -> str:
+    """The stderr line that says what went wrong and what to do, not merely its last line:
+    Codex ends a config error with where it was (`in model_providers.x.wire_api`) after the
+    line that says how to fix it."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    fixes = [line for line in lines if line.lower().startswith("how to fix")]
+    errors = [line for line in lines if line.lower().startswith("error")]
+    telling = [*errors[-1:], *fixes[-1:]]
+    return " ".join(telling) if telling else (lines[-1] if lines else "")
+
+
 class CodexProvider:
-    """Runs `codex exec` in the workspace. Its sandbox comes from the user's Codex config
-    (read-only unless they set otherwise), so a codex coder normally answers with a patch."""
+    """Runs `codex exec` in the workspace. A coder's sandbox comes from the user's Codex config
+    (read-only unless they set otherwise), so a codex coder normally answers with a patch; a
+    reviewer or a tester always runs `--sandbox read-only`: under `workspace-write` a reviewer
+    once applied the fix itself, and the coder's patch then no longer applied."""
 
     def __init__(self, model: str = "") -> None:
         self.spec = f"codex:{model}" if model else "codex"
         self._model = model
 
-    def argv(self, executable: str) -> list[str]:
+    def argv(self, executable: str, role: str = "coder") -> list[str]:
         # The loop snapshots the tree itself, so the workspace need not be a git repository.
         argv = [executable, "exec", "--json", "--skip-git-repo-check"]
+        if role != "coder":
+            argv += ["--sandbox", "read-only"]
         if self._model:
             argv += ["--model", self._model]
         return [*argv, "-"]
@@ -129,7 +153,7 @@ class CodexProvider:
     def call(self, request: AgentRequest, timeout: float) -> RawAnswer:
         executable = find_cli("codex", self.spec, CODEX_REMEDY)
         process = run_agent_process(
-            self.argv(executable),
+            self.argv(executable, request.role),
             stdin=render_prompt(request).encode("utf-8"),
             cwd=request.workspace,
             timeout=timeout,
@@ -146,7 +170,7 @@ class CodexProvider:
             elif turn.errors:
                 reason = f"error: {turn.errors[-1]}"
             else:
-                detail = _last_line(process.stderr) or "no stderr"
+                detail = telling_line(process.stderr) or "no stderr"
                 reason = (
                     f"{_exit_description(process.returncode)} after {turn.events} event(s) "
                     f"and no turn.completed: {detail}"
@@ -159,6 +183,11 @@ class CodexProvider:
                 usage=turn.usage,
             )
         answer = turn.message or ""
+        turn.refused += [
+            line.strip()
+            for line in process.stderr.splitlines()
+            if any(refusal in line for refusal in SANDBOX_REFUSALS)
+        ]
         if turn.refused and not has_json_object(answer):
             raise ProviderError(
                 ProviderErrorKind.PROVIDER_PERMISSION_DENIED,

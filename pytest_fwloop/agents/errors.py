@@ -13,6 +13,7 @@ class ProviderErrorKind(str, enum.Enum):
     PROVIDER_TIMEOUT = "provider_timeout"
     PROVIDER_NETWORK_ERROR = "provider_network_error"
     PROVIDER_RATE_LIMITED = "provider_rate_limited"
+    PROVIDER_QUOTA_EXHAUSTED = "provider_quota_exhausted"
     PROVIDER_BAD_OUTPUT = "provider_bad_output"
 
     @property
@@ -78,7 +79,17 @@ _FAILURE_PATTERNS: tuple[tuple[ProviderErrorKind, re.Pattern[str]], ...] = (
         re.compile(
             r"invalid[ _-]?(?:x-)?api[ _-]?key|please run /login|not logged in|log ?in required|"
             r"\b40[13]\b|unauthori[sz]ed|forbidden|authentication[ _]error|"
+            r"missing environment variable|"
             r"invalid[ _]authentication|incorrect api key|oauth token has expired",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        # Out of credit: a 429 that no wait mends, so it is not retried.
+        ProviderErrorKind.PROVIDER_QUOTA_EXHAUSTED,
+        re.compile(
+            r"insufficient[ _]quota|quota exceeded|exceeded your current quota|"
+            r"check your plan and billing",
             re.IGNORECASE,
         ),
     ),
@@ -99,6 +110,7 @@ _FAILURE_PATTERNS: tuple[tuple[ProviderErrorKind, re.Pattern[str]], ...] = (
             r"connection (?:refused|reset|error|closed|aborted)|econn(?:refused|reset)|enotfound|"
             r"getaddrinfo|stream disconnected|error sending request|network error|fetch failed|"
             r"internal server error|bad gateway|service unavailable|api error: 5\d\d|"
+            r"experiencing high demand|"
             r"status:? 5\d\d",
             re.IGNORECASE,
         ),

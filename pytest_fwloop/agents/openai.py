@@ -19,7 +19,13 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pytest_fwloop.agents.base import RawAnswer, bare_schema, instructions, request_json
-from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind, SpecError, kind_of_status
+from pytest_fwloop.agents.errors import (
+    ProviderError,
+    ProviderErrorKind,
+    SpecError,
+    classify_failure,
+    kind_of_status,
+)
 from pytest_fwloop.agents.retry import parse_retry_after
 
 if TYPE_CHECKING:
@@ -318,6 +324,8 @@ class OpenAIProvider:
         header = reply.headers.get("Retry-After")
         retry_after = parse_retry_after(header) if header is not None else None
         kind = kind_of_status(reply.status)
+        if classify_failure(detail) is ProviderErrorKind.PROVIDER_QUOTA_EXHAUSTED:
+            kind = ProviderErrorKind.PROVIDER_QUOTA_EXHAUSTED
         if kind is ProviderErrorKind.PROVIDER_AUTH_ERROR:
             remedy = f"check the key in ${key_env}" if key else f"put the API key in ${key_env}"
             message = f"{detail}; {remedy}"
