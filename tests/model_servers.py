@@ -190,6 +190,15 @@ def responses_events(turn: ToolCall | Text) -> Iterator[tuple[str, dict[str, Any
                 "delta": turn.text,
             },
         )
+    elif turn.name == "apply_patch":  # Codex's freeform tool: the patch is the whole input
+        item = {
+            "type": "custom_tool_call",
+            "id": "ctc_fwloop",
+            "call_id": f"call_{abs(hash(turn.input['patch'])) % 10**8}",
+            "name": "apply_patch",
+            "input": turn.input["patch"],
+            "status": "completed",
+        }
     else:
         item = {
             "type": "function_call",

@@ -47,7 +47,14 @@ FAKE_CLAUDE = """
 import json, pathlib, sys
 
 MODES = ("acceptEdits", "bypassPermissions", "default", "plan")
-VALUED = ("--output-format", "--json-schema", "--model", "--max-turns", "--permission-mode")
+VALUED = (
+    "--output-format",
+    "--json-schema",
+    "--model",
+    "--max-turns",
+    "--permission-mode",
+    "--disallowedTools",
+)
 options, prompt, args = {}, None, sys.argv[1:]
 while args:
     arg = args.pop(0)
@@ -257,6 +264,8 @@ def test_a_reviewer_never_gets_the_permission_mode(claude: FakeClaude, workspace
     claude.steps({"answer": REVIEWER_ANSWER})
     ClaudeProvider(permission_mode="acceptEdits").call(make_request(workspace, "reviewer"), 30)
     assert "--permission-mode" not in claude.calls()[0].argv
+    # Nor its edit tools, whatever the user's settings allow.
+    assert claude.calls()[0].option("--disallowedTools") == "Edit,Write,MultiEdit,NotebookEdit"
 
 
 def test_an_auth_error_fails_over_at_once(

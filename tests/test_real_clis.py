@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from loopkit import APPROVE, LoopProject, calc_fix_patches, coder_answer
+from loopkit import APPROVE, FIXES, LoopProject, calc_fix_patches, coder_answer
 from model_servers import HttpError, ModelServer, Text, ToolCall, agent_request, tool_results
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -147,8 +150,19 @@ def test_a_permission_mode_the_cli_will_refuse_stops_the_run_before_the_baseline
     assert project.run_dirs() == []
 
 
+@pytest.fixture
+def codex_home() -> Iterator[Path]:
+    """Outside /tmp: under it Codex 0.169 will not create the helper binaries its sandbox and
+    apply_patch run through, and every edit would fail whatever the sandbox mode."""
+    parent = ROOT / ".tools" / "codex-homes"
+    parent.mkdir(parents=True, exist_ok=True)
+    home = Path(tempfile.mkdtemp(dir=parent))
+    yield home
+    shutil.rmtree(home, ignore_errors=True)
+
+
 def codex_server(
-    project: LoopProject,
+    home: Path,
     monkeypatch: pytest.MonkeyPatch,
     server: ModelServer,
     *,
@@ -158,8 +172,6 @@ def codex_server(
 ) -> None:
     """A CODEX_HOME whose provider is the scripted server; the CLI's own retries are off, so
     each loop call is one request."""
-    home = project.pytester.path / "codex-home"
-    home.mkdir(exist_ok=True)
     (home / "config.toml").write_text(
         'model_provider = "scripted"\n'
         'model = "gpt-5.5"\n'
@@ -189,11 +201,11 @@ def fixing_codex(body: dict[str, Any]) -> Text:
 
 
 def test_codex_converges_answering_with_diffs(
-    project: LoopProject, monkeypatch: pytest.MonkeyPatch
+    project: LoopProject, monkeypatch: pytest.MonkeyPatch, codex_home: Path
 ) -> None:
     project.calc_suite()
     with ModelServer(fixing_codex) as server:
-        codex_server(project, monkeypatch, server)
+        codex_server(codex_home, monkeypatch, server)
         result = project.run("--fwloop-coder=codex")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     summary = project.summary()
@@ -226,11 +238,16 @@ OPENAI_ERRORS = {
     ],
 )
 def test_codex_errors_are_classified(
-    project: LoopProject, monkeypatch: pytest.MonkeyPatch, error: str, kind: str, requests: int
+    project: LoopProject,
+    monkeypatch: pytest.MonkeyPatch,
+    codex_home: Path,
+    error: str,
+    kind: str,
+    requests: int,
 ) -> None:
     project.calc_suite()
     with ModelServer(lambda body: OPENAI_ERRORS[error]) as server:
-        codex_server(project, monkeypatch, server)
+        codex_server(codex_home, monkeypatch, server)
         result = project.run("--fwloop-coder=codex")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     assert project.summary()["outcome"] == kind, project.summary()["reason"]
@@ -238,11 +255,11 @@ def test_codex_errors_are_classified(
 
 
 def test_codex_without_its_key_variable_is_an_auth_error(
-    project: LoopProject, monkeypatch: pytest.MonkeyPatch
+    project: LoopProject, monkeypatch: pytest.MonkeyPatch, codex_home: Path
 ) -> None:
     project.calc_suite()
     with ModelServer(fixing_codex) as server:
-        codex_server(project, monkeypatch, server, key=False)
+        codex_server(codex_home, monkeypatch, server, key=False)
         result = project.run("--fwloop-coder=codex")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     summary = project.summary()
@@ -252,11 +269,74 @@ def test_codex_without_its_key_variable_is_an_auth_error(
 
 
 def test_a_codex_config_error_keeps_the_line_that_says_how_to_fix_it(
-    project: LoopProject, monkeypatch: pytest.MonkeyPatch
+    project: LoopProject, monkeypatch: pytest.MonkeyPatch, codex_home: Path
 ) -> None:
     project.calc_suite()
     with ModelServer(fixing_codex) as server:
-        codex_server(project, monkeypatch, server, wire_api="chat")
+        codex_server(codex_home, monkeypatch, server, wire_api="chat")
         project.run("--fwloop-coder=codex")
     reason = project.summary()["reason"]
     assert 'How to fix: set `wire_api = "responses"`' in reason, reason
+
+
+def codex_patch(old: str, new: str) -> str:
+    """FIXES' first change in Codex's own apply_patch format."""
+    return (
+        f"*** Begin Patch\n*** Update File: fw/calc.py\n@@\n-    {old}\n+    {new}\n*** End Patch\n"
+    )
+
+
+def test_a_codex_reviewer_cannot_change_the_tree_even_under_workspace_write(
+    project: LoopProject, monkeypatch: pytest.MonkeyPatch, codex_home: Path
+) -> None:
+    """The reviewer tries to apply the fix itself (as one did under workspace-write, after which
+    the coder's patch no longer applied); it runs --sandbox read-only, so its edit is refused
+    and the loop goes on with the coder's patch."""
+    project.calc_suite()
+
+    def script(body: dict[str, Any]) -> Text | ToolCall:
+        request = agent_request(body)
+        tried = any(
+            isinstance(i, dict) and i.get("type") == "custom_tool_call_output"
+            for i in body.get("input", [])
+        )
+        if request["role"] == "reviewer" and not tried:
+            old, new = FIXES[request["iteration"] - 2]
+            return ToolCall("apply_patch", {"patch": codex_patch(old, new)})
+        return fixing_codex(body)
+
+    with ModelServer(script) as server:
+        codex_server(codex_home, monkeypatch, server, sandbox="workspace-write")
+        result = project.run("--fwloop-coder=codex")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert project.summary()["pass_counts"] == [1, 3, 5, 6, 6]
+
+
+def test_a_claude_reviewer_cannot_edit_even_when_the_users_settings_allow_it(
+    project: LoopProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.calc_suite()
+    settings = Path(os.environ["HOME"]) / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(json.dumps({"permissions": {"allow": ["Edit", "Write", "Read"]}}))
+    coder = fixing_model()
+
+    def script(body: dict[str, Any]) -> ToolCall | Text:
+        request = agent_request(body)
+        if request["role"] != "reviewer":
+            return coder(body)  # type: ignore[no-any-return]
+        calc = str(Path(request["workspace"]) / "fw" / "calc.py")
+        old, new = FIXES[request["iteration"] - 2]
+        steps: list[ToolCall | Text] = [
+            ToolCall("Read", {"file_path": calc}),
+            ToolCall("Edit", {"file_path": calc, "old_string": old, "new_string": new}),
+            structured(APPROVE),
+            Text("done"),
+        ]
+        return steps[min(tool_results(body), len(steps) - 1)]
+
+    with ModelServer(script) as server:
+        claude_server(monkeypatch, server)
+        result = project.run("--fwloop-coder=claude")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert project.summary()["pass_counts"] == [1, 3, 5, 6, 6]

@@ -106,6 +106,8 @@ def parse_result(stdout: str) -> ClaudeResult | None:
 
 
 CLAUDE_REMEDY = "install Claude Code or choose another provider"
+#: The tools a reviewer or tester is refused.
+READ_ONLY_DENIED = "Edit,Write,MultiEdit,NotebookEdit"
 _MODES = re.compile(r"--permission-mode\b.*?\(choices:(.*?)\)", re.DOTALL)
 
 
@@ -152,6 +154,9 @@ class ClaudeProvider:
         mode = self._edit_mode(request)
         if mode:
             argv += ["--permission-mode", mode]
+        if request.role != "coder":
+            # Whatever the user's settings allow: a reviewer or tester must not change the tree.
+            argv += ["--disallowedTools", READ_ONLY_DENIED]
         return argv
 
     def _edit_mode(self, request: AgentRequest) -> str | None:
