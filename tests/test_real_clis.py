@@ -340,3 +340,61 @@ def test_a_claude_reviewer_cannot_edit_even_when_the_users_settings_allow_it(
         result = project.run("--fwloop-coder=claude")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     assert project.summary()["pass_counts"] == [1, 3, 5, 6, 6]
+
+
+def test_claude_converges_editing_the_tree_itself(
+    project: LoopProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With acceptEdits the coder fixes through Read and Edit and answers with no patch; its
+    edits are taken as the proposed patch, undone, reviewed and applied like any diff."""
+    project.calc_suite("fwloop_claude_permission_mode = acceptEdits\n")
+
+    def script(body: dict[str, Any]) -> ToolCall | Text:
+        request = agent_request(body)
+        if request["role"] == "reviewer":
+            return structured(APPROVE) if not tool_results(body) else Text("done")
+        calc = str(Path(request["workspace"]) / "fw" / "calc.py")
+        old, new = FIXES[min(request["iteration"] - 2, len(FIXES) - 1)]
+        steps: list[ToolCall | Text] = [
+            ToolCall("Read", {"file_path": calc}),
+            ToolCall("Edit", {"file_path": calc, "old_string": old, "new_string": new}),
+            structured(coder_answer("", f"edited fw/calc.py: {new}")),
+            Text("done"),
+        ]
+        return steps[min(tool_results(body), len(steps) - 1)]
+
+    with ModelServer(script) as server:
+        claude_server(monkeypatch, server)
+        result = project.run("--fwloop-coder=claude")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert project.summary()["pass_counts"] == [1, 3, 5, 6, 6]
+    [run_dir] = project.run_dirs()
+    assert "+    return a + b" in (run_dir / "rounds" / "02" / "patch.diff").read_text()
+
+
+def test_a_codex_coder_whose_writes_the_sandbox_refuses_is_a_permission_denial(
+    project: LoopProject, monkeypatch: pytest.MonkeyPatch, codex_home: Path
+) -> None:
+    """0.169 says so only on stderr ("patch rejected: writing is blocked by read-only
+    sandbox"); a coder that then gives up without JSON is provider_permission_denied."""
+    project.calc_suite()
+
+    def script(body: dict[str, Any]) -> ToolCall | Text:
+        request = agent_request(body)
+        tried = any(
+            isinstance(i, dict) and i.get("type") == "custom_tool_call_output"
+            for i in body.get("input", [])
+        )
+        if request["role"] == "coder" and not tried:
+            return ToolCall("apply_patch", {"patch": codex_patch(*FIXES[0])})
+        if request["role"] == "coder":
+            return Text("I could not write the fix: the sandbox is read-only.")
+        return fixing_codex(body)
+
+    with ModelServer(script) as server:
+        codex_server(codex_home, monkeypatch, server, sandbox="read-only")
+        result = project.run("--fwloop-coder=codex")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    summary = project.summary()
+    assert summary["outcome"] == "provider_permission_denied", summary["reason"]
+    assert "writing is blocked by read-only sandbox" in summary["reason"]
