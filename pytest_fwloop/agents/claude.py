@@ -217,7 +217,7 @@ class ClaudeProvider:
         kind = None
         if failed:
             kind = (
-                kind_of_status(outcome.api_error_status)
+                kind_of_status(outcome.api_error_status, outcome.failure_reason())
                 if outcome.api_error_status is not None
                 else classify_failure(outcome.failure_reason())
             )

@@ -89,7 +89,7 @@ _FAILURE_PATTERNS: tuple[tuple[ProviderErrorKind, re.Pattern[str]], ...] = (
         ProviderErrorKind.PROVIDER_QUOTA_EXHAUSTED,
         re.compile(
             r"insufficient[ _]quota|quota exceeded|exceeded your current quota|"
-            r"check your plan and billing",
+            r"check your plan and billing|credit balance is too low",
             re.IGNORECASE,
         ),
     ),
@@ -118,9 +118,12 @@ _FAILURE_PATTERNS: tuple[tuple[ProviderErrorKind, re.Pattern[str]], ...] = (
 )
 
 
-def kind_of_status(status: int) -> ProviderErrorKind:
+def kind_of_status(status: int, text: str = "") -> ProviderErrorKind:
     """The kind an HTTP status of a model API means, wherever it is reported (the OpenAI
-    provider's own call, Claude Code's `api_error_status`)."""
+    provider's own call, Claude Code's `api_error_status`); `text`, the error's message, tells
+    an account out of credit (a 429 or 400 no wait mends) from a rate limit."""
+    if classify_failure(text) is ProviderErrorKind.PROVIDER_QUOTA_EXHAUSTED:
+        return ProviderErrorKind.PROVIDER_QUOTA_EXHAUSTED
     if status in (401, 403):
         return ProviderErrorKind.PROVIDER_AUTH_ERROR
     if status in (429, 529):

@@ -23,7 +23,6 @@ from pytest_fwloop.agents.errors import (
     ProviderError,
     ProviderErrorKind,
     SpecError,
-    classify_failure,
     kind_of_status,
 )
 from pytest_fwloop.agents.retry import parse_retry_after
@@ -323,9 +322,7 @@ class OpenAIProvider:
         detail = f"HTTP {reply.status} from {self.url}: {_scrub(reply.error_text(), key)}"
         header = reply.headers.get("Retry-After")
         retry_after = parse_retry_after(header) if header is not None else None
-        kind = kind_of_status(reply.status)
-        if classify_failure(detail) is ProviderErrorKind.PROVIDER_QUOTA_EXHAUSTED:
-            kind = ProviderErrorKind.PROVIDER_QUOTA_EXHAUSTED
+        kind = kind_of_status(reply.status, detail)
         if kind is ProviderErrorKind.PROVIDER_AUTH_ERROR:
             remedy = f"check the key in ${key_env}" if key else f"put the API key in ${key_env}"
             message = f"{detail}; {remedy}"
