@@ -87,8 +87,10 @@ if "fail" in step:
     emit({"type": "error", "message": step["fail"]})
     emit({"type": "turn.failed", "error": {"message": step["fail"]}})
 elif not step.get("cut_short"):
-    emit({"type": "turn.completed",
-          "usage": {"input_tokens": 2400, "cached_input_tokens": 1200, "output_tokens": 310}})
+    emit({"type": "turn.completed",  # as 0.169 reports it
+          "usage": {"input_tokens": 2400, "cached_input_tokens": 1200,
+                    "cache_write_input_tokens": 100, "output_tokens": 310,
+                    "reasoning_output_tokens": 40}})
 if step.get("stderr"):
     print(step["stderr"], file=sys.stderr)
 sys.exit(step.get("exit", 1 if "fail" in step or step.get("cut_short") else 0))
@@ -148,7 +150,8 @@ def test_success_is_the_last_agent_message(
     assert "JSON Schema of the answer" in call.prompt
     (record,) = records
     assert (record.provider, record.error_kind) == ("codex:gpt-5-codex", None)
-    assert record.usage == {"input_tokens": 2400, "cached_input_tokens": 1200, "output_tokens": 310}
+    # Cache writes are prompt tokens too; reasoning tokens are already among the output tokens.
+    assert record.usage == {"input_tokens": 2500, "cached_input_tokens": 1200, "output_tokens": 310}
 
 
 def test_error_events_before_a_completed_turn_are_not_failures(
