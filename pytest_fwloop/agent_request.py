@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pytest_fwloop.agents.protocol import AgentRequest, HistoryEntry
 from pytest_fwloop.context import pack_failures
+from pytest_fwloop.history import open_regressions
 from pytest_fwloop.loop_state import LoopState
 from pytest_fwloop.settings import LoopSettings
 
@@ -44,5 +45,6 @@ def agent_request(
         "patch": patch,
         "build_diagnostics": loop.build_diagnostics,
         "constraints": list(loop.constraints),
+        "regressions": open_regressions(loop.measured(), str(settings.rootdir)),
     }
     return AgentRequest.model_validate({**fields, **extra})

@@ -18,6 +18,7 @@ from pytest_fwloop import recovery
 from pytest_fwloop.agents.protocol import MustFix
 from pytest_fwloop.convergence import ConvergenceChecker, ConvergenceType, PlateauAction
 from pytest_fwloop.fsm import ErrorType, LoopEvent
+from pytest_fwloop.history import baseline_regressions
 from pytest_fwloop.loop_state import Iteration, LoopState, Step
 from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.records import ConvergenceRecord
@@ -222,6 +223,14 @@ class IterationEnd:
         _, verdict, reason = self.checker.check_convergence(
             iteration.number, self.settings.max_iter
         )
+        lost = baseline_regressions(self.loop.measured())
+        if verdict is ConvergenceType.SUCCESS and lost:
+            # DESIGN.md §13: whatever the target, no test that passed at the baseline may fail.
+            verdict = None
+            reason += (
+                f"; SUCCESS withheld: {len(lost)} test(s) that passed at the baseline fail now "
+                f"({', '.join(lost[:3])})"
+            )
         iteration.convergence_type = verdict.value if verdict else None
         iteration.reason = reason
         iteration.score = round(self.checker.score(), 4)
@@ -258,9 +267,13 @@ class IterationEnd:
         return Step(LoopEvent.STOP, reason)
 
     def _next_iteration(self, reason: str) -> Step:
-        green = self.loop.current.total_count > 0 and (
-            self.loop.current.pass_count / self.loop.current.total_count
-            >= self.settings.criteria.target_pass_rate
+        green = (
+            self.loop.current.total_count > 0
+            and (
+                self.loop.current.pass_count / self.loop.current.total_count
+                >= self.settings.criteria.target_pass_rate
+            )
+            and not baseline_regressions(self.loop.measured())
         )
         if reason.startswith("slow improvement"):
             self.loop.constraints = [

@@ -138,6 +138,10 @@ class LoopState:
     def current(self) -> Iteration:
         return self.iterations[-1]
 
+    def measured(self) -> list[tuple[int, IterationResults]]:
+        """(number, results) of every iteration whose tests ran, baseline first."""
+        return [(it.number, it.results) for it in self.iterations if it.results is not None]
+
     def latest_results(self) -> IterationResults | None:
         """The results of the latest iteration whose tests ran."""
         for it in reversed(self.iterations):

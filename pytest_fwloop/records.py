@@ -91,6 +91,13 @@ class Summary(_Record):
     finished: str = Field(description="UTC time the run ended (ISO 8601)")
     duration_s: float = Field(description="wall-clock seconds of the run")
     context: RunContext = Field(description="what the run was started with (below)")
+    tests: dict[str, dict[str, str]] = Field(
+        description="per test (node id): its outcome in each measured iteration, by number"
+    )
+    regressions: dict[str, list[str]] = Field(
+        description="per iteration (number): the tests that passed in the iteration before it "
+        "and do not pass in it"
+    )
 
 
 class CrashSummary(_Record):

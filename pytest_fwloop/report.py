@@ -15,6 +15,7 @@ import pytest
 
 from pytest_fwloop.budget import Usage
 from pytest_fwloop.fsm import State
+from pytest_fwloop.history import broken_per_iteration, outcomes_by_test
 from pytest_fwloop.outcomes import Outcome, describe_crash, exit_status
 from pytest_fwloop.records import (
     CrashSummary,
@@ -116,6 +117,8 @@ def finalize(
         finished=utc_now(),
         duration_s=round(duration, 2),
         context=context,
+        tests=outcomes_by_test(loop.measured()),
+        regressions=broken_per_iteration(loop.measured()),
     )
     recorder.write_json("summary.json", summary.model_dump(mode="json"))
     timeline = Timeline(

@@ -225,3 +225,37 @@ def test_a_tree_git_cannot_write_is_not_sent_back_to_the_coder(
     assert len(kit.coder.requests) == 1
     assert "the tree cannot be written" in kit.summary()["reason"]
     assert kit.firmware() == "bug"
+
+
+def test_a_patch_that_breaks_a_passing_test_is_named_to_the_coder_and_the_reviewer(
+    kit: ControllerKit,
+) -> None:
+    kit.coder.answers = [fixing("ok bug bug", "bug ok ok"), fixing("bug ok ok", "ok ok ok")]
+    kit.build("ok bug bug", "fwloop_max_iter = 6")
+    assert kit.run() is Outcome.SUCCESS
+    [regression] = kit.coder.requests[1].regressions
+    assert (regression.nodeid, regression.broken_in) == ("tests/test_fw.py::test_0", 2)
+    assert "AssertionError" in regression.signature
+    assert [r.nodeid for r in kit.reviewer.requests[1].regressions] == ["tests/test_fw.py::test_0"]
+    summary = kit.summary()
+    assert summary["regressions"] == {"2": ["tests/test_fw.py::test_0"]}
+    assert summary["tests"]["tests/test_fw.py::test_0"] == {
+        "1": "passed",
+        "2": "failed",
+        "3": "passed",
+        "4": "passed",
+    }
+
+
+def test_success_is_withheld_while_a_baseline_passing_test_fails(kit: ControllerKit) -> None:
+    """Target 75%: the first patch reaches it but breaks test_0, which passed at the baseline;
+    the loop goes on to the coder instead of confirming, and ends green."""
+    (kit.root / "criteria.toml").write_text("target_pass_rate = 0.75\n")
+    kit.coder.answers = [
+        fixing("ok ok bug bug", "bug ok ok ok"),
+        fixing("bug ok ok ok", "ok ok ok ok"),
+    ]
+    kit.build("ok ok bug bug", "fwloop_criteria = criteria.toml", "fwloop_max_iter = 8")
+    assert kit.run() is Outcome.SUCCESS
+    assert kit.firmware() == "ok ok ok ok"
+    assert len(kit.coder.requests) == 2

@@ -35,6 +35,16 @@ class Failure(BaseModel):
     excerpt: str
 
 
+class Regression(BaseModel):
+    """A test that passed in an earlier iteration and fails now; `broken_in` is the iteration
+    whose patch broke it (DESIGN.md §13)."""
+
+    nodeid: str
+    signature: str
+    excerpt: str
+    broken_in: int
+
+
 class HistoryEntry(BaseModel):
     """What an earlier iteration achieved, so the coder does not repeat a failed idea."""
 
@@ -71,6 +81,7 @@ class AgentRequest(BaseModel):
     build_diagnostics: str = ""
     validation_errors: list[str] = Field(default_factory=list)
     constraints: list[str] = Field(default_factory=list)
+    regressions: list[Regression] = Field(default_factory=list)
 
     @field_validator("workspace")
     @classmethod

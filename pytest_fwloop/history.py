@@ -1,0 +1,99 @@
+"""Per-test history across iterations (DESIGN.md §13): outcomes, and the regressions a patch made.
+
+Pure: every function takes the measured iterations as (number, results) in order, baseline first.
+A regression is a test that passed in one measured iteration and does not pass in a later one;
+`broken_in` names the iteration whose patch broke it (the first failing one after its last pass).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from pytest_fwloop.agents.protocol import Regression
+from pytest_fwloop.context import excerpt, scrub, signature
+from pytest_fwloop.results import IterationResults, TestRecord, not_passing
+
+Measured = Sequence[tuple[int, IterationResults]]
+
+#: Bytes of failure text each regression carries to the coder and the reviewer.
+REGRESSION_EXCERPT_BYTES = 1024
+
+
+def passes(record: TestRecord) -> bool:
+    return record.outcome in ("passed", "xfailed")
+
+
+def outcomes_by_test(measured: Measured) -> dict[str, dict[str, str]]:
+    """`summary.json["tests"]`: node id -> {iteration: outcome}, for every test any run saw."""
+    table: dict[str, dict[str, str]] = {}
+    for number, results in measured:
+        for record in results.tests:
+            table.setdefault(record.nodeid, {})[str(number)] = record.outcome
+    return table
+
+
+def broken_per_iteration(measured: Measured) -> dict[str, list[str]]:
+    """`summary.json["regressions"]`: iteration -> the tests that passed in the measured
+    iteration before it and do not pass in it."""
+    broken: dict[str, list[str]] = {}
+    for (_, before), (number, after) in itertools.pairwise(measured):
+        was = {t.nodeid for t in before.tests if passes(t)}
+        now = [t.nodeid for t in after.tests if not_passing(t) and t.nodeid in was]
+        if now:
+            broken[str(number)] = now
+    return broken
+
+
+def open_regressions(measured: Measured, root: str = "") -> list[Regression]:
+    """Tests failing in the latest iteration that passed in an earlier one, each with the
+    iteration whose patch broke it: what the coder must mend first, and the reviewer check."""
+    if not measured:
+        return []
+    latest = measured[-1][1]
+    regressions = []
+    for record in latest.tests:
+        if not not_passing(record):
+            continue
+        broken_in = _broken_in(measured, record.nodeid)
+        if broken_in is not None:
+            regressions.append(
+                Regression(
+                    nodeid=record.nodeid,
+                    signature=signature(record, root),
+                    excerpt=excerpt(scrub(record.longrepr, root), REGRESSION_EXCERPT_BYTES),
+                    broken_in=broken_in,
+                )
+            )
+    return regressions
+
+
+def _broken_in(measured: Measured, nodeid: str) -> int | None:
+    """The first iteration after the test's last pass, or None if it never passed."""
+    broken: int | None = None
+    for number, results in measured:
+        record = next((t for t in results.tests if t.nodeid == nodeid), None)
+        if record is not None and passes(record):
+            broken = None
+        elif broken is None and record is not None and _passed_before(measured, number, nodeid):
+            broken = number
+    return broken
+
+
+def _passed_before(measured: Measured, number: int, nodeid: str) -> bool:
+    return any(
+        passes(t)
+        for n, results in measured
+        if n < number
+        for t in results.tests
+        if t.nodeid == nodeid
+    )
+
+
+def baseline_regressions(measured: Measured) -> list[str]:
+    """Tests that passed at the baseline and do not pass in the latest iteration: SUCCESS is
+    withheld while there are any, whatever the target pass rate (DESIGN.md §13)."""
+    if len(measured) < 2:
+        return []
+    baseline = {t.nodeid for t in measured[0][1].tests if passes(t)}
+    return [t.nodeid for t in measured[-1][1].tests if not_passing(t) and t.nodeid in baseline]
