@@ -38,11 +38,16 @@ def broken_per_iteration(measured: Measured) -> dict[str, list[str]]:
     iteration before it and do not pass in it."""
     broken: dict[str, list[str]] = {}
     for (_, before), (number, after) in itertools.pairwise(measured):
-        was = {t.nodeid for t in before.tests if passes(t)}
-        now = [t.nodeid for t in after.tests if not_passing(t) and t.nodeid in was]
+        now = regressions_between(before, after)
         if now:
             broken[str(number)] = now
     return broken
+
+
+def regressions_between(before: IterationResults, after: IterationResults) -> list[str]:
+    """The tests that pass in `before` and do not pass in `after`."""
+    was = {t.nodeid for t in before.tests if passes(t)}
+    return [t.nodeid for t in after.tests if not_passing(t) and t.nodeid in was]
 
 
 def open_regressions(measured: Measured, root: str = "") -> list[Regression]:

@@ -17,11 +17,11 @@ import pytest
 from pytest_fwloop import recovery
 from pytest_fwloop.agents.protocol import MustFix
 from pytest_fwloop.convergence import ConvergenceChecker, ConvergenceType, PlateauAction
-from pytest_fwloop.fsm import ErrorType, LoopEvent
-from pytest_fwloop.history import baseline_regressions
+from pytest_fwloop.fsm import ErrorType, LoopEvent, State
+from pytest_fwloop.history import baseline_regressions, regressions_between
 from pytest_fwloop.loop_state import Iteration, LoopState, Step
 from pytest_fwloop.outcomes import Outcome
-from pytest_fwloop.records import ConvergenceRecord
+from pytest_fwloop.records import ConvergenceRecord, Event
 from pytest_fwloop.recovery import ErrorState
 from pytest_fwloop.results import (
     IterationResults,
@@ -34,7 +34,7 @@ from pytest_fwloop.results import (
     read_progress,
     results_from_progress,
 )
-from pytest_fwloop.rundir import RunRecorder
+from pytest_fwloop.rundir import RunRecorder, utc_now
 from pytest_fwloop.settings import LoopSettings
 from pytest_fwloop.state_clock import StateClock
 from pytest_fwloop.terminal import Terminal
@@ -219,6 +219,9 @@ class IterationEnd:
 
     def check(self) -> Step:
         iteration = self.loop.current
+        self._roll_back_a_regressing_patch()
+        # A rolled-back attempt still counts as what it measured: the rules judge the attempts
+        # (a coder whose patches keep making things worse plateaus), not the tree that stands.
         self.checker.add_iteration_result(iteration.pass_count, iteration.total_count)
         _, verdict, reason = self.checker.check_convergence(
             iteration.number, self.settings.max_iter
@@ -266,13 +269,56 @@ class IterationEnd:
             return Step(LoopEvent.CONVERGED, reason)
         return Step(LoopEvent.STOP, reason)
 
+    def _roll_back_a_regressing_patch(self) -> None:
+        """DESIGN.md §13: a patch that breaks tests that passed before it without raising the
+        pass count is undone, and the coder is told which and why."""
+        current = self.loop.current
+        kept = [
+            it
+            for it in self.loop.iterations[:-1]
+            if it.results is not None and it.kind != "rollback"
+        ]
+        if current.kind != "patch" or not kept or current.results is None:
+            return
+        before = kept[-1]
+        assert before.results is not None
+        broken = regressions_between(before.results, current.results)
+        if not broken or current.pass_count > before.pass_count:
+            return
+        self.workspace.restore(self.loop.pre_patch_checkpoint)
+        current.kind = "rollback"
+        why = (
+            f"the patch broke {len(broken)} test(s) that passed before it "
+            f"({', '.join(broken[:3])}) and raised the pass count no higher "
+            f"({before.pass_count} -> {current.pass_count})"
+        )
+        current.notes.append(f"patch rolled back: {why}")
+        self.loop.must_fix = [
+            MustFix(issue=f"{why}; it was rolled back: fix the failures without breaking them")
+        ]
+        self.recorder.append_event(
+            Event(
+                time=utc_now(),
+                kind="rollback",
+                from_state=State.CONVERGENCE_CHECK.value,
+                to_state=State.CONVERGENCE_CHECK.value,
+                event="rollback",
+                reason=why,
+                iteration=current.number,
+                evidence=[],
+                retry_count=0,
+                retry_reason=None,
+            ).to_json()
+        )
+
     def _next_iteration(self, reason: str) -> Step:
+        # The tree that stands: after a rollback, the previous iteration's.
+        standing = self.loop.latest_results()
         green = (
-            self.loop.current.total_count > 0
-            and (
-                self.loop.current.pass_count / self.loop.current.total_count
-                >= self.settings.criteria.target_pass_rate
-            )
+            standing is not None
+            and standing.total_count > 0
+            and standing.pass_count / standing.total_count
+            >= self.settings.criteria.target_pass_rate
             and not baseline_regressions(self.loop.measured())
         )
         if reason.startswith("slow improvement"):

@@ -23,7 +23,7 @@ class Iteration:
     """One pass through the test run, and the patch that led to it."""
 
     number: int
-    kind: str  # "baseline", "patch" or "confirmation"
+    kind: str  # "baseline", "patch", "confirmation", or "rollback" (a patch undone)
     patch: str = ""
     patch_summary: str = ""
     checkpoint: str = ""
@@ -139,15 +139,18 @@ class LoopState:
         return self.iterations[-1]
 
     def measured(self) -> list[tuple[int, IterationResults]]:
-        """(number, results) of every iteration whose tests ran, baseline first."""
-        return [(it.number, it.results) for it in self.iterations if it.results is not None]
+        """(number, results) of every iteration whose tests ran on a tree the loop kept,
+        baseline first: a rolled-back patch's results describe a tree that is gone."""
+        return [
+            (it.number, it.results)
+            for it in self.iterations
+            if it.results is not None and it.kind != "rollback"
+        ]
 
     def latest_results(self) -> IterationResults | None:
-        """The results of the latest iteration whose tests ran."""
-        for it in reversed(self.iterations):
-            if it.results is not None:
-                return it.results
-        return None
+        """The results of the latest iteration whose tree the loop kept."""
+        measured = self.measured()
+        return measured[-1][1] if measured else None
 
     def timed_out(self, bound: StateBound, limit: float, detail: str) -> Step:
         """The state went over its timeout: resumed where the table says, else the run ends."""

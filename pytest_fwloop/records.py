@@ -113,14 +113,16 @@ class CrashSummary(_Record):
     duration_s: float = Field(description="wall-clock seconds of the run")
 
 
-EventKind = Literal["transition", "agent_call", "internal_error"]
+EventKind = Literal["transition", "agent_call", "internal_error", "rollback"]
 
 
 class Event(_Record):
     """One line of `task-events.jsonl`: a step of the decision trace."""
 
     time: str = Field(description="UTC time (ISO 8601)")
-    kind: EventKind = Field(description="`transition`, `agent_call` or `internal_error` (below)")
+    kind: EventKind = Field(
+        description="`transition`, `agent_call`, `internal_error` or `rollback` (below)"
+    )
     from_state: str = Field(alias="from", description="the state before")
     to_state: str = Field(alias="to", description="the state after")
     event: str = Field(description="the event of the transition table (`docs/fsm.md`)")
@@ -442,6 +444,9 @@ The `kind` of an `Event`:
 - `internal_error`: an exception ended the loop in the state `from`; `to` is `FAILURE`, `event`
   is `internal_error`, `evidence` is `internal-error.txt`. Not a row of the table: no state
   leads there by design.
+- `rollback`: in `CONVERGENCE_CHECK` (both `from` and `to`), the iteration's patch broke tests
+  that passed before it without raising the pass count, and was undone (`reason` names them);
+  the iteration's `kind` in the timeline is `rollback` and the coder is told.
 
 `rounds/NN/`:
 

@@ -3,6 +3,7 @@ without a child pytest or an agent process. The real-process stories are in test
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -259,3 +260,28 @@ def test_success_is_withheld_while_a_baseline_passing_test_fails(kit: Controller
     assert kit.run() is Outcome.SUCCESS
     assert kit.firmware() == "ok ok ok ok"
     assert len(kit.coder.requests) == 2
+
+
+def test_a_patch_that_breaks_more_than_it_fixes_is_rolled_back(kit: ControllerKit) -> None:
+    kit.coder.answers = [fixing("ok bug ok", "bug ok bug"), fixing("ok bug ok", "ok ok ok")]
+    kit.build("ok bug ok", "fwloop_max_iter = 6")
+    assert kit.run() is Outcome.SUCCESS
+    assert kit.firmware() == "ok ok ok"
+    rollback = next(e for e in kit.events() if e["kind"] == "rollback")
+    assert rollback["iteration"] == 2
+    assert "broke 2 test(s)" in rollback["reason"]
+    retry = kit.coder.requests[1]
+    assert any("rolled back" in m.issue for m in retry.must_fix)
+    # The coder works from the tree as it stands again: the baseline's one failure.
+    assert [f.nodeid for f in retry.failures] == ["tests/test_fw.py::test_1"]
+    timeline = json.loads((kit.controller.recorder.path / "task-timeline.json").read_text())
+    assert [it["kind"] for it in timeline["iterations"]][:3] == ["baseline", "rollback", "patch"]
+
+
+def test_a_patch_that_raises_the_pass_count_is_kept_even_if_it_breaks_one(
+    kit: ControllerKit,
+) -> None:
+    kit.coder.answers = [fixing("ok bug bug", "bug ok ok"), fixing("bug ok ok", "ok ok ok")]
+    kit.build("ok bug bug", "fwloop_max_iter = 6")
+    assert kit.run() is Outcome.SUCCESS
+    assert not [e for e in kit.events() if e["kind"] == "rollback"]

@@ -499,18 +499,14 @@ def plateau_project(project: LoopProject, ini_extra: str = "") -> tuple[str, Age
 
 
 def _plateau_answers() -> tuple[str, list[dict[str, object]]]:
-    """A baseline at 3/6, one fix (5/6), its revert (3/6), then patches that change nothing."""
+    """A baseline at 3/6, one fix (5/6), then patches that each break scale again, each a little
+    differently (3/6): every one is rolled back (DESIGN.md §13), and the attempts plateau."""
     base = CALC.replace(*FIXES[0])
     fixed = base.replace(*FIXES[1])
-    answers = [
-        coder_answer(unified_diff("fw/calc.py", base, fixed), "fix scale"),
-        coder_answer(unified_diff("fw/calc.py", fixed, base), "revert scale"),
-    ]
-    current = base
+    answers = [coder_answer(unified_diff("fw/calc.py", base, fixed), "fix scale")]
     for i in range(1, 12):
-        changed = current + f"# idea {i}\n"
-        answers.append(coder_answer(unified_diff("fw/calc.py", current, changed), f"idea {i}"))
-        current = changed
+        worse = fixed.replace(FIXES[1][1], f"{FIXES[1][0]}  # idea {i}")
+        answers.append(coder_answer(unified_diff("fw/calc.py", fixed, worse), f"idea {i}"))
     return base, answers
 
 
