@@ -7,7 +7,6 @@ A regression is a test that passed in one measured iteration and does not pass i
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 
 from pytest_fwloop.agents.protocol import Regression
@@ -33,14 +32,21 @@ def outcomes_by_test(measured: Measured) -> dict[str, dict[str, str]]:
     return table
 
 
-def broken_per_iteration(measured: Measured) -> dict[str, list[str]]:
-    """`summary.json["regressions"]`: iteration -> the tests that passed in the measured
-    iteration before it and do not pass in it."""
+def broken_per_iteration(
+    measured: Measured, rolled_back: frozenset[int] = frozenset()
+) -> dict[str, list[str]]:
+    """`summary.json["regressions"]`: iteration -> the tests that passed before its patch and do
+    not pass after it. Each iteration is compared with the last one whose tree was kept: the
+    iterations in `rolled_back` were undone, so the one after them started from the one before."""
     broken: dict[str, list[str]] = {}
-    for (_, before), (number, after) in itertools.pairwise(measured):
-        now = regressions_between(before, after)
-        if now:
-            broken[str(number)] = now
+    standing: IterationResults | None = None
+    for number, results in measured:
+        if standing is not None:
+            now = regressions_between(standing, results)
+            if now:
+                broken[str(number)] = now
+        if number not in rolled_back:
+            standing = results
     return broken
 
 

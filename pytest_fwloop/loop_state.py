@@ -138,6 +138,13 @@ class LoopState:
     def current(self) -> Iteration:
         return self.iterations[-1]
 
+    def attempts(self) -> list[tuple[int, IterationResults]]:
+        """(number, results) of every iteration whose tests ran, rolled-back ones included."""
+        return [(it.number, it.results) for it in self.iterations if it.results is not None]
+
+    def rolled_back(self) -> frozenset[int]:
+        return frozenset(it.number for it in self.iterations if it.kind == "rollback")
+
     def measured(self) -> list[tuple[int, IterationResults]]:
         """(number, results) of every iteration whose tests ran on a tree the loop kept,
         baseline first: a rolled-back patch's results describe a tree that is gone."""

@@ -117,8 +117,8 @@ def finalize(
         finished=utc_now(),
         duration_s=round(duration, 2),
         context=context,
-        tests=outcomes_by_test(loop.measured()),
-        regressions=broken_per_iteration(loop.measured()),
+        tests=outcomes_by_test(loop.attempts()),
+        regressions=broken_per_iteration(loop.attempts(), loop.rolled_back()),
     )
     recorder.write_json("summary.json", summary.model_dump(mode="json"))
     timeline = Timeline(

@@ -59,3 +59,13 @@ def test_baseline_regressions_are_the_baseline_passes_failing_now() -> None:
     assert baseline_regressions(HISTORY) == ["t.py::c"]
     assert baseline_regressions(HISTORY[:2]) == ["t.py::a"]
     assert baseline_regressions(HISTORY[:1]) == []
+
+
+def test_after_a_rollback_the_next_iteration_is_compared_with_the_tree_that_stood() -> None:
+    attempts = [
+        (1, run(a="passed", b="failed")),
+        (2, run(a="failed", b="failed")),  # broke a: rolled back
+        (3, run(a="passed", b="failed")),  # from the baseline's tree again: nothing broken
+        (4, run(a="failed", b="passed")),  # broke a, fixed b: kept
+    ]
+    assert broken_per_iteration(attempts, frozenset({2})) == {"2": ["t.py::a"], "4": ["t.py::a"]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import platform
 import socket
 import subprocess
@@ -9,7 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from loopkit import LoopProject, calc_fix_patches, coder_answer, tree_state
+from loopkit import (
+    CALC,
+    FIXES,
+    LoopProject,
+    calc_fix_patches,
+    coder_answer,
+    tree_state,
+    unified_diff,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -222,3 +231,40 @@ def test_a_hook_that_raises_before_the_run_is_an_internal_error(project: LoopPro
         'raise RuntimeError("hook bug")' in written.read_text() or "hook bug" in written.read_text()
     )
     assert tree_state(project.root) == before
+
+
+def test_a_regressing_coder_is_rolled_back_and_told(project: LoopProject) -> None:
+    """Through `pytest --fwloop`: the coder's first patch fixes scale but breaks add, which
+    passed before; the pass count does not rise, so the patch is rolled back and the coder is
+    told which tests it broke; its next patches converge."""
+    base = CALC.replace(*FIXES[0])  # add is right at the baseline: 3/6
+    project.calc_suite()
+    project.write("fw/calc.py", base)
+    scale_fixed = base.replace(*FIXES[1])
+    regressing = scale_fixed.replace(FIXES[0][1], FIXES[0][0])
+    coder = project.agent(
+        "coder",
+        [
+            coder_answer(unified_diff("fw/calc.py", base, regressing), "fix scale, break add"),
+            coder_answer(unified_diff("fw/calc.py", base, scale_fixed), "fix scale"),
+            coder_answer(
+                unified_diff("fw/calc.py", scale_fixed, scale_fixed.replace(*FIXES[2])), "clamp"
+            ),
+        ],
+    )
+    result = project.run(f"--fwloop-coder={coder.spec}", "--fwloop-reviewer=rules")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    summary = project.summary()
+    assert summary["pass_counts"] == [3, 3, 5, 6, 6]
+    assert summary["regressions"] == {
+        "2": ["tests/test_calc.py::test_add_small", "tests/test_calc.py::test_add_negative"]
+    }
+    [told] = [m["issue"] for m in coder.requests()[1]["must_fix"] if "rolled back" in m["issue"]]
+    assert "tests/test_calc.py::test_add_small" in told
+    kinds = [
+        it["kind"]
+        for it in json.loads((project.run_dirs()[0] / "task-timeline.json").read_text())[
+            "iterations"
+        ]
+    ]
+    assert kinds == ["baseline", "rollback", "patch", "patch", "confirmation"]
