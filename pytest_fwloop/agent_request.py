@@ -19,7 +19,7 @@ def agent_request(
     """The request for `role`; `extra` adds protocol fields or replaces the defaults."""
     latest = loop.latest_results()
     failures = pack_failures(
-        latest.not_passing() if latest else [],
+        [t for t in latest.not_passing() if not t.flaky] if latest else [],
         settings.context_bytes,
         root=str(settings.rootdir),
     )

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_fwloop.flaky import rerun_candidates
 from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG, addopts_without_loop
 from pytest_fwloop.procs import ProcessResult, run_logged
 from pytest_fwloop.progress import ProgressWatcher
@@ -130,6 +131,43 @@ class ChildRunner:
         return (
             f"tester pre-check: {results.pass_count}/{results.total_count} selected test(s) passed"
         )
+
+    def rerun_failures(
+        self,
+        folder: Path,
+        results: Path,
+        previous: IterationResults | None,
+        run: Callable[[list[str], Path], ProcessResult],
+    ) -> tuple[dict[str, int], str]:
+        """Rerun the run's new failures up to `fwloop_flaky_reruns` times with no code change
+        (`flaky-K.log`, `flaky-K-results.json`): node id -> the rerun it passed on, and a note."""
+        try:
+            first = IterationResults.model_validate_json(results.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}, ""
+        failing = rerun_candidates(first, previous, str(self.settings.rootdir))
+        asked, flaky = len(failing), {}
+        for k in range(1, self.settings.flaky_reruns + 1):
+            if not failing:
+                break
+            selection = self.recorder.write_text(
+                f"{self.recorder.relative(folder)}/flaky-{k}-select.txt", "\n".join(failing) + "\n"
+            )
+            report = folder / f"flaky-{k}-results.json"
+            run(
+                [f"{CHILD_REPORT_FLAG}={report}", f"{CHILD_SELECT_FLAG}={selection}"],
+                folder / f"flaky-{k}.log",
+            )
+            try:
+                rerun = IterationResults.model_validate_json(report.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                break
+            passed = {t.nodeid for t in rerun.tests if t.outcome in ("passed", "xfailed")}
+            flaky.update({nodeid: k for nodeid in failing if nodeid in passed})
+            failing = [nodeid for nodeid in failing if nodeid not in passed]
+        if not asked:
+            return {}, ""
+        return flaky, f"flaky reruns: {asked} new failure(s) rerun, {len(flaky)} passed (flaky)"
 
     def scrub(self, folder: Path) -> None:
         """Redact what the child runs and commands wrote themselves: logs, results, JUnit XML

@@ -271,9 +271,8 @@ class Controller:
         )
         notes: list[str] = []
         if tester is not None and tester.plan.select:
-            note = self.child.precheck(folder, tester.plan.select, self._run_child)
-            self.loop.current.notes.append(note)
-            notes.append(note)
+            notes.append(self.child.precheck(folder, tester.plan.select, self._run_child))
+            self.loop.current.notes.append(notes[-1])
         attempt = next_attempt(folder)
         args = [
             f"{CHILD_REPORT_FLAG}={attempt.results}",
@@ -285,14 +284,18 @@ class Controller:
         if self.loop.env_rerun:
             args.append(f"{CHILD_SELECT_FLAG}={folder / 'selection.txt'}")
         result = self._run_child(args, attempt.log, attempt.results)
-        log = attempt.log
-        self.loop.test_run_result = ChildOutput(attempt.results, log, result.returncode)
+        if not result.timed_out and not self.loop.env_rerun:
+            self.loop.flaky, note = self.child.rerun_failures(
+                folder, attempt.results, self.loop.latest_results(), self._run_child
+            )
+            notes += [note] if note else []
+        self.loop.test_run_result = ChildOutput(attempt.results, attempt.log, result.returncode)
         if tester is not None:
             tester.done = True
             if not result.timed_out:
                 notes.append(self._run_tester_commands(folder, tester))
         self.child.scrub(folder)
-        evidence = (self.recorder.relative(log),)
+        evidence = (self.recorder.relative(attempt.log),)
         if result.timed_out:
             bound = fsm.STATE_TIMEOUTS[State.TEST_RUN]
             timeout = self.loop.timed_out(bound, self.clock.limit, "the child pytest was stopped")

@@ -108,3 +108,9 @@ def baseline_regressions(measured: Measured) -> list[str]:
         return []
     baseline = {t.nodeid for t in measured[0][1].tests if passes(t)}
     return [t.nodeid for t in measured[-1][1].tests if not_passing(t) and t.nodeid in baseline]
+
+
+def flaky_per_iteration(measured: Measured) -> dict[str, list[str]]:
+    """`summary.json["flaky"]`: iteration -> the tests that passed only on a rerun in it."""
+    flaky = {str(n): [t.nodeid for t in results.tests if t.flaky] for n, results in measured}
+    return {number: nodeids for number, nodeids in flaky.items() if nodeids}

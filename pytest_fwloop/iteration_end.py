@@ -17,6 +17,7 @@ import pytest
 from pytest_fwloop import recovery
 from pytest_fwloop.agents.protocol import MustFix
 from pytest_fwloop.convergence import ConvergenceChecker, ConvergenceType, PlateauAction
+from pytest_fwloop.flaky import with_flaky
 from pytest_fwloop.fsm import ErrorType, LoopEvent, State
 from pytest_fwloop.history import baseline_regressions, regressions_between
 from pytest_fwloop.loop_state import Iteration, LoopState, Step
@@ -110,6 +111,8 @@ class IterationEnd:
         if self.loop.partial_results is not None:
             results = self.loop.partial_results.merged(results)
             self.loop.partial_results = None
+        results = with_flaky(results, self.loop.flaky, self.settings.flaky_policy)
+        self.loop.flaky = {}
         if self.loop.tester_round is not None and self.loop.tester_round.records:
             commands = IterationResults(
                 exitstatus=results.exitstatus, tests=self.loop.tester_round.records

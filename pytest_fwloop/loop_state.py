@@ -127,6 +127,8 @@ class LoopState:
     partial_results: IterationResults | None = None
     strategy_switches: int = 0
     test_run_result: ChildOutput | None = None
+    # The tests of this iteration that failed and then passed on a rerun: node id -> which.
+    flaky: dict[str, int] = field(default_factory=dict)
     review_path: Path | None = None
     tester_due: bool = False
     tester_round: TesterRound | None = None

@@ -78,6 +78,12 @@ def _terminate_as(text: str) -> str:
     return text
 
 
+def _flaky_policy(text: str) -> str:
+    if text not in ("exclude", "pass", "fail"):
+        raise ValueError("must be one of exclude, pass, fail")
+    return text
+
+
 def _bool(text: str) -> bool:
     lowered = text.strip().lower()
     if lowered in ("1", "true", "yes", "on"):
@@ -211,6 +217,20 @@ OPTIONS: tuple[OptionSpec, ...] = (
         ".fwloop/runs",
         flag="--fwloop-run-dir",
         metavar="DIR",
+    ),
+    OptionSpec(
+        "flaky_reruns",
+        "times a failing test is rerun in the same iteration, with no code change, before it "
+        "counts as failed (0: never); one that passes on a rerun is flaky",
+        2,
+        _non_negative_int,
+    ),
+    OptionSpec(
+        "flaky_policy",
+        "how a flaky test counts: 'exclude' (in neither count, like a skip), 'pass' or 'fail'; "
+        "it is never sent to the coder",
+        "exclude",
+        _flaky_policy,
     ),
     OptionSpec(
         "ci_terminate_as",

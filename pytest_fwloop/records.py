@@ -98,6 +98,10 @@ class Summary(_Record):
         description="per iteration (number): the tests that passed in the iteration before it "
         "and do not pass in it"
     )
+    flaky: dict[str, list[str]] = Field(
+        description="per iteration (number): the tests that failed and then passed on a rerun "
+        "with no code change (counted by fwloop_flaky_policy, never sent to the coder)"
+    )
 
 
 class CrashSummary(_Record):

@@ -15,7 +15,7 @@ import pytest
 
 from pytest_fwloop.budget import Usage
 from pytest_fwloop.fsm import State
-from pytest_fwloop.history import broken_per_iteration, outcomes_by_test
+from pytest_fwloop.history import broken_per_iteration, flaky_per_iteration, outcomes_by_test
 from pytest_fwloop.outcomes import Outcome, describe_crash, exit_status
 from pytest_fwloop.records import (
     CrashSummary,
@@ -119,6 +119,7 @@ def finalize(
         context=context,
         tests=outcomes_by_test(loop.attempts()),
         regressions=broken_per_iteration(loop.attempts(), loop.rolled_back()),
+        flaky=flaky_per_iteration(loop.attempts()),
     )
     recorder.write_json("summary.json", summary.model_dump(mode="json"))
     timeline = Timeline(
@@ -156,6 +157,12 @@ def finalize(
     ]
     if patch_name:
         closing.append(f"patch: {recorder.path / patch_name}")
+    if summary.flaky:
+        flaky = sorted({nodeid for nodeids in summary.flaky.values() for nodeid in nodeids})
+        closing.append(
+            f"flaky ({len(flaky)}, counted as fwloop_flaky_policy = {settings.flaky_policy}, "
+            f"never sent to the coder): {', '.join(flaky[:5])}" + (" …" if len(flaky) > 5 else "")
+        )
     if code == 0 and outcome is not Outcome.SUCCESS:
         closing.append(
             f"WARNING: outcome {outcome.value} exits 0 only because ci_terminate_as = warning; "

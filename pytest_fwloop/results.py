@@ -34,7 +34,13 @@ class TestRecord(BaseModel):
     )
     reruns: int = Field(
         default=0,
-        description="times a rerun plugin (pytest-rerunfailures) ran it again before this outcome",
+        description="times it was run again before this outcome (pytest-rerunfailures, or the "
+        "loop's own flaky reruns)",
+    )
+    flaky: bool = Field(
+        default=False,
+        description="failed, then passed on a rerun with no code change: its outcome is what "
+        "fwloop_flaky_policy counts it as, and the coder is never sent it",
     )
 
 

@@ -29,6 +29,7 @@ from pytest_fwloop.convergence import (
     PlateauHandlingStrategy,
 )
 from pytest_fwloop.criteria_file import load_criteria
+from pytest_fwloop.flaky import FlakyPolicy
 from pytest_fwloop.options import origin, resolve, strip_controller_args
 from pytest_fwloop.preflight import missing_build_program, role_problems
 from pytest_fwloop.sandbox import SandboxUnavailable, find_bwrap
@@ -65,6 +66,8 @@ class LoopSettings:
     allowed_commands: tuple[Argv, ...]
     command_timeout: float
     budget: Budget
+    flaky_reruns: int
+    flaky_policy: FlakyPolicy
     #: Providers that failed their check before the run while others of their list passed.
     preflight_notes: tuple[str, ...] = ()
     #: The pytest-randomly seed every child run gets, when that plugin is active.
@@ -253,5 +256,7 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         allowed_commands=allowed_commands,
         command_timeout=resolve(config, "command_timeout"),
         budget=Budget(usd=resolve(config, "budget_usd"), tokens=resolve(config, "budget_tokens")),
+        flaky_reruns=resolve(config, "flaky_reruns"),
+        flaky_policy=resolve(config, "flaky_policy"),
         preflight_notes=tuple(preflight_notes),
     )

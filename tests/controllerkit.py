@@ -24,15 +24,16 @@ from pytest_fwloop import run_context
 from pytest_fwloop.agents.base import RawAnswer
 from pytest_fwloop.agents.errors import ProviderError
 from pytest_fwloop.agents.protocol import AgentRequest
+from pytest_fwloop.child_run import ChildRunner
 from pytest_fwloop.controller import Controller
-from pytest_fwloop.options import CHILD_REPORT_FLAG
+from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG
 from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.procs import ProcessResult
 from pytest_fwloop.redaction import Redactor
 from pytest_fwloop.report import finalize
 from pytest_fwloop.results import IterationResults, TestRecord
 from pytest_fwloop.rundir import RunRecorder
-from pytest_fwloop.settings import load_settings
+from pytest_fwloop.settings import LoopSettings, load_settings
 from pytest_fwloop.state_clock import StateClock
 from pytest_fwloop.terminal import Terminal
 from pytest_fwloop.workspace import Workspace
@@ -87,10 +88,16 @@ class FakeProvider:
 
 
 class FakeChild:
-    """Stands in for `ChildRunner`: each run's results are the words of FIRMWARE."""
+    """Stands in for `ChildRunner`: each run's results are the words of FIRMWARE, except that a
+    `flake` fails in a run's first pass and passes when it is rerun. Its flaky reruns are the
+    real ones (`ChildRunner.rerun_failures`), starting their runs through this fake."""
 
-    def __init__(self, root: Path) -> None:
+    rerun_failures = ChildRunner.rerun_failures
+
+    def __init__(self, root: Path, settings: LoopSettings, recorder: RunRecorder) -> None:
         self.root = root
+        self.settings = settings
+        self.recorder = recorder
         self.runs = 0
         self.timed_out: list[bool] = []
 
@@ -111,6 +118,8 @@ class FakeChild:
         if timed_out:
             return ProcessResult(returncode=None, timed_out=True, aborted=False, duration=timeout)
         words = (self.root / FIRMWARE).read_text(encoding="utf-8").split()
+        rerun = any(a.startswith(f"{CHILD_SELECT_FLAG}=") for a in args)
+        words = ["ok" if word == "flake" and rerun else word for word in words]
         tests = [
             TestRecord(
                 nodeid=f"tests/test_fw.py::test_{index}",
@@ -185,7 +194,7 @@ class ControllerKit:
             redact,
             StateClock(self.time),
         )
-        self.child = FakeChild(self.root)
+        self.child = FakeChild(self.root, settings, recorder)
         controller.child = self.child  # type: ignore[assignment]
         self.controller = controller
         return controller

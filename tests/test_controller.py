@@ -285,3 +285,22 @@ def test_a_patch_that_raises_the_pass_count_is_kept_even_if_it_breaks_one(
     kit.build("ok bug bug", "fwloop_max_iter = 6")
     assert kit.run() is Outcome.SUCCESS
     assert not [e for e in kit.events() if e["kind"] == "rollback"]
+
+
+@pytest.mark.parametrize(
+    ("policy", "pass_counts", "total_counts"),
+    [("exclude", [1, 2, 2], [2, 2, 2]), ("pass", [2, 3, 3], [3, 3, 3]), ("fail", [1, 2], [3, 3])],
+)
+def test_a_flaky_test_is_rerun_counted_by_the_policy_and_never_sent_to_the_coder(
+    kit: ControllerKit, policy: str, pass_counts: list[int], total_counts: list[int]
+) -> None:
+    kit.coder.answers = [fixing("ok flake bug", "ok flake ok")]
+    kit.build("ok flake bug", f"fwloop_flaky_policy = {policy}", "fwloop_max_iter = 4")
+    outcome = kit.run()
+    summary = kit.summary()
+    assert summary["pass_counts"][: len(pass_counts)] == pass_counts
+    assert summary["total_counts"][: len(total_counts)] == total_counts
+    assert summary["flaky"]["1"] == summary["flaky"]["2"] == ["tests/test_fw.py::test_1"]
+    assert [f.nodeid for f in kit.coder.requests[0].failures] == ["tests/test_fw.py::test_2"]
+    assert all(not r.failures for r in kit.coder.requests[1:])  # the flaky test is never sent
+    assert (outcome is Outcome.SUCCESS) is (policy != "fail")

@@ -156,3 +156,34 @@ def test_the_users_reports_describe_the_final_tree(project: LoopProject, converg
     assert f"{passed} Passed" in html
     assert summary["run_id"] in html
     result.stdout.fnmatch_lines([f"*JUnit XML of iteration {iteration}: *ci/junit.xml"])
+
+
+EVERY_OTHER_RUN = """\
+import pathlib
+
+COUNTER = pathlib.Path({counter!r})
+
+
+def test_link_every_other_run():
+    runs = int(COUNTER.read_text()) + 1 if COUNTER.exists() else 1
+    COUNTER.write_text(str(runs))
+    assert runs % 2 == 0, f"link dropped on run {{runs}}"
+"""
+
+
+@pytest.mark.slow
+def test_a_test_that_fails_every_other_run_is_flaky_not_a_bug(project: LoopProject) -> None:
+    """The loop's own reruns, no plugin: the test fails in each iteration's run and passes on
+    its rerun; it is listed as flaky, left out of the counts and never sent to the coder."""
+    project.calc_suite()
+    counter = project.agents_dir / "link-runs.txt"
+    project.write("tests/test_link.py", EVERY_OTHER_RUN.format(counter=str(counter)))
+    coder = project.agent("coder", [coder_answer(p) for p in calc_fix_patches()])
+    result = project.run(f"--fwloop-coder={coder.spec}", "--fwloop-reviewer=rules")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    summary = project.summary()
+    assert summary["pass_counts"] == [1, 3, 5, 6, 6]  # the flaky test is in neither count
+    assert set(summary["flaky"]) == {"1", "2", "3", "4", "5"}
+    sent = [f["nodeid"] for r in coder.requests() for f in r["failures"]]
+    assert "tests/test_link.py::test_link_every_other_run" not in sent
+    result.stdout.fnmatch_lines(["*flaky (1, counted as fwloop_flaky_policy = exclude*"])
