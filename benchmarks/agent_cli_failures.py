@@ -103,19 +103,13 @@ def main() -> int:
         }
         print(f"{'CLI':<16}{'failure':<30}{'becomes':<28}{'requests':>9}{'seconds':>9}{'ratio':>8}")
         for cli, (make, good) in clis.items():
-            with ModelServer(lambda body, good=good: good) as server:
-                os.environ["ANTHROPIC_BASE_URL"] = server.url
-                codex_home(root, server.url)
-                kind, baseline = ask(make, root)
-            print(
-                f"{cli:<16}{'none (baseline)':<30}{kind:<28}{len(server.requests):>9}"
-                f"{baseline:>9.2f}{1:>8}"
-            )
-            for name, failure in FAILURES.items():
-                with ModelServer(lambda body, f=failure: f) as server:
+            baseline = 0.0
+            for name, turn in [("none (baseline)", good), *FAILURES.items()]:
+                with ModelServer(lambda body, turn=turn: turn) as server:
                     os.environ["ANTHROPIC_BASE_URL"] = server.url
                     codex_home(root, server.url)
                     kind, seconds = ask(make, root)
+                baseline = baseline or seconds
                 print(
                     f"{cli:<16}{name:<30}{kind:<28}{len(server.requests):>9}"
                     f"{seconds:>9.2f}{seconds / baseline:>8.1f}"

@@ -252,3 +252,9 @@ def tool_results(body: dict[str, Any]) -> int:
                 1 for c in content if isinstance(c, dict) and c.get("type") == "tool_result"
             )
     return count
+
+
+def tool_outputs(body: dict[str, Any]) -> int:
+    """How many tool results a Responses API conversation holds (Codex's `input`)."""
+    kinds = ("function_call_output", "custom_tool_call_output")
+    return sum(1 for i in body.get("input", []) if isinstance(i, dict) and i.get("type") in kinds)

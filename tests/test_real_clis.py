@@ -15,7 +15,15 @@ from typing import Any
 import pytest
 
 from loopkit import APPROVE, FIXES, LoopProject, calc_fix_patches, coder_answer
-from model_servers import HttpError, ModelServer, Text, ToolCall, agent_request, tool_results
+from model_servers import (
+    HttpError,
+    ModelServer,
+    Text,
+    ToolCall,
+    agent_request,
+    tool_outputs,
+    tool_results,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIS = ROOT / ".tools" / "agent-clis" / "node_modules" / ".bin"
@@ -296,10 +304,7 @@ def test_a_codex_reviewer_cannot_change_the_tree_even_under_workspace_write(
 
     def script(body: dict[str, Any]) -> Text | ToolCall:
         request = agent_request(body)
-        tried = any(
-            isinstance(i, dict) and i.get("type") == "custom_tool_call_output"
-            for i in body.get("input", [])
-        )
+        tried = tool_outputs(body) > 0
         if request["role"] == "reviewer" and not tried:
             old, new = FIXES[request["iteration"] - 2]
             return ToolCall("apply_patch", {"patch": codex_patch(old, new)})
@@ -381,10 +386,7 @@ def test_a_codex_coder_whose_writes_the_sandbox_refuses_is_a_permission_denial(
 
     def script(body: dict[str, Any]) -> ToolCall | Text:
         request = agent_request(body)
-        tried = any(
-            isinstance(i, dict) and i.get("type") == "custom_tool_call_output"
-            for i in body.get("input", [])
-        )
+        tried = tool_outputs(body) > 0
         if request["role"] == "coder" and not tried:
             return ToolCall("apply_patch", {"patch": codex_patch(*FIXES[0])})
         if request["role"] == "coder":
