@@ -48,8 +48,15 @@ class UserReports:
         junit = round_folder / "junit.xml"
         if self.junit is not None and junit.is_file():
             self.junit.parent.mkdir(parents=True, exist_ok=True)
-            self.junit.write_bytes(with_properties(junit.read_bytes(), run_id, iteration))
-            written.append(f"JUnit XML of iteration {iteration}: {self.junit}")
+            raw = junit.read_bytes()
+            try:
+                self.junit.write_bytes(with_properties(raw, run_id, iteration))
+                written.append(f"JUnit XML of iteration {iteration}: {self.junit}")
+            except ET.ParseError as exc:  # a child killed while writing it
+                self.junit.write_bytes(raw)
+                written.append(
+                    f"JUnit XML of iteration {iteration}, copied as it was ({exc}): {self.junit}"
+                )
         html = round_folder / "report.html"
         if self.html is not None and html.is_file():
             self.html.parent.mkdir(parents=True, exist_ok=True)
