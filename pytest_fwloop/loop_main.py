@@ -61,7 +61,7 @@ def _run_loop(config: pytest.Config) -> int:
     settings = load_settings(config)
     terminal = Terminal(verbosity=int(config.option.verbose))
     redact = Redactor(os.environ)
-    workspace = Workspace(settings.rootdir)
+    workspace = Workspace(settings.rootdir, settings.snapshot_exclude)
     run_id = new_run_id()
     try:
         # The run lock first; then what a killed run left running, before its tree is restored.

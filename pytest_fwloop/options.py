@@ -247,6 +247,14 @@ OPTIONS: tuple[OptionSpec, ...] = (
     ),
     OptionSpec("allow_paths", "if set, the only globs a patch may touch", [], kind="linelist"),
     OptionSpec(
+        "snapshot_exclude",
+        "build outputs kept out of the loop's snapshots, one gitignore pattern per line (the "
+        "build directory of `cmake --build DIR`, `cmake -B DIR`, `ninja -C DIR` or "
+        "`meson compile -C DIR` is added by itself); what the loop writes is snapshotted anyway",
+        [],
+        kind="linelist",
+    ),
+    OptionSpec(
         "allowed_commands",
         "argv prefixes the tester's commands must start with, one per line, split like a "
         "shell would (commands never run through one); a line is trusted as written, what a "

@@ -7,6 +7,7 @@ one-line `pytest.UsageError` here, so a run never dies halfway on a typo.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import random
 import shlex
@@ -68,6 +69,7 @@ class LoopSettings:
     budget: Budget
     flaky_reruns: int
     flaky_policy: FlakyPolicy
+    snapshot_exclude: tuple[str, ...]
     #: Providers that failed their check before the run while others of their list passed.
     preflight_notes: tuple[str, ...] = ()
     #: The pytest-randomly seed every child run gets, when that plugin is active.
@@ -131,6 +133,25 @@ def refuse_partial_runs(config: pytest.Config) -> None:
                 "(choose a fixed subset with paths, -k or -m instead; --ff and --nf only reorder "
                 "and are kept)"
             )
+
+
+#: Build tools and the option that names their output directory.
+_BUILD_DIR_OPTIONS = {"cmake": ("--build", "-B"), "ninja": ("-C",), "meson": ("-C",)}
+
+
+def build_directories(build: list[str] | str | None) -> list[str]:
+    """The output directory a build command names (`cmake --build out`, `ninja -C out`), as a
+    gitignore pattern anchored at the rootdir; none for other tools (`make -C DIR` names a
+    source directory)."""
+    argv = shlex.split(build) if isinstance(build, str) else list(build or [])
+    options = _BUILD_DIR_OPTIONS.get(Path(argv[0]).name if argv else "", ())
+    found = [
+        value
+        for flag, value in itertools.pairwise(argv)
+        if flag in options and not value.startswith("-")
+    ]
+    found += [arg.split("=", 1)[1] for arg in argv if "=" in arg and arg.split("=")[0] in options]
+    return [f"/{Path(d).as_posix().strip('/')}/" for d in found if not Path(d).is_absolute()]
 
 
 def randomly_seed(config: pytest.Config) -> tuple[int | None, list[str]]:
@@ -257,6 +278,7 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         command_timeout=resolve(config, "command_timeout"),
         budget=Budget(usd=resolve(config, "budget_usd"), tokens=resolve(config, "budget_tokens")),
         flaky_reruns=resolve(config, "flaky_reruns"),
+        snapshot_exclude=(*resolve(config, "snapshot_exclude"), *build_directories(build)),
         flaky_policy=resolve(config, "flaky_policy"),
         preflight_notes=tuple(preflight_notes),
     )

@@ -180,7 +180,7 @@ class ControllerKit:
         config = self.pytester.parseconfigure("--fwloop")
         settings = load_settings(config)
         redact = Redactor({})
-        workspace = Workspace(settings.rootdir)
+        workspace = Workspace(settings.rootdir, settings.snapshot_exclude)
         workspace.lock()
         workspace.open("run-1")
         recorder = RunRecorder(settings.runs_root, "run-1", redact)

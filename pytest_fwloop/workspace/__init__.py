@@ -29,6 +29,7 @@ from pytest_fwloop.workspace.lock import RunLock
 from pytest_fwloop.workspace.shadow import PatchApplyError, ShadowRepo, WorkspaceError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
     from pathlib import Path
 
 __all__ = [
@@ -72,8 +73,8 @@ class RecoveryReport:
 class Workspace:
     """Snapshots, journalled patching and restore of the tree at `root`."""
 
-    def __init__(self, root: Path) -> None:
-        self.shadow = ShadowRepo(root)
+    def __init__(self, root: Path, snapshot_exclude: Sequence[str] = ()) -> None:
+        self.shadow = ShadowRepo(root, snapshot_exclude)
         self.root = self.shadow.root
         self.journal = Journal(self.shadow.state_dir)
         self._lock = RunLock(self.shadow.state_dir)
@@ -116,7 +117,32 @@ class Workspace:
         except PatchParseError as err:
             return [Violation("", "parse", f"patch: {err}; send a unified diff git can apply")]
         # The refusal names the files git would really write, not only the headers' names.
-        return list(dict.fromkeys([*violations, *check_git_reading(patch, reading, policy)]))
+        violations += check_git_reading(patch, reading, policy)
+        violations += self._unrestorable(reading.paths)
+        return list(dict.fromkeys(violations))
+
+    def _unrestorable(self, paths: Iterable[str]) -> list[Violation]:
+        """Files that exist but are in no snapshot of the baseline (ignored by git, or in
+        `fwloop_snapshot_exclude`): a restore could not bring them back, only delete them."""
+        existing = [
+            p
+            for p in map(normalize_path, paths)
+            if p not in self.touched and (self.root / p).is_file()
+        ]
+        if not existing or self._baseline is None:
+            return []
+        kept = self.shadow.paths(self._baseline, existing)
+        return [
+            Violation(
+                p,
+                "unsnapshotted",
+                f"{p}: the loop does not snapshot this file (ignored by git, or in "
+                "fwloop_snapshot_exclude), so it could not restore it; change what it is built "
+                "from instead",
+            )
+            for p in existing
+            if p not in kept
+        ]
 
     def lock(self) -> None:
         """Take the run lock (idempotent); `WorkspaceLocked` while another controller holds it."""
@@ -210,6 +236,7 @@ class Workspace:
             self.restore_baseline()
         # `baseline` stays readable for the run's report; further writes need a new open().
         self.journal.finish()
+        self.shadow.pack()
         self._lock.release()
 
     def _recover(self) -> RecoveryReport | None:

@@ -30,7 +30,7 @@ from pytest_fwloop.policy import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
     from pathlib import Path
 
 STATE_DIR_NAME = ".fwloop"
@@ -60,8 +60,11 @@ class _Change:
 class ShadowRepo:
     """Snapshots of `root` in `<root>/.fwloop/shadow.git`; every method calls `ensure()` first."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, exclude: Sequence[str] = ()) -> None:
         self.root = root.resolve()
+        # Build outputs kept out of every snapshot (gitignore syntax): rewritten by each build,
+        # they would add their size to the store at every snapshot, and it is never pruned.
+        self.exclude = tuple(exclude)
         self.state_dir = self.root / STATE_DIR_NAME
         self.git_dir = self.state_dir / "shadow.git"
         # Paths the loop wrote: always snapshotted, even where an ignore rule (perhaps one the loop
@@ -79,9 +82,25 @@ class ShadowRepo:
             # An empty template: no sample hooks, nothing we did not ask for.
             self._git("init", "--quiet", "--template=", "--initial-branch=snapshots")
         (self.git_dir / "info").mkdir(exist_ok=True)
-        _write_if_changed(self.git_dir / "info" / "exclude", f"{STATE_DIR_NAME}/\n")
+        _write_if_changed(
+            self.git_dir / "info" / "exclude",
+            "".join(f"{line}\n" for line in (f"{STATE_DIR_NAME}/", *self.exclude)),
+        )
         _write_if_changed(self.git_dir / "info" / "attributes", _ATTRIBUTES)
         self._ready = True
+
+    def paths(self, commit: str, candidates: Iterable[str]) -> set[str]:
+        """Those of `candidates` that the snapshot `commit` holds."""
+        listed = self._git(
+            "ls-tree", "-r", "-z", "--name-only", self._commit(commit), "--", *candidates
+        )
+        return set(_split_z(listed.stdout))
+
+    def pack(self) -> None:
+        """Pack the store's loose objects and drop unreachable ones (the index states of
+        snapshots): run at the end of a run, under its lock."""
+        if (self.git_dir / "HEAD").is_file():
+            self._git("gc", "--quiet", "--prune=now", check=False)
 
     def clear_stale_locks(self) -> list[str]:
         """Remove git's `*.lock` files from the shadow repository; call only under the run lock.
