@@ -276,16 +276,11 @@ class IterationEnd:
         """DESIGN.md §13: a patch that breaks tests that passed before it without raising the
         pass count is undone, and the coder is told which and why."""
         current = self.loop.current
-        kept = [
-            it
-            for it in self.loop.iterations[:-1]
-            if it.results is not None and it.kind != "rollback"
-        ]
-        if current.kind != "patch" or not kept or current.results is None:
+        measured = self.loop.measured()  # the kept trees, this iteration's last
+        if current.kind != "patch" or len(measured) < 2 or current.results is None:
             return
-        before = kept[-1]
-        assert before.results is not None
-        broken = regressions_between(before.results, current.results)
+        before = measured[-2][1]
+        broken = regressions_between(before, current.results)
         if not broken or current.pass_count > before.pass_count:
             return
         self.workspace.restore(self.loop.pre_patch_checkpoint)
