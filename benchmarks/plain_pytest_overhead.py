@@ -33,7 +33,7 @@ PROBE = """
 import sys
 def pytest_sessionfinish(session):
     heavy = sorted({m for m in sys.modules for h in HEAVY if m == h or m.startswith(h + ".")})
-    print("HEAVY", " ".join(heavy) or "-")
+    print("\\nHEAVY", " ".join(heavy) or "-")
 """
 
 
