@@ -98,6 +98,20 @@ def test_claude_converges_answering_with_diffs(
     assert [m["stderr_tail"] for m in metas.values() if "strict mode" in m["stderr_tail"]] == []
 
 
+def editing_turn(body: dict[str, Any], answer: dict[str, Any]) -> ToolCall | Text:
+    """Claude Code's way to make the iteration's calc fix itself: Read, Edit, then `answer`."""
+    request = agent_request(body)
+    calc = str(Path(request["workspace"]) / "fw" / "calc.py")
+    old, new = FIXES[min(request["iteration"] - 2, len(FIXES) - 1)]
+    steps: list[ToolCall | Text] = [
+        ToolCall("Read", {"file_path": calc}),
+        ToolCall("Edit", {"file_path": calc, "old_string": old, "new_string": new}),
+        structured(answer),
+        Text("done"),
+    ]
+    return steps[min(tool_results(body), len(steps) - 1)]
+
+
 ANTHROPIC_ERRORS = {
     401: ("authentication_error", "invalid x-api-key"),
     429: ("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"),
@@ -330,15 +344,7 @@ def test_a_claude_reviewer_cannot_edit_even_when_the_users_settings_allow_it(
         request = agent_request(body)
         if request["role"] != "reviewer":
             return coder(body)  # type: ignore[no-any-return]
-        calc = str(Path(request["workspace"]) / "fw" / "calc.py")
-        old, new = FIXES[request["iteration"] - 2]
-        steps: list[ToolCall | Text] = [
-            ToolCall("Read", {"file_path": calc}),
-            ToolCall("Edit", {"file_path": calc, "old_string": old, "new_string": new}),
-            structured(APPROVE),
-            Text("done"),
-        ]
-        return steps[min(tool_results(body), len(steps) - 1)]
+        return editing_turn(body, APPROVE)
 
     with ModelServer(script) as server:
         claude_server(monkeypatch, server)
@@ -358,15 +364,7 @@ def test_claude_converges_editing_the_tree_itself(
         request = agent_request(body)
         if request["role"] == "reviewer":
             return structured(APPROVE) if not tool_results(body) else Text("done")
-        calc = str(Path(request["workspace"]) / "fw" / "calc.py")
-        old, new = FIXES[min(request["iteration"] - 2, len(FIXES) - 1)]
-        steps: list[ToolCall | Text] = [
-            ToolCall("Read", {"file_path": calc}),
-            ToolCall("Edit", {"file_path": calc, "old_string": old, "new_string": new}),
-            structured(coder_answer("", f"edited fw/calc.py: {new}")),
-            Text("done"),
-        ]
-        return steps[min(tool_results(body), len(steps) - 1)]
+        return editing_turn(body, coder_answer("", "edited fw/calc.py"))
 
     with ModelServer(script) as server:
         claude_server(monkeypatch, server)
