@@ -135,28 +135,31 @@ class ChildRunner:
     def rerun_failures(
         self,
         folder: Path,
-        results: Path,
+        attempt: Attempt,
         previous: IterationResults | None,
         run: Callable[[list[str], Path], ProcessResult],
     ) -> tuple[dict[str, int], str]:
-        """Rerun the run's new failures up to `fwloop_flaky_reruns` times with no code change
-        (`flaky-K.log`, `flaky-K-results.json`): node id -> the rerun it passed on, and a note."""
+        """Rerun the attempt's new failures up to `fwloop_flaky_reruns` times with no code change
+        (`flaky-K.log`, `flaky-K-results.json`, `flaky-2-K…` for a second attempt): node id ->
+        the rerun it passed on, and a note."""
         try:
-            first = IterationResults.model_validate_json(results.read_text(encoding="utf-8"))
+            first = IterationResults.model_validate_json(attempt.results.read_text("utf-8"))
         except (OSError, ValueError):
             return {}, ""
         failing = rerun_candidates(first, previous, str(self.settings.rootdir))
         asked, flaky = len(failing), {}
+        prefix = "flaky" + attempt.log.stem.removeprefix("pytest")
         for k in range(1, self.settings.flaky_reruns + 1):
             if not failing:
                 break
             selection = self.recorder.write_text(
-                f"{self.recorder.relative(folder)}/flaky-{k}-select.txt", "\n".join(failing) + "\n"
+                f"{self.recorder.relative(folder)}/{prefix}-{k}-select.txt",
+                "\n".join(failing) + "\n",
             )
-            report = folder / f"flaky-{k}-results.json"
+            report = folder / f"{prefix}-{k}-results.json"
             run(
                 [f"{CHILD_REPORT_FLAG}={report}", f"{CHILD_SELECT_FLAG}={selection}"],
-                folder / f"flaky-{k}.log",
+                folder / f"{prefix}-{k}.log",
             )
             try:
                 rerun = IterationResults.model_validate_json(report.read_text(encoding="utf-8"))

@@ -23,12 +23,11 @@ from pytest_fwloop.agents.protocol import AgentRequest, CoderAnswer, TesterAnswe
 from pytest_fwloop.allowlist import AllowlistRunner, CommandCheck
 from pytest_fwloop.budget import BudgetExhausted
 from pytest_fwloop.build_step import BuildStep
-from pytest_fwloop.child_run import ChildRunner, next_attempt
+from pytest_fwloop.child_run import ChildRunner
 from pytest_fwloop.convergence import ExecutionMode
 from pytest_fwloop.fsm import LoopEvent, State
 from pytest_fwloop.iteration_end import IterationEnd
 from pytest_fwloop.loop_state import ChildOutput, LoopState, Step, Verdict, provider_error
-from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG
 from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.patch_gate import PatchGate
 from pytest_fwloop.procs import ProcessResult
@@ -37,6 +36,7 @@ from pytest_fwloop.redaction import Redactor
 from pytest_fwloop.rundir import RunRecorder, utc_now
 from pytest_fwloop.settings import LoopSettings
 from pytest_fwloop.state_clock import DeadlinePassed, StateClock
+from pytest_fwloop.suite_run import SuiteRun
 from pytest_fwloop.terminal import Terminal
 from pytest_fwloop.tester_round import (
     TesterRound,
@@ -98,6 +98,7 @@ class Controller:
         )
         self.tester_schema = self.tester.schema if self.tester is not None else {}
         self.child = ChildRunner(settings, recorder, abort, terminal)
+        self.suite = SuiteRun(settings, recorder, self.child)
         self.build = BuildStep(settings, workspace, recorder, abort)
         self.gate = PatchGate(settings, workspace, recorder, self.reviewer)
         self.end = IterationEnd(
@@ -273,29 +274,21 @@ class Controller:
         if tester is not None and tester.plan.select:
             notes.append(self.child.precheck(folder, tester.plan.select, self._run_child))
             self.loop.current.notes.append(notes[-1])
-        attempt = next_attempt(folder)
-        args = [
-            f"{CHILD_REPORT_FLAG}={attempt.results}",
-            f"--junitxml={attempt.junit}",
-            *self.settings.reports.child_args(
-                attempt.html, self.recorder.run_id, self.loop.current.number
-            ),
-        ]
-        if self.loop.env_rerun:
-            args.append(f"{CHILD_SELECT_FLAG}={folder / 'selection.txt'}")
-        result = self._run_child(args, attempt.log, attempt.results)
-        if not result.timed_out and not self.loop.env_rerun:
-            self.loop.flaky, note = self.child.rerun_failures(
-                folder, attempt.results, self.loop.latest_results(), self._run_child
-            )
-            notes += [note] if note else []
-        self.loop.test_run_result = ChildOutput(attempt.results, attempt.log, result.returncode)
+        picked = tester.plan.select if tester is not None else []
+        outcome = self.suite.iteration(folder, self.loop, picked, self._run_child)
+        result = outcome.result
+        notes += outcome.notes
+        self.loop.current.notes += outcome.notes
+        self.loop.flaky, self.loop.partial_results = outcome.flaky, outcome.carried
+        self.loop.test_run_result = ChildOutput(
+            outcome.attempt.results, outcome.attempt.log, result.returncode
+        )
         if tester is not None:
             tester.done = True
             if not result.timed_out:
                 notes.append(self._run_tester_commands(folder, tester))
         self.child.scrub(folder)
-        evidence = (self.recorder.relative(attempt.log),)
+        evidence = (self.recorder.relative(outcome.attempt.log),)
         if result.timed_out:
             bound = fsm.STATE_TIMEOUTS[State.TEST_RUN]
             timeout = self.loop.timed_out(bound, self.clock.limit, "the child pytest was stopped")

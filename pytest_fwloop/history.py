@@ -50,9 +50,12 @@ def broken_per_iteration(
     return broken
 
 
-def regressions_between(before: IterationResults, after: IterationResults) -> list[str]:
-    """The tests that pass in `before` and do not pass in `after`."""
-    was = {t.nodeid for t in before.tests if passes(t)}
+def regressions_between(
+    before: IterationResults, after: IterationResults, ran_only: bool = False
+) -> list[str]:
+    """The tests that pass in `before` and do not pass in `after`; with `ran_only`, only those
+    that really ran in `before` (a carried pass says nothing of the patch in between)."""
+    was = {t.nodeid for t in before.tests if passes(t) and not (ran_only and t.carried)}
     return [t.nodeid for t in after.tests if not_passing(t) and t.nodeid in was]
 
 

@@ -30,6 +30,7 @@ from pytest_fwloop.results import (
     collection_errors,
     environment_lost,
     error_line,
+    executed_in,
     nodeids,
     progress_path,
     read_progress,
@@ -120,6 +121,7 @@ class IterationEnd:
             results = results.merged(commands)
             self.loop.tester_round.records = []
         self.loop.current.results = results
+        self.loop.current.executed = executed_in(path.parent)
         self.loop.current.checkpoint = self.workspace.checkpoint(
             f"iteration {self.loop.current.number}"
         )
@@ -280,7 +282,9 @@ class IterationEnd:
         if current.kind != "patch" or len(measured) < 2 or current.results is None:
             return
         before = measured[-2][1]
-        broken = regressions_between(before, current.results)
+        # Only what ran before the patch convicts it: a test the focus left out may have been
+        # broken by an earlier patch (focus.py says how such a regression is traced).
+        broken = regressions_between(before, current.results, ran_only=True)
         if not broken or current.pass_count > before.pass_count:
             return
         self.workspace.restore(self.loop.pre_patch_checkpoint)

@@ -35,6 +35,8 @@ class Iteration:
     score: float | None = None
     states: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: Test executions in this iteration, reruns included (focus reruns leave most out).
+    executed: int = 0
 
     @property
     def pass_count(self) -> int:

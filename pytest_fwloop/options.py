@@ -84,6 +84,13 @@ def _flaky_policy(text: str) -> str:
     return text
 
 
+def _on_off(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered not in ("on", "off"):
+        raise ValueError("must be 'on' or 'off'")
+    return lowered == "on"
+
+
 def _bool(text: str) -> bool:
     lowered = text.strip().lower()
     if lowered in ("1", "true", "yes", "on"):
@@ -224,6 +231,16 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "counts as failed (0: never); one that passes on a rerun is flaky",
         2,
         _non_negative_int,
+    ),
+    OptionSpec(
+        "focus",
+        "'on': after a patch, run first only the tests that did not pass (plus the tester's "
+        "selection), then the whole suite as the regression gate once they pass; 'off': the "
+        "whole suite every iteration",
+        "on",
+        _on_off,
+        "--fwloop-focus",
+        metavar="on|off",
     ),
     OptionSpec(
         "flaky_policy",
@@ -452,10 +469,18 @@ def resolve(config: pytest.Config, name: str) -> Any:
     if spec.kind == "bool" or raw is None:
         return raw
     if raw == []:  # pytest < 8 gives [] for an unset option registered with default None
-        return spec.default
+        return _default(spec)
     if raw == spec.default or (isinstance(raw, str) and raw.strip() == ""):
-        return spec.default
+        return _default(spec)
     return _parse(spec, str(raw), f"ini {spec.ini}")
+
+
+def _default(spec: OptionSpec) -> Any:
+    """The default as its parser reads it: a default written as the user would (`on`) is
+    typed like a value the user gave."""
+    if isinstance(spec.default, str) and spec.default:
+        return spec.parse(spec.default)
+    return spec.default
 
 
 def origin(config: pytest.Config, name: str) -> str:

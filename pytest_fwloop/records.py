@@ -73,6 +73,10 @@ class Summary(_Record):
     reason: str = Field(description="why the run ended, with the numbers that decided it")
     pass_counts: list[int] = Field(description="pass count per measured iteration")
     total_counts: list[int] = Field(description="total count per measured iteration")
+    executed_counts: list[int] = Field(
+        description="test executions per measured iteration: the focus, the regression gate, "
+        "flaky, environment and tester reruns (carried outcomes are not executions)"
+    )
     coder_calls: int = Field(description="coder calls made, retries included")
     usage: UsageRecord = Field(description="agent usage (below)")
     unresolved: list[str] = Field(description="node ids still not passing in the last iteration")
@@ -160,6 +164,7 @@ class TimelineEntry(_Record):
     reason: str = Field(description="the convergence checker's reason")
     score: float | None = Field(description="the convergence score after this iteration")
     snapshot: str | None = Field(description="shadow-repository commit of the tested tree")
+    executed: int = Field(description="test executions in this iteration, reruns included")
     notes: list[str] = Field(description="what else happened (rollbacks, discarded edits)")
 
 
@@ -390,8 +395,9 @@ _ROUND_FILES: tuple[tuple[str, str], ...] = (
     (
         "`pytest.log`, `junit.xml`, `results-1.json`",
         (
-            "the first child pytest run's output, JUnit XML and raw per-test record; an "
-            "environment rerun writes `pytest-2.log`, `junit-2.xml`, `results-2.json`, and so "
+            "the first child pytest run's output, JUnit XML and raw per-test record; each "
+            "further run of the iteration (the regression gate after a focus run, an "
+            "environment rerun) writes `pytest-2.log`, `junit-2.xml`, `results-2.json`, and so "
             "on. Next to each `results-K.json`, `results-K.jsonl`: the child's progress as it "
             "ran, one `ProgressLine` per line (the loop's live progress; the results are rebuilt "
             "from it when the child dies before writing them, e.g. pytest-timeout's thread "
@@ -399,11 +405,20 @@ _ROUND_FILES: tuple[tuple[str, str], ...] = (
         ),
     ),
     (
+        "`focus-select.txt`",
+        "the node ids a focus run selected (`--fwloop-focus`, DESIGN.md §13)",
+    ),
+    (
+        "`flaky-K.log`, `flaky-K-select.txt`, `flaky-K-results.json`",
+        "the K-th flaky rerun of the first run's new failures (`flaky-2-K…` for the second run)",
+    ),
+    (
         "`results.json`",
         (
-            "the iteration's structured per-test results (`IterationResults`): the first run "
-            "merged "
-            "with its environment reruns"
+            "the iteration's structured per-test results (`IterationResults`): the run that "
+            "counts (the gate's when one ran) merged with its environment reruns, and, after a "
+            "focus run that did not reach the gate, the other tests' last full-run records "
+            "marked `carried`"
         ),
     ),
     (

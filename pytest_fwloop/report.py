@@ -103,6 +103,7 @@ def finalize(
         reason=loop.final_reason,
         pass_counts=[it.pass_count for it in measured],
         total_counts=[it.total_count for it in measured],
+        executed_counts=[it.executed for it in measured],
         coder_calls=calls.coder_calls,
         usage=UsageRecord.model_validate(calls.usage.to_dict()),
         unresolved=nodeids(latest.not_passing()) if latest else [],
@@ -261,6 +262,7 @@ def _timeline_entry(it: Iteration) -> TimelineEntry:
         reason=it.reason,
         score=it.score,
         snapshot=it.checkpoint,
+        executed=it.executed,
         notes=it.notes,
     )
 

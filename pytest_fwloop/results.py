@@ -42,6 +42,11 @@ class TestRecord(BaseModel):
         description="failed, then passed on a rerun with no code change: its outcome is what "
         "fwloop_flaky_policy counts it as, and the coder is never sent it",
     )
+    carried: bool = Field(
+        default=False,
+        description="not run in this iteration (focus reruns): its outcome is the one its last "
+        "full-suite run gave",
+    )
 
 
 class IterationResults(BaseModel):
@@ -110,6 +115,22 @@ def error_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     errors = [line[1:].strip() for line in lines if line.startswith("E ")]
     return (errors or lines or ["no error text"])[-1][:300]
+
+
+def executed_in(folder: Path) -> int:
+    """Test executions recorded in an iteration's folder: every child run's raw results (the
+    focus, the gate, flaky and environment reruns, the tester's pre-check), carried records
+    left out; `results.json`, the iteration's merged view, is not a run."""
+    executed = 0
+    for path in folder.glob("*results*.json"):
+        if path.name == "results.json":
+            continue
+        try:
+            results = IterationResults.model_validate_json(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        executed += sum(1 for t in results.tests if not t.carried)
+    return executed
 
 
 def progress_path(results_path: Path) -> Path:

@@ -69,6 +69,7 @@ class LoopSettings:
     budget: Budget
     flaky_reruns: int
     flaky_policy: FlakyPolicy
+    focus: bool
     snapshot_exclude: tuple[str, ...]
     #: Providers that failed their check before the run while others of their list passed.
     preflight_notes: tuple[str, ...] = ()
@@ -280,5 +281,6 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         flaky_reruns=resolve(config, "flaky_reruns"),
         snapshot_exclude=(*resolve(config, "snapshot_exclude"), *build_directories(build)),
         flaky_policy=resolve(config, "flaky_policy"),
+        focus=resolve(config, "focus"),
         preflight_notes=tuple(preflight_notes),
     )

@@ -88,9 +88,10 @@ class FakeProvider:
 
 
 class FakeChild:
-    """Stands in for `ChildRunner`: each run's results are the words of FIRMWARE, except that a
-    `flake` fails in a run's first pass and passes when it is rerun. Its flaky reruns are the
-    real ones (`ChildRunner.rerun_failures`), starting their runs through this fake."""
+    """Stands in for `ChildRunner`: each run's results are the words of FIRMWARE (only the
+    selected tests' when a selection is given), except that a `flake` fails unless it is a
+    flaky rerun. Its flaky reruns are the real ones (`ChildRunner.rerun_failures`), starting
+    their runs through this fake."""
 
     rerun_failures = ChildRunner.rerun_failures
 
@@ -100,6 +101,8 @@ class FakeChild:
         self.recorder = recorder
         self.runs = 0
         self.timed_out: list[bool] = []
+        #: Tests each run executed, in order.
+        self.executed: list[int] = []
 
     def run(
         self,
@@ -118,8 +121,14 @@ class FakeChild:
         if timed_out:
             return ProcessResult(returncode=None, timed_out=True, aborted=False, duration=timeout)
         words = (self.root / FIRMWARE).read_text(encoding="utf-8").split()
-        rerun = any(a.startswith(f"{CHILD_SELECT_FLAG}=") for a in args)
-        words = ["ok" if word == "flake" and rerun else word for word in words]
+        words = [
+            "ok" if word == "flake" and log.name.startswith("flaky") else word for word in words
+        ]
+        select = next(
+            (a.split("=", 1)[1] for a in args if a.startswith(f"{CHILD_SELECT_FLAG}=")), ""
+        )
+        wanted = set(Path(select).read_text(encoding="utf-8").split()) if select else None
+        self.executed.append(len(words) if wanted is None else len(wanted))
         tests = [
             TestRecord(
                 nodeid=f"tests/test_fw.py::test_{index}",
@@ -130,6 +139,7 @@ class FakeChild:
                 env_failure="ConnectionRefusedError: the board is down" if word == "down" else None,
             )
             for index, word in enumerate(words)
+            if wanted is None or f"tests/test_fw.py::test_{index}" in wanted
         ]
         written = IterationResults(
             exitstatus=0 if all(t.outcome == "passed" for t in tests) else 1, tests=tests
@@ -195,7 +205,7 @@ class ControllerKit:
             StateClock(self.time),
         )
         self.child = FakeChild(self.root, settings, recorder)
-        controller.child = self.child  # type: ignore[assignment]
+        controller.child = controller.suite.child = self.child  # type: ignore[assignment]
         self.controller = controller
         return controller
 

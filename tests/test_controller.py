@@ -304,3 +304,99 @@ def test_a_flaky_test_is_rerun_counted_by_the_policy_and_never_sent_to_the_coder
     assert [f.nodeid for f in kit.coder.requests[0].failures] == ["tests/test_fw.py::test_2"]
     assert all(not r.failures for r in kit.coder.requests[1:])  # the flaky test is never sent
     assert (outcome is Outcome.SUCCESS) is (policy != "fail")
+
+
+def _timeline(kit: ControllerKit) -> list[dict[str, Any]]:
+    path = kit.controller.recorder.path / "task-timeline.json"
+    return json.loads(path.read_text(encoding="utf-8"))["iterations"]  # type: ignore[no-any-return]
+
+
+def _results(kit: ControllerKit, iteration: int) -> dict[str, dict[str, Any]]:
+    path = kit.controller.recorder.round_path(iteration) / "results.json"
+    return {t["nodeid"]: t for t in json.loads(path.read_text(encoding="utf-8"))["tests"]}
+
+
+def test_focus_runs_what_failed_then_the_whole_suite_as_the_gate(kit: ControllerKit) -> None:
+    """Two bugs fixed one per call: iteration 2 reruns only the two failures (one still fails,
+    so no gate, the passing tests carried); iteration 3 reruns the last failure, which passes,
+    so the whole suite runs as the gate; the confirmation reruns only what ever failed."""
+    kit.coder.answers = [
+        fixing("ok ok bug bug", "ok ok ok bug"),
+        fixing("ok ok ok bug", "ok " * 3 + "ok"),
+    ]
+    kit.build("ok ok bug bug", "fwloop_max_iter = 6")
+    assert kit.run() is Outcome.SUCCESS
+    summary = kit.summary()
+    # The baseline: 4 tests + its 2 failures rerun twice as flaky candidates.
+    assert summary["executed_counts"] == [8, 2, 1 + 4, 2]
+    assert kit.child.executed == [4, 2, 2, 2, 1, 4, 2]
+    # Convergence saw whole-suite counts every time.
+    assert summary["total_counts"] == [4, 4, 4, 4]
+    assert summary["pass_counts"] == [2, 3, 4, 4]
+    carried = _results(kit, 2)
+    assert [n for n, t in carried.items() if t["carried"]] == [
+        "tests/test_fw.py::test_0",
+        "tests/test_fw.py::test_1",
+    ]
+    assert not any(t["carried"] for t in _results(kit, 3).values())  # the gate's full run
+    notes = [" ".join(it["notes"]) for it in _timeline(kit)]
+    assert "whole suite ran as the regression gate" in notes[2]
+    assert [it["executed"] for it in _timeline(kit)] == summary["executed_counts"]
+
+
+def test_focus_off_runs_the_whole_suite_every_iteration(kit: ControllerKit) -> None:
+    kit.coder.answers = [
+        fixing("ok ok bug bug", "ok ok ok bug"),
+        fixing("ok ok ok bug", "ok " * 3 + "ok"),
+    ]
+    kit.build("ok ok bug bug", "fwloop_max_iter = 6", "fwloop_focus = off")
+    assert kit.run() is Outcome.SUCCESS
+    assert kit.summary()["executed_counts"] == [8, 4, 4, 4]
+    assert not any(t["carried"] for t in _results(kit, 2).values())
+
+
+def test_a_green_baseline_is_confirmed_without_running_the_suite_again(
+    kit: ControllerKit,
+) -> None:
+    kit.build("ok ok ok")
+    assert kit.run() is Outcome.SUCCESS
+    assert kit.child.executed == [3]
+    assert kit.summary()["executed_counts"] == [3, 0]
+    assert all(t["carried"] for t in _results(kit, 2).values())
+    assert not kit.coder.requests
+
+
+def test_a_flaky_baseline_test_is_rerun_by_the_confirmation(kit: ControllerKit) -> None:
+    kit.build("ok flake ok")
+    assert kit.run() is Outcome.SUCCESS
+    # Baseline 3 + the flake's rerun; the confirmation reruns only the flake (+ its rerun).
+    assert kit.summary()["executed_counts"] == [4, 2]
+
+
+def test_a_regression_hidden_by_the_focus_is_caught_by_the_gate_and_not_blamed_on_the_last_patch(
+    kit: ControllerKit,
+) -> None:
+    """Patch 1 fixes test_2 and breaks test_0, which the focus does not rerun while test_3
+    still fails; patch 2 fixes test_3, the gate runs and finds test_0 broken. Patch 2 did not
+    break it (test_0 did not run before it), so it stays; the coder is sent the regression."""
+    kit.coder.answers = [
+        fixing("ok ok bug bug", "bad ok ok bug"),
+        fixing("bad ok ok bug", "bad ok ok ok"),
+        fixing("bad ok ok ok", "ok ok ok ok"),
+    ]
+    kit.build("ok ok bug bug", "fwloop_max_iter = 8")
+    assert kit.run() is Outcome.SUCCESS
+    assert kit.firmware() == "ok ok ok ok"
+    summary = kit.summary()
+    assert summary["tests"]["tests/test_fw.py::test_0"] == {
+        "1": "passed",
+        "2": "passed",  # carried: iteration 2 did not run it
+        "3": "failed",
+        "4": "passed",
+        "5": "passed",
+    }
+    assert _results(kit, 2)["tests/test_fw.py::test_0"]["carried"]
+    assert summary["regressions"] == {"3": ["tests/test_fw.py::test_0"]}
+    assert not [e for e in kit.events() if e["kind"] == "rollback"]
+    [regression] = kit.coder.requests[2].regressions
+    assert (regression.nodeid, regression.broken_in) == ("tests/test_fw.py::test_0", 3)

@@ -234,9 +234,10 @@ def test_a_hook_that_raises_before_the_run_is_an_internal_error(project: LoopPro
 
 
 def test_a_regressing_coder_is_rolled_back_and_told(project: LoopProject) -> None:
-    """Through `pytest --fwloop`: the coder's first patch fixes scale but breaks add, which
-    passed before; the pass count does not rise, so the patch is rolled back and the coder is
-    told which tests it broke; its next patches converge."""
+    """Through `pytest --fwloop --fwloop-focus=off` (the whole suite every iteration): the
+    coder's first patch fixes scale but breaks add, which passed before; the pass count does
+    not rise, so the patch is rolled back and the coder is told which tests it broke; its next
+    patches converge. With the focus on, the same break is found later, by the gate (below)."""
     base = CALC.replace(*FIXES[0])  # add is right at the baseline: 3/6
     project.calc_suite()
     project.write("fw/calc.py", base)
@@ -252,7 +253,9 @@ def test_a_regressing_coder_is_rolled_back_and_told(project: LoopProject) -> Non
             ),
         ],
     )
-    result = project.run(f"--fwloop-coder={coder.spec}", "--fwloop-reviewer=rules")
+    result = project.run(
+        f"--fwloop-coder={coder.spec}", "--fwloop-reviewer=rules", "--fwloop-focus=off"
+    )
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     summary = project.summary()
     assert summary["pass_counts"] == [3, 3, 5, 6, 6]
@@ -268,3 +271,60 @@ def test_a_regressing_coder_is_rolled_back_and_told(project: LoopProject) -> Non
         ]
     ]
     assert kinds == ["baseline", "rollback", "patch", "patch", "confirmation"]
+
+
+def test_a_regression_the_focus_hides_is_caught_by_the_gate(project: LoopProject) -> None:
+    """Through `pytest --fwloop`: patch 1 fixes scale and breaks add; the focus reruns only what
+    failed (scale and clamp_high; clamp still fails), so add's break stays hidden behind its
+    carried pass. Patch 2 fixes clamp: the focus is green, the whole suite runs as the gate and
+    finds add broken. It is not blamed on patch 2 (add did not run before it), the coder gets
+    the regression, and its fix is judged by the gate again."""
+    base = CALC.replace(*FIXES[0])  # add is right at the baseline: 3/6
+    project.calc_suite()
+    project.write("fw/calc.py", base)
+    broken = base.replace(*FIXES[1]).replace(FIXES[0][1], FIXES[0][0])
+    clamped = broken.replace(*FIXES[2])
+    coder = project.agent(
+        "coder",
+        [
+            coder_answer(unified_diff("fw/calc.py", base, broken), "fix scale"),
+            coder_answer(unified_diff("fw/calc.py", broken, clamped), "fix clamp"),
+            coder_answer(
+                unified_diff("fw/calc.py", clamped, clamped.replace(*FIXES[0])), "fix add again"
+            ),
+        ],
+    )
+    result = project.run(f"--fwloop-coder={coder.spec}", "--fwloop-reviewer=rules")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    summary = project.summary()
+    add = ["tests/test_calc.py::test_add_small", "tests/test_calc.py::test_add_negative"]
+    assert summary["pass_counts"] == [3, 5, 4, 6, 6]
+    assert summary["total_counts"] == [6, 6, 6, 6, 6]
+    assert summary["tests"][add[0]] == {
+        "1": "passed",
+        "2": "passed",
+        "3": "failed",
+        "4": "passed",
+        "5": "passed",
+    }
+    assert summary["regressions"] == {"3": add}
+    # Baseline 6 + 3 failures rerun twice; the focus 3; focus 1 + gate 6 + add's 2 failures
+    # rerun twice; focus 2 + gate 6; the confirmation reruns the 5 that ever failed.
+    assert summary["executed_counts"] == [12, 3, 11, 8, 5]
+    run_dir = project.run_dirs()[0]
+    second = json.loads((run_dir / "rounds" / "02" / "results.json").read_text())["tests"]
+    assert {t["nodeid"] for t in second if t["carried"]} == {
+        *add,
+        "tests/test_calc.py::test_clamp_inside",
+    }
+    timeline = json.loads((run_dir / "task-timeline.json").read_text())["iterations"]
+    assert [it["kind"] for it in timeline] == [
+        "baseline",
+        "patch",
+        "patch",
+        "patch",
+        "confirmation",
+    ]
+    assert any("regression gate" in note for note in timeline[2]["notes"])
+    told = coder.requests()[2]["regressions"]
+    assert [(r["nodeid"], r["broken_in"]) for r in told] == [(add[0], 3), (add[1], 3)]
