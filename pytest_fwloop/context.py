@@ -59,6 +59,8 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _CUT = "\n…\n"
 _CRASH = re.compile(r"(?P<path>.+?):\d+: (?P<message>.*)", re.DOTALL)
 _PYTEST_E = re.compile(r"^E\s+")
+#: A traceback entry's location line as pytest prints it: `path:line: ...`.
+_LOCATION = re.compile(r"^(?P<path>[^\s:][^:\n]*):(?P<line>\d+):", re.MULTILINE)
 #: Values that change between iterations of the same failure, in the order they are replaced.
 _VOLATILE = (
     (re.compile(r"(?<!\w)'[^'\n]*'(?!\w)|(?<!\w)\"[^\"\n]*\"(?!\w)"), "'…'"),
@@ -132,20 +134,53 @@ def _outside_path(match: re.Match[str]) -> str:
 
 
 def signature(record: TestRecord, root: str = "") -> str:
-    """A stable name for "the same failure": the phase, the file it crashed in and the first line
-    of what it said, minus line numbers and values, so a later iteration gets the same name."""
+    """A stable name for "the same failure", sharp enough to keep different bugs apart: the
+    phase, the test function and the line of it that failed, the first line of what was raised
+    (minus values that change between runs), and the file it was raised in when that is not the
+    test's own (a firmware module, a driver). Firmware-side line numbers are left out, since a
+    patch above them shifts them; the test's line stays, since patches change the firmware."""
     if record.env_failure:
         # The environment being down is one failure, wherever each test noticed it.
-        location, message = "", record.env_failure
-    elif (crash := _CRASH.match(record.crash)) is not None:
-        location, message = crash["path"], crash["message"]
+        return _bounded(f"{record.phase}: {_normalized(record.env_failure, root)}")
+    test_file, _, function = record.nodeid.partition("::")
+    crash = _CRASH.match(record.crash)
+    if crash is not None:
+        message = crash["message"]
     else:
-        location, message = "", _PYTEST_E.sub("", _last_line(record.longrepr))
-    message = _first_line(scrub(message, root)) or record.outcome
+        message = _PYTEST_E.sub("", _last_line(record.longrepr))
+    message = _normalized(message, root) or record.outcome
+    site = f"{test_file}::{function.partition('[')[0]}" if function else test_file
+    line = _test_line(record, test_file)
+    headline = f"{record.phase} {scrub(site, root)}{f':{line}' if line else ''}: {message}"
+    raised_in = scrub(crash["path"], root) if crash is not None else ""
+    if raised_in and not _same_file(raised_in, test_file):
+        headline += f" (raised in {raised_in})"
+    return _bounded(headline)
+
+
+def _normalized(message: str, root: str) -> str:
+    message = _first_line(scrub(message, root))
     for pattern, replacement in _VOLATILE:
         message = pattern.sub(replacement, message)
-    place = f"{record.phase} {scrub(location, root)}".rstrip()
-    headline = f"{place}: {message.strip()}"
+    return message.strip()
+
+
+def _test_line(record: TestRecord, test_file: str) -> str:
+    """The line of the test's own file where it failed: its frame in the traceback (pytest's
+    `path:line: ...` location lines), else the crash line when the crash is in that file."""
+    if test_file:
+        for text in (record.longrepr, record.crash):
+            for found in _LOCATION.finditer(text):
+                if _same_file(found["path"], test_file):
+                    return found["line"]
+    return ""
+
+
+def _same_file(path: str, test_file: str) -> bool:
+    return path == test_file or path.endswith(f"/{test_file}")
+
+
+def _bounded(headline: str) -> str:
     if len(headline) <= SIGNATURE_CHARS:
         return headline
     half = (SIGNATURE_CHARS - 1) // 2

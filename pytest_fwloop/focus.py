@@ -45,27 +45,32 @@ def plan_iteration(
 ) -> FocusPlan:
     """The focus of an iteration of `kind` on the tree whose last full results are `standing`.
 
-    - a patch iteration runs what did not pass in `standing`, plus `extra` (the tester's picks);
-    - a confirmation runs what did not pass, or passed only on a rerun, at any iteration so far
-      (the gate that made the loop green just ran all the others on this very tree);
-    - the baseline, and any iteration with nothing recorded to carry, runs the whole suite.
+    - a patch iteration, or a confirmation, runs what did not pass, or passed only on a rerun,
+      at any iteration so far: the tests the coder is working on, so a patch that breaks one it
+      fixed earlier is caught at once (the gate that made the loop green just ran the others
+      on this very tree);
+    - plus the tests that read the patch's review or test plan (their outcome is the patch's),
+      and `extra`, the tester's picks;
+    - the baseline, a patch iteration with nothing failing, and any iteration with nothing
+      recorded to carry, run the whole suite.
     """
     if standing is None or not standing.tests or kind not in ("patch", "confirmation"):
         return WHOLE_SUITE
-    if kind == "patch":
-        wanted = _suite_ids(t.nodeid for t in standing.tests if not_passing(t))
-        why = f"{len(wanted)} test(s) that did not pass"
-    else:
-        wanted = _suite_ids(
-            t.nodeid for _, results in attempts for t in results.tests if not_passing(t) or t.flaky
-        )
-        why = f"{len(wanted)} test(s) that failed or were flaky at some iteration"
-    picked = [n for n in _suite_ids(extra) if n not in wanted]
+    failing = _suite_ids(t.nodeid for t in standing.tests if not_passing(t))
+    if kind == "patch" and not failing:
+        return WHOLE_SUITE  # nothing failing to focus on: the patch is judged by the full suite
+    ever = _suite_ids(
+        t.nodeid for _, results in attempts for t in results.tests if not_passing(t) or t.flaky
+    )
+    wanted = ever + [n for n in failing if n not in ever]
+    why = f"{len(wanted)} test(s) that failed or were flaky at some iteration"
+    aware = [t.nodeid for t in standing.tests if t.patch_aware and t.nodeid not in wanted]
+    picked = [n for n in _suite_ids(extra) if n not in wanted and n not in aware]
+    if aware:
+        why += f" + {len(aware)} reading the patch's review or test plan"
     if picked:
         why += f" + {len(picked)} picked by the tester"
-    if kind == "patch" and not wanted:
-        return WHOLE_SUITE  # nothing failing to focus on: the patch is judged by the full suite
-    return FocusPlan(wanted + picked, carry(standing), why)
+    return FocusPlan(wanted + aware + picked, carry(standing), why)
 
 
 def carry(results: IterationResults) -> IterationResults:

@@ -15,6 +15,7 @@ from pytest_fwloop.recovery import ErrorState
 from pytest_fwloop.results import IterationResults
 
 if TYPE_CHECKING:
+    from pytest_fwloop.child_run import Attempt
     from pytest_fwloop.tester_round import TesterRound
 
 
@@ -37,6 +38,9 @@ class Iteration:
     notes: list[str] = field(default_factory=list)
     #: Test executions in this iteration, reruns included (focus reruns leave most out).
     executed: int = 0
+    #: The child run of the whole suite whose reports (JUnit XML, HTML) describe this
+    #: iteration's tree; None when the iteration ran only a focus.
+    full_run: Attempt | None = None
 
     @property
     def pass_count(self) -> int:

@@ -142,14 +142,15 @@ def finalize(
         ]
         for it in measured
     ]
-    # The user's reports describe the tree they are left with: the last one, or the baseline.
-    described = measured[-1:] if outcome is Outcome.SUCCESS else measured[:1]
+    # The user's reports describe the tree they are left with: the last one, or the baseline;
+    # by its last whole-suite run (a confirmation reruns a focus on the gate's tree).
+    kept = measured if outcome is Outcome.SUCCESS else measured[:1]
+    described = [it for it in kept if it.full_run is not None][-1:]
     delivered = [
         line
         for it in described
-        for line in settings.reports.deliver(
-            recorder.round_path(it.number), recorder.run_id, it.number
-        )
+        if it.full_run is not None
+        for line in settings.reports.deliver(it.full_run, recorder.run_id, it.number)
     ]
     closing = [
         f"{tree}; records: {recorder.path}",

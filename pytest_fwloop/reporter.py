@@ -20,6 +20,9 @@ LONGREPR_HEAD = 1024
 LONGREPR_TAIL = 3072
 SECTIONS_TAIL = 2048
 ENV_ATTRIBUTE = "fwloop_env_failure"
+PATCH_AWARE_ATTRIBUTE = "fwloop_patch_aware"
+#: Fixtures whose value changes with each patch: a test using one must run in every iteration.
+PATCH_FIXTURES = frozenset({"fwloop_review", "fwloop_test_plan"})
 
 
 def bounded(text: str, head: int, tail: int) -> str:
@@ -29,14 +32,17 @@ def bounded(text: str, head: int, tail: int) -> str:
     return f"{text[:head]}\n… [{len(text) - head - tail} characters cut] …\n{text[-tail:]}"
 
 
-class EnvironmentMarker:
-    """Tags errors that are the environment's fault, not the firmware's (DESIGN.md §7)."""
+class ReportTags:
+    """Tags errors that are the environment's fault, not the firmware's (DESIGN.md §7), and
+    tests that read the applied patch's review or test plan (focus reruns keep them in)."""
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
+        if PATCH_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            setattr(report, PATCH_AWARE_ATTRIBUTE, True)
         if call.excinfo is not None and report.failed:
             name = environment_error_name(call.excinfo.value)
             # Known transport errors only mean "rig down" during setup; fwloop's own
@@ -135,6 +141,7 @@ class ResultsRecorder:
             sections=_sections(report) if report.failed else "",
             env_failure=getattr(report, ENV_ATTRIBUTE, None),
             reruns=self.reruns.get(report.nodeid, 0),
+            patch_aware=bool(getattr(report, PATCH_AWARE_ATTRIBUTE, False)),
         )
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -174,7 +181,7 @@ def _sections(report: pytest.TestReport) -> str:
 def register_child_plugins(config: pytest.Config, report_path: str, select_path: str) -> None:
     """Called from the main plugin's pytest_configure when this process is a loop child."""
     manager = config.pluginmanager
-    manager.register(EnvironmentMarker(), "fwloop-env-marker")
+    manager.register(ReportTags(), "fwloop-report-tags")
     if select_path:
         wanted = set(Path(select_path).read_text(encoding="utf-8").split("\n")) - {""}
         manager.register(Selection(wanted), "fwloop-selection")

@@ -42,6 +42,11 @@ class TestRecord(BaseModel):
         description="failed, then passed on a rerun with no code change: its outcome is what "
         "fwloop_flaky_policy counts it as, and the coder is never sent it",
     )
+    patch_aware: bool = Field(
+        default=False,
+        description="uses fwloop_review or fwloop_test_plan: its outcome depends on the patch "
+        "under test, so focus reruns always include it",
+    )
     carried: bool = Field(
         default=False,
         description="not run in this iteration (focus reruns): its outcome is the one its last "

@@ -62,7 +62,10 @@ class SuiteRun:
             if self.settings.focus
             else WHOLE_SUITE
         )
-        return self.run(folder, plan, standing, run, gate=kind == "patch")
+        outcome = self.run(folder, plan, standing, run, gate=kind == "patch")
+        if outcome.carried is None and plan.select != []:
+            loop.current.full_run = outcome.attempt
+        return outcome
 
     def run(
         self,

@@ -13,8 +13,12 @@ import shutil
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from pytest_fwloop.child_run import Attempt
 
 
 @dataclass(frozen=True)
@@ -42,10 +46,11 @@ class UserReports:
             *("--metadata", "fwloop_iteration", str(iteration)),
         ]
 
-    def deliver(self, round_folder: Path, run_id: str, iteration: int) -> list[str]:
-        """Copy the round's reports to the user's paths; one line for each file written."""
+    def deliver(self, run: Attempt, run_id: str, iteration: int) -> list[str]:
+        """Copy the reports of a whole-suite run to the user's paths; one line for each file
+        written."""
         written = []
-        junit = round_folder / "junit.xml"
+        junit, html, round_folder = run.junit, run.html, run.log.parent
         if self.junit is not None and junit.is_file():
             self.junit.parent.mkdir(parents=True, exist_ok=True)
             raw = junit.read_bytes()
@@ -57,7 +62,6 @@ class UserReports:
                 written.append(
                     f"JUnit XML of iteration {iteration}, copied as it was ({exc}): {self.junit}"
                 )
-        html = round_folder / "report.html"
         if self.html is not None and html.is_file():
             self.html.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(html, self.html)

@@ -216,7 +216,9 @@ def test_an_ab_alternation_is_named_as_one(project: LoopProject) -> None:
         "coder",
         [coder_answer(FIX_ADD, "fix add"), coder_answer(revert, "revert"), coder_answer(FIX_ADD)],
     )
-    result = project.run(f"--fwloop-coder={coder.spec}")
+    # The whole suite each iteration, so the revert's effect on add's tests is measured (a
+    # focus run would carry their pass until a gate: tests/test_suite_fit.py).
+    result = project.run(f"--fwloop-coder={coder.spec}", "--fwloop-focus=off")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     summary = project.summary()
     assert summary["outcome"] == "repeated_patch"

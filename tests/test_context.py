@@ -76,18 +76,39 @@ def accounted_tests(failures: list[Failure]) -> int:
 # --- signature ----------------------------------------------------------------------------------
 
 
-def test_signature_names_phase_file_and_normalised_message() -> None:
+def test_signature_names_phase_test_line_and_normalised_message() -> None:
     record = failing(
-        "tests/test_uart.py::test_echo",
+        "tests/test_uart.py::test_echo[9600]",
         crash=f"{ROOT}/tests/test_uart.py:42: AssertionError: assert 'OK' == 'ERR'\n- ERR\n+ OK",
     )
-    assert signature(record, ROOT) == "call tests/test_uart.py: AssertionError: assert '…' == '…'"
+    assert (
+        signature(record, ROOT)
+        == "call tests/test_uart.py::test_echo:42: AssertionError: assert '…' == '…'"
+    )
+
+
+def test_signature_names_the_test_line_from_the_traceback_and_where_it_was_raised() -> None:
+    """A firmware module raised it: the test's own frame gives the line, the crash the file."""
+    record = failing(
+        "tests/test_calc.py::test_div",
+        crash=f"{ROOT}/fw/calc.py:5: ZeroDivisionError: integer division or modulo by zero",
+        longrepr=(
+            "def test_div():\n>       calc.div(1, 0)\n\ntests/test_calc.py:12: \n"
+            "fw/calc.py:2: in div\n    return helper(a, b)\n"
+            "E   ZeroDivisionError: integer division or modulo by zero\n\n"
+            "fw/calc.py:5: ZeroDivisionError"
+        ),
+    )
+    assert signature(record, ROOT) == (
+        "call tests/test_calc.py::test_div:12: ZeroDivisionError: integer division or modulo "
+        "by zero (raised in fw/calc.py)"
+    )
 
 
 @pytest.mark.parametrize(
     ("first", "second"),
     [
-        ("t.py:12: assert 3 == 4", "t.py:97: assert 17 == 250"),
+        ("t.py:12: assert 3 == 4", "t.py:12: assert 17 == 250"),
         ("t.py:1: HardFault at 0x0800A1B2", "t.py:1: HardFault at 0x20001FF0"),
         ("t.py:1: PC=0800a1b2 LR=ff00ee01", "t.py:1: PC=08001c3d LR=0000abcd"),
         ("t.py:1: assert 'abc' == 'abd'", 't.py:1: assert "x" == "yz"'),
@@ -107,7 +128,7 @@ def test_signature_names_phase_file_and_normalised_message() -> None:
 def test_signature_is_the_same_for_the_same_failure_in_another_iteration(
     first: str, second: str
 ) -> None:
-    assert signature(failing("t.py::a", crash=first)) == signature(failing("t.py::b", crash=second))
+    assert signature(failing("t.py::a", crash=first)) == signature(failing("t.py::a", crash=second))
 
 
 @given(
@@ -123,9 +144,9 @@ def test_signature_is_stable_across_numbers_addresses_and_paths(
 ) -> None:
     def crash(line: int, value: int, address: int, seconds: float, tmp: int, quoted: str) -> str:
         return (
-            f"{ROOT}/tests/test_mem.py:{line}: AssertionError: read {value} at {address:#x} "
-            f"from /tmp/pytest-of-root/pytest-{tmp}/test_mem0/dump after {seconds:.2f}s "
-            f"for '{quoted}'"
+            f"{ROOT}/tests/test_mem.py:7: AssertionError: read {value} at {address:#x} "
+            f"(reg {line}) from /tmp/pytest-of-root/pytest-{tmp}/test_mem0/dump "
+            f"after {seconds:.2f}s for '{quoted}'"
         )
 
     reference = failing("tests/test_mem.py::test_read", crash=crash(7, 1, 0x20000000, 0.5, 1, ""))
@@ -144,6 +165,13 @@ def test_signature_is_stable_across_numbers_addresses_and_paths(
             failing("a", crash="u.py:1: AssertionError"),
         ),
         (failing("a", crash="t.py:1: E"), failing("a", crash="t.py:1: E", phase="setup")),
+        # Two assertions of one test, two test functions, two firmware modules raising.
+        (failing("t.py::a", crash="t.py:1: E"), failing("t.py::a", crash="t.py:2: E")),
+        (failing("t.py::a", crash="t.py:1: E"), failing("t.py::b", crash="t.py:1: E")),
+        (
+            failing("t.py::a", crash="fw/crc8.c:1: E", longrepr="t.py:3: "),
+            failing("t.py::a", crash="fw/ring.c:1: E", longrepr="t.py:3: "),
+        ),
     ],
 )
 def test_signature_tells_different_failures_apart(first: TestRecord, second: TestRecord) -> None:
@@ -167,7 +195,7 @@ def test_signature_of_an_environment_failure_ignores_where_it_was_noticed() -> N
 
 def test_signature_without_a_crash_line_uses_the_last_line_of_the_report() -> None:
     record = failing("t.py::test_x", longrepr="def test_x():\n>   go()\nE   KeyError: 'baud'\n\n")
-    assert signature(record) == "call: KeyError: '…'"
+    assert signature(record) == "call t.py::test_x: KeyError: '…'"
 
 
 def test_signature_of_a_crash_outside_the_workspace_keeps_the_last_two_components() -> None:
@@ -175,14 +203,16 @@ def test_signature_of_a_crash_outside_the_workspace_keeps_the_last_two_component
         "tests/test_uart.py::test_rx",
         crash="/usr/lib/python3.11/site-packages/serial/serialposix.py:575: SerialException: x",
     )
-    assert signature(record, ROOT) == "call …/serial/serialposix.py: SerialException: x"
+    assert signature(record, ROOT) == (
+        "call tests/test_uart.py::test_rx: SerialException: x (raised in …/serial/serialposix.py)"
+    )
 
 
 def test_signature_is_bounded_and_keeps_both_ends() -> None:
     record = failing("t.py::t", crash="t.py:1: ValueError: start " + "word " * 200 + "end")
     found = signature(record)
     assert len(found) <= SIGNATURE_CHARS
-    assert found.startswith("call t.py: ValueError: start")
+    assert found.startswith("call t.py::t:1: ValueError: start")
     assert found.endswith("word end")
     assert "…" in found
 
@@ -295,10 +325,10 @@ def uart_suite() -> list[TestRecord]:
     echo = [
         failing(
             f"tests/test_uart.py::test_echo[{baud}]",
-            crash=f"{ROOT}/tests/test_uart.py:{20 + n}: AssertionError: assert '{baud}' == 'OK'",
+            crash=f"{ROOT}/tests/test_uart.py:21: AssertionError: assert '{baud}' == 'OK'",
             longrepr=f"traceback {baud}\nE   AssertionError",
         )
-        for n, baud in enumerate((9600, 19200, 115200))
+        for baud in (9600, 19200, 115200)
     ]
     boot = failing(
         "tests/test_boot.py::test_banner",
@@ -311,8 +341,8 @@ def uart_suite() -> list[TestRecord]:
 
 def test_pack_clusters_by_signature_biggest_first_excerpt_on_the_first_test() -> None:
     packed = pack_failures(uart_suite(), CAP, ROOT)
-    echo = "call tests/test_uart.py: AssertionError: assert '…' == '…'"
-    boot = "call tests/test_boot.py: TimeoutError: no banner after ?s"
+    echo = "call tests/test_uart.py::test_echo:21: AssertionError: assert '…' == '…'"
+    boot = "call tests/test_boot.py::test_banner:8: TimeoutError: no banner after ?s"
     assert [(f.nodeid, f.signature, f.excerpt) for f in packed] == [
         ("tests/test_uart.py::test_echo[9600]", echo, "traceback 9600\nE   AssertionError"),
         ("tests/test_uart.py::test_echo[19200]", echo, ""),
@@ -361,7 +391,7 @@ def big_clusters(clusters: int, members: int, log_bytes: int = 20_000) -> list[T
     return [
         failing(
             f"tests/test_c{cluster}.py::test_case[{member}]",
-            crash=f"{ROOT}/tests/test_c{cluster}.py:{member}: AssertionError: got {member}",
+            crash=f"{ROOT}/tests/test_c{cluster}.py:7: AssertionError: got {member}",
             longrepr=f"start of c{cluster}\n" + "x" * log_bytes + f"\nE   end of c{cluster}",
             sections="--- Captured stdout call ---\n" + "console\n" * (log_bytes // 8) + "last",
         )

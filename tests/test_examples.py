@@ -8,7 +8,9 @@ rising each time, green, and green again on the confirmation run.
 from __future__ import annotations
 
 import itertools
+import json
 import os
+import re
 import subprocess
 import sys
 from typing import TYPE_CHECKING
@@ -76,10 +78,40 @@ def assert_converged(project: LoopProject, result: pytest.RunResult) -> None:
         assert all(line in final for line in added)
 
 
+def seeded_bugs(root: Path) -> dict[str, int]:
+    """The example README's table of seeded bugs: failing test function -> bug number."""
+    bugs = {}
+    for row in re.finditer(r"^\| (\d) \|.*\|(?P<tests>[^|]*)\|$", readme(root), re.MULTILINE):
+        for test in re.findall(r"`(test_\w+)`", row["tests"]):
+            bugs[test] = int(row[1])
+    return bugs
+
+
+def readme(root: Path) -> str:
+    return (root / "README.md").read_text(encoding="utf-8")
+
+
+def assert_one_cluster_per_bug(root: Path, run_dir: Path) -> None:
+    """The baseline's failures as the coder got them: no signature spans two seeded bugs, and
+    every bug has a signature whose entry carries an excerpt (issue 11, sharper clusters)."""
+    request = json.loads((run_dir / "rounds" / "02" / "coder-1.request.json").read_text())
+    bugs = seeded_bugs(root)
+    by_signature: dict[str, set[int]] = {}
+    with_excerpt: set[int] = set()
+    for failure in request["failures"]:
+        bug = bugs[failure["nodeid"].rpartition("::")[2].partition("[")[0]]
+        by_signature.setdefault(failure["signature"], set()).add(bug)
+        if failure["excerpt"]:
+            with_excerpt.add(bug)
+    assert all(len(found) == 1 for found in by_signature.values()), by_signature
+    assert with_excerpt == set(bugs.values())
+
+
 @pytest.mark.parametrize("name", ["uart-console", "qemu-cortex-m", "ssh-bmc"])
 def test_example_converges(project: LoopProject, name: str) -> None:
-    example(project, name)
+    root = example(project, name)
     assert_converged(project, project.run())
+    assert_one_cluster_per_bug(root, project.run_dirs()[0])
 
 
 def test_uart_console_over_a_serial_line_converges(project: LoopProject) -> None:

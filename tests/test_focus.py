@@ -19,7 +19,25 @@ def test_a_patch_iteration_focuses_on_what_did_not_pass_plus_the_testers_picks()
     assert plan.select == ["b", "c", "a"]
     assert plan.carried is not None
     assert all(t.carried for t in plan.carried.tests)
-    assert plan.why == "2 test(s) that did not pass + 1 picked by the tester"
+    assert (
+        plan.why == "2 test(s) that failed or were flaky at some iteration + 1 picked by the tester"
+    )
+
+
+def test_a_test_fixed_earlier_in_the_run_stays_in_the_focus() -> None:
+    """The coder works on those: a later patch that breaks one again must be seen at once."""
+    baseline = run(a="passed", b="failed", c="failed")
+    standing = run(a="passed", b="passed", c="failed")
+    plan = plan_iteration("patch", standing, [(1, baseline), (2, standing)])
+    assert plan.select == ["b", "c"]
+
+
+def test_a_test_reading_the_patchs_review_always_runs() -> None:
+    gate = TestRecord(nodeid="gate", outcome="passed", phase="call", patch_aware=True)
+    standing = IterationResults(exitstatus=1, tests=[*run(a="passed", b="failed").tests, gate])
+    plan = plan_iteration("patch", standing, [(1, standing)])
+    assert plan.select == ["b", "gate"]
+    assert plan.why.endswith("+ 1 reading the patch's review or test plan")
 
 
 def test_the_baseline_and_a_patch_with_nothing_failing_run_the_whole_suite() -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -94,3 +96,19 @@ def test_a_plain_run_imports_none_of_the_loop(pytester: pytest.Pytester) -> None
         "pytest_fwloop.sandbox",
         "pytest_fwloop.verdicts",
     }, loaded
+
+
+def test_a_loop_without_an_openai_provider_never_loads_the_http_client() -> None:
+    """Loading the loop and building its providers: only what the specs name is imported."""
+    probe = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "import pytest_fwloop.loop_main\n"
+        "from pytest_fwloop.agents.registry import parse_role_specs\n"
+        "parse_role_specs('rules,command:agent.py,claude,codex', 'coder', Path('.'))\n"
+        "print(sorted(m for m in ('httpx', 'httpcore') if m in sys.modules))\n"
+        "parse_role_specs('openai:m@http://127.0.0.1:1/v1', 'coder', Path('.'))\n"
+        "print('httpx' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.split("\n")[:2] == ["[]", "True"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from pytest_fwloop.child_run import next_attempt
 from pytest_fwloop.user_reports import UserReports, with_properties
 
 JUNIT = b'<?xml version="1.0"?><testsuites><testsuite name="pytest" tests="1"/></testsuites>'
@@ -19,6 +20,6 @@ def test_every_suite_gets_the_run_and_the_iteration() -> None:
 def test_a_junit_file_cut_short_is_copied_as_it_was(tmp_path: Path) -> None:
     (tmp_path / "junit.xml").write_bytes(JUNIT[:40])
     target = tmp_path / "ci" / "junit.xml"
-    [line] = UserReports(target, None).deliver(tmp_path, "run-7", 1)
+    [line] = UserReports(target, None).deliver(next_attempt(tmp_path), "run-7", 1)
     assert "copied as it was" in line
     assert target.read_bytes() == JUNIT[:40]

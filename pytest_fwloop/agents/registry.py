@@ -14,16 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_fwloop.agents.base import Provider
-from pytest_fwloop.agents.claude import ClaudeProvider
-from pytest_fwloop.agents.codex import CodexProvider
-from pytest_fwloop.agents.command import CommandProvider
 from pytest_fwloop.agents.errors import SpecError
-from pytest_fwloop.agents.openai import DEFAULT_KEY_ENV, OpenAIProvider, parse_openai_argument
-from pytest_fwloop.agents.rules import RulesProvider
-from pytest_fwloop.agents.scripted import ScriptedProvider
 
 if TYPE_CHECKING:
+    from pytest_fwloop.agents.base import Provider
     from pytest_fwloop.agents.protocol import Role
 
 
@@ -42,7 +36,7 @@ class ProviderOptions:
 
 #: Builds a provider from the text after `prefix:` ("" when there is none), the rootdir and the
 #: options; raises SpecError with a one-line reason when that text cannot work.
-ProviderFactory = Callable[[str, Path, ProviderOptions], Provider]
+ProviderFactory = Callable[[str, Path, ProviderOptions], "Provider"]
 
 
 @dataclass(frozen=True)
@@ -74,27 +68,60 @@ def cli_model(argument: str) -> str:
     return argument
 
 
+# Each factory imports its provider's module when it is used: a loop with a CLI coder never
+# loads the HTTP client, and the loop's start stays short (issue 11).
+
+
+def _claude(argument: str, _rootdir: Path, options: ProviderOptions) -> Provider:
+    from pytest_fwloop.agents.claude import ClaudeProvider
+
+    return ClaudeProvider(
+        cli_model(argument) if argument else "",
+        permission_mode=options.permission_mode,
+        max_turns=options.max_turns,
+    )
+
+
+def _codex(argument: str, _rootdir: Path, _options: ProviderOptions) -> Provider:
+    from pytest_fwloop.agents.codex import CodexProvider
+
+    return CodexProvider(cli_model(argument) if argument else "")
+
+
 def _openai(argument: str, _rootdir: Path, options: ProviderOptions) -> Provider:
+    from pytest_fwloop.agents.openai import OpenAIProvider, parse_openai_argument
+
     model, url = parse_openai_argument(argument)
     return OpenAIProvider(model, url, api_key_env=options.api_key_env)
+
+
+def _command(argument: str, rootdir: Path, _options: ProviderOptions) -> Provider:
+    from pytest_fwloop.agents.command import CommandProvider
+
+    return CommandProvider(argument, rootdir)
+
+
+def _scripted(argument: str, rootdir: Path, _options: ProviderOptions) -> Provider:
+    from pytest_fwloop.agents.scripted import ScriptedProvider
+
+    return ScriptedProvider(argument, rootdir)
+
+
+def _rules(_argument: str, _rootdir: Path, _options: ProviderOptions) -> Provider:
+    from pytest_fwloop.agents.rules import RulesProvider
+
+    return RulesProvider()
 
 
 PROVIDERS: dict[str, ProviderEntry] = {
     "claude": ProviderEntry(
         "claude",
         "Claude Code CLI in headless mode (claude -p … --output-format json)",
-        lambda argument, _rootdir, options: ClaudeProvider(
-            cli_model(argument) if argument else "",
-            permission_mode=options.permission_mode,
-            max_turns=options.max_turns,
-        ),
+        _claude,
         optional_argument="MODEL",
     ),
     "codex": ProviderEntry(
-        "codex",
-        "OpenAI Codex CLI (codex exec --json …)",
-        lambda argument, _rootdir, _options: CodexProvider(cli_model(argument) if argument else ""),
-        optional_argument="MODEL",
+        "codex", "OpenAI Codex CLI (codex exec --json …)", _codex, optional_argument="MODEL"
     ),
     "openai": ProviderEntry(
         "openai:MODEL@URL",
@@ -104,17 +131,15 @@ PROVIDERS: dict[str, ProviderEntry] = {
     "command": ProviderEntry(
         "command:PATH",
         "any executable: one JSON request on stdin, one JSON answer on stdout",
-        lambda argument, rootdir, _options: CommandProvider(argument, rootdir),
+        _command,
     ),
     "scripted": ProviderEntry(
         "scripted:DIR",
         "replays recorded answers from a directory: demos, tests, replay of an earlier run",
-        lambda argument, rootdir, _options: ScriptedProvider(argument, rootdir),
+        _scripted,
     ),
     "rules": ProviderEntry(
-        "rules",
-        "built-in, no model: keyword and error-code triage; never writes a patch",
-        lambda _argument, _rootdir, _options: RulesProvider(),
+        "rules", "built-in, no model: keyword and error-code triage; never writes a patch", _rules
     ),
 }
 
@@ -145,6 +170,8 @@ def parse_role_specs(
     """
     origin = origin or f"--fwloop-{role}"
     if _CREDENTIAL.search(text):
+        from pytest_fwloop.agents.openai import DEFAULT_KEY_ENV
+
         raise SpecError(
             f"fwloop: {origin}: the spec seems to contain a credential (not shown); put "
             f"the API key in ${DEFAULT_KEY_ENV} or the variable named by fwloop_api_key_env, "

@@ -1,0 +1,192 @@
+"""What the loop costs next to plain pytest, and what focus reruns save: P2, P3, P6 of issue 11.
+
+    python benchmarks/loop_speed.py [--rounds N] [--only P2,P3,P6]
+
+Every figure is a ratio of two sides measured in the same run, in interleaved rounds (A, B, A,
+B, ...; default 3 each), since these 2-core machines drift by several percent over a minute.
+Each side prints min / median / max wall-clock seconds; the ratio is of the medians.
+
+- P2: `pytest --fwloop --fwloop-confirm-runs=0` on a green suite of 1,000 trivial tests ÷ plain
+  `pytest` on it (goal ≤ 1.15): the loop's own cost when there is nothing to repair.
+- P3: a suite of 2,000 tests taking 2 ms each, with 5 seeded bugs (each failing 20 tests spread
+  over the 20 files), repaired by a coder that fixes one bug per call: time to green with
+  `--fwloop-focus=on` ÷ `off` (goal ≤ 0.5), and test executions, from `summary.json`'s
+  `executed_counts` (goal ≤ 0.4).
+- P6: the loop's `-n 2` speed-up (pytest-xdist in each child) ÷ plain pytest's `-n 2` speed-up,
+  on a green suite of 400 tests taking 10 ms each (goal ≥ 0.95).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+INI = "[pytest]\naddopts = -p no:cacheprovider -p no:randomly\n"
+LOOP = ("--fwloop", "--fwloop-reviewer=rules", "--fwloop-mode=ci")
+BUGS = 5
+#: The one-bug-per-call coder: turns the first `BUGk = True` it finds off, as a diff.
+CODER = """\
+import json, sys
+from pathlib import Path
+json.load(sys.stdin)
+text = Path("fw/bugs.py").read_text()
+line = next(line for line in text.splitlines() if line.endswith("= True"))
+fixed = text.replace(line, line.replace("True", "False"))
+old, new = text.splitlines(keepends=True), fixed.splitlines(keepends=True)
+import difflib
+diff = "diff --git a/fw/bugs.py b/fw/bugs.py\\n" + "".join(
+    difflib.unified_diff(old, new, fromfile="a/fw/bugs.py", tofile="b/fw/bugs.py")
+)
+print(json.dumps({"analysis": {"root_cause": line, "hypotheses": [line], "confidence": 0.9},
+                  "patch": diff, "summary": f"fix {line.split()[0]}"}))
+"""
+
+
+def green_suite(root: Path, tests: int, per_file: int, sleep_ms: float = 0.0) -> Path:
+    root.mkdir(parents=True)
+    pause = f"    time.sleep({sleep_ms / 1000})\n" if sleep_ms else ""
+    for start in range(0, tests, per_file):
+        body = "import time\n\n" + "".join(
+            f"def test_{n}():\n{pause}    assert {n} == {n}\n\n"
+            for n in range(start, min(start + per_file, tests))
+        )
+        (root / f"test_{start // per_file:03d}.py").write_text(body)
+    (root / "pytest.ini").write_text(INI)
+    return root
+
+
+def seeded_suite(root: Path) -> Path:
+    """2,000 tests in 20 files, 2 ms each; test i checks bug i % 100 when that is below BUGS."""
+    root.mkdir(parents=True)
+    (root / "fw").mkdir()
+    (root / "fw" / "__init__.py").write_text("")
+    (root / "fw" / "bugs.py").write_text("".join(f"BUG{k} = True\n" for k in range(BUGS)))
+    (root / "coder.py").write_text(CODER)
+    for file in range(20):
+        tests = []
+        for n in range(file * 100, file * 100 + 100):
+            check = f"    assert not bugs.BUG{n % 100}\n" if n % 100 < BUGS else ""
+            tests.append(f"def test_{n}():\n    time.sleep(0.002)\n{check}    assert True\n\n")
+        (root / f"test_{file:02d}.py").write_text("import time\n\nfrom fw import bugs\n\n\n")
+        with (root / f"test_{file:02d}.py").open("a") as stream:
+            stream.write("".join(tests))
+    (root / "pytest.ini").write_text(INI + "testpaths = .\n")
+    return root
+
+
+def reset(root: Path) -> None:
+    """Undo what a run left (kept fixes, run records) so each round starts from the same tree."""
+    (root / "fw" / "bugs.py").write_text("".join(f"BUG{k} = True\n" for k in range(BUGS)))
+    subprocess.run(["rm", "-rf", str(root / ".fwloop")], check=True)
+
+
+def pytest_wall(folder: Path, *args: str, ok: tuple[int, ...] = (0,)) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTEST_ADDOPTS": "", "CI": "true"},
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    seconds = time.perf_counter() - start
+    if done.returncode not in ok:
+        sys.exit(f"{' '.join(args)} exited {done.returncode}:\n{done.stdout[-2000:]}")
+    return seconds
+
+
+def interleaved(
+    rounds: int, a: Callable[[], float], b: Callable[[], float]
+) -> tuple[list[float], list[float]]:
+    sides: tuple[list[float], list[float]] = ([], [])
+    for _ in range(rounds):
+        sides[0].append(a())
+        sides[1].append(b())
+    return sides
+
+
+def spread(values: list[float]) -> str:
+    return f"{min(values):.2f} / {statistics.median(values):.2f} / {max(values):.2f}"
+
+
+def ratio(label: str, a: list[float], b: list[float], goal: str) -> None:
+    print(f"  A: {spread(a)} s\n  B: {spread(b)} s")
+    print(f"  {label}: {statistics.median(a) / statistics.median(b):.3f} (goal {goal})")
+
+
+def p2(scratch: Path, rounds: int) -> None:
+    print("P2: pytest --fwloop --fwloop-confirm-runs=0 (A) / plain pytest (B), 1,000 green tests")
+    folder = green_suite(scratch / "p2", 1_000, 500)
+    loop = (*LOOP, "--fwloop-coder=rules", "--fwloop-confirm-runs=0")
+    a, b = interleaved(rounds, lambda: pytest_wall(folder, *loop), lambda: pytest_wall(folder))
+    ratio("wall-clock ratio", a, b, "<= 1.15")
+
+
+def p3(scratch: Path, rounds: int) -> None:
+    print("P3: 2,000 tests, 5 seeded bugs, one fix per coder call: focus on (A) / off (B)")
+    folder = seeded_suite(scratch / "p3")
+    executions: dict[str, list[int]] = {"on": [], "off": []}
+
+    def repair(focus: str) -> float:
+        reset(folder)
+        seconds = pytest_wall(
+            folder,
+            *LOOP,
+            f"--fwloop-coder=command:{folder / 'coder.py'}",
+            f"--fwloop-focus={focus}",
+        )
+        [run] = (folder / ".fwloop" / "runs").iterdir()
+        summary = json.loads((run / "summary.json").read_text())
+        if summary["outcome"] != "success":
+            sys.exit(f"P3 focus={focus} ended {summary['outcome']}: {summary['reason']}")
+        executions[focus].append(sum(summary["executed_counts"]))
+        return seconds
+
+    a, b = interleaved(rounds, lambda: repair("on"), lambda: repair("off"))
+    ratio("time-to-green ratio", a, b, "<= 0.5")
+    on, off = statistics.median(executions["on"]), statistics.median(executions["off"])
+    print(f"  test executions: {on:.0f} / {off:.0f} = {on / off:.3f} (goal <= 0.4)")
+
+
+def p6(scratch: Path, rounds: int) -> None:
+    print("P6: the loop's -n 2 speed-up / plain pytest's -n 2 speed-up, 400 tests of 10 ms")
+    folder = green_suite(scratch / "p6", 400, 100, sleep_ms=10)
+    loop = (*LOOP, "--fwloop-coder=rules", "--fwloop-confirm-runs=0")
+    plain_1, plain_2 = interleaved(
+        rounds, lambda: pytest_wall(folder), lambda: pytest_wall(folder, "-n", "2")
+    )
+    loop_1, loop_2 = interleaved(
+        rounds, lambda: pytest_wall(folder, *loop), lambda: pytest_wall(folder, *loop, "-n", "2")
+    )
+    plain = statistics.median(plain_1) / statistics.median(plain_2)
+    looped = statistics.median(loop_1) / statistics.median(loop_2)
+    print(f"  plain: {spread(plain_1)} s, -n 2: {spread(plain_2)} s, speed-up {plain:.2f}")
+    print(f"  loop:  {spread(loop_1)} s, -n 2: {spread(loop_2)} s, speed-up {looped:.2f}")
+    print(f"  speed-up ratio: {looped / plain:.3f} (goal >= 0.95)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", default="P2,P3,P6")
+    options = parser.parse_args()
+    chosen = {name.strip().upper() for name in options.only.split(",")}
+    with tempfile.TemporaryDirectory() as scratch:
+        for name, measure in (("P2", p2), ("P3", p3), ("P6", p6)):
+            if name in chosen:
+                measure(Path(scratch), options.rounds)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
