@@ -69,7 +69,9 @@ def seeded_suite(root: Path) -> Path:
     (root / "fw").mkdir()
     (root / "fw" / "__init__.py").write_text("")
     (root / "fw" / "bugs.py").write_text("".join(f"BUG{k} = True\n" for k in range(BUGS)))
-    (root / "coder.py").write_text(CODER)
+    coder = root / "coder.py"
+    coder.write_text(f"#!{sys.executable}\n{CODER}")
+    coder.chmod(0o755)
     for file in range(20):
         tests = []
         for n in range(file * 100, file * 100 + 100):

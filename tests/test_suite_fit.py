@@ -13,6 +13,7 @@ import pytest
 from loopkit import (
     CALC,
     FIXES,
+    Agent,
     LoopProject,
     calc_fix_patches,
     coder_answer,
@@ -233,25 +234,33 @@ def test_a_hook_that_raises_before_the_run_is_an_internal_error(project: LoopPro
     assert tree_state(project.root) == before
 
 
+def calc_at_half(project: LoopProject) -> str:
+    """The calc suite with add right at the baseline (3/6); the firmware's text."""
+    base = CALC.replace(*FIXES[0])
+    project.calc_suite()
+    project.write("fw/calc.py", base)
+    return base
+
+
+def calc_coder(project: LoopProject, *edits: tuple[str, str, str]) -> Agent:
+    """A coder answering with one edit of fw/calc.py per call: (before, after, summary)."""
+    answers = [coder_answer(unified_diff("fw/calc.py", a, b), why) for a, b, why in edits]
+    return project.agent("coder", answers)
+
+
 def test_a_regressing_coder_is_rolled_back_and_told(project: LoopProject) -> None:
     """Through `pytest --fwloop --fwloop-focus=off` (the whole suite every iteration): the
     coder's first patch fixes scale but breaks add, which passed before; the pass count does
     not rise, so the patch is rolled back and the coder is told which tests it broke; its next
     patches converge. With the focus on, the same break is found later, by the gate (below)."""
-    base = CALC.replace(*FIXES[0])  # add is right at the baseline: 3/6
-    project.calc_suite()
-    project.write("fw/calc.py", base)
+    base = calc_at_half(project)
     scale_fixed = base.replace(*FIXES[1])
     regressing = scale_fixed.replace(FIXES[0][1], FIXES[0][0])
-    coder = project.agent(
-        "coder",
-        [
-            coder_answer(unified_diff("fw/calc.py", base, regressing), "fix scale, break add"),
-            coder_answer(unified_diff("fw/calc.py", base, scale_fixed), "fix scale"),
-            coder_answer(
-                unified_diff("fw/calc.py", scale_fixed, scale_fixed.replace(*FIXES[2])), "clamp"
-            ),
-        ],
+    coder = calc_coder(
+        project,
+        (base, regressing, "fix scale, break add"),
+        (base, scale_fixed, "fix scale"),
+        (scale_fixed, scale_fixed.replace(*FIXES[2]), "clamp"),
     )
     result = project.run(
         f"--fwloop-coder={coder.spec}", "--fwloop-reviewer=rules", "--fwloop-focus=off"
@@ -279,20 +288,14 @@ def test_a_regression_the_focus_hides_is_caught_by_the_gate(project: LoopProject
     carried pass. Patch 2 fixes clamp: the focus is green, the whole suite runs as the gate and
     finds add broken. It is not blamed on patch 2 (add did not run before it), the coder gets
     the regression, and its fix is judged by the gate again."""
-    base = CALC.replace(*FIXES[0])  # add is right at the baseline: 3/6
-    project.calc_suite()
-    project.write("fw/calc.py", base)
+    base = calc_at_half(project)
     broken = base.replace(*FIXES[1]).replace(FIXES[0][1], FIXES[0][0])
     clamped = broken.replace(*FIXES[2])
-    coder = project.agent(
-        "coder",
-        [
-            coder_answer(unified_diff("fw/calc.py", base, broken), "fix scale"),
-            coder_answer(unified_diff("fw/calc.py", broken, clamped), "fix clamp"),
-            coder_answer(
-                unified_diff("fw/calc.py", clamped, clamped.replace(*FIXES[0])), "fix add again"
-            ),
-        ],
+    coder = calc_coder(
+        project,
+        (base, broken, "fix scale"),
+        (broken, clamped, "fix clamp"),
+        (clamped, clamped.replace(*FIXES[0]), "fix add again"),
     )
     result = project.run(f"--fwloop-coder={coder.spec}", "--fwloop-reviewer=rules")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
