@@ -1,7 +1,8 @@
-"""`fwloop cancel`: stop a running loop from another terminal, as SIGTERM would.
+"""The `fwloop` command: act on the loop's runs from another terminal or a CI step.
 
-The controller restores the tree and writes its records before it exits; this command waits for
-that, so when it returns the workspace is settled.
+`fwloop cancel` stops a running loop as SIGTERM would: the controller restores the tree and
+writes its records before it exits, and the command waits for that, so when it returns the
+workspace is settled. `fwloop replay RUN` checks a recorded run's decisions (replay.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from pytest_fwloop.replay import ReplayError, load_run, replay, timeline_lines
 from pytest_fwloop.workspace import Journal, WorkspaceError
 
 #: How long `cancel` waits for the controller to restore the tree and exit.
@@ -44,13 +46,65 @@ def cancel(root: Path, wait: float) -> int:
     return 1
 
 
+def find_run(root: Path, runs: Path, name: str) -> Path:
+    """A run directory by id, unique id prefix, `last`, or path; ReplayError says why not."""
+    if "/" in name or name in (".", ".."):
+        path = Path(name)
+        if (path / "summary.json").is_file():
+            return path
+        raise ReplayError(f"fwloop: {name} is not a run directory (no summary.json)")
+    folder = runs if runs.is_absolute() else root / runs
+    found = sorted(p for p in folder.glob("*") if (p / "summary.json").is_file())
+    if not found:
+        raise ReplayError(f"fwloop: no finished run in {folder}; run pytest --fwloop first")
+    if name == "last":
+        return found[-1]
+    matches = [p for p in found if p.name.startswith(name)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise ReplayError(f"fwloop: no run '{name}' in {folder}; `last` names the latest")
+    raise ReplayError(
+        f"fwloop: '{name}' names {len(matches)} runs ({', '.join(p.name for p in matches[:3])}"
+        f"{', …' if len(matches) > 3 else ''}); give more of the id"
+    )
+
+
+def replay_run(root: Path, runs: Path, name: str) -> int:
+    try:
+        run = load_run(find_run(root, runs, name))
+    except ReplayError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    print("\n".join(timeline_lines(run)))
+    difference = replay(run)
+    if difference is not None:
+        print(f"fwloop replay: does not reproduce: {difference}", file=sys.stderr)
+        return 1
+    print(
+        f"fwloop replay: every decision reproduces ({len(run.events)} events, "
+        f"{len(run.timeline.iterations)} iterations)"
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="fwloop", description="Control pytest-fwloop runs.")
     commands = parser.add_subparsers(dest="command", required=True)
     stop = commands.add_parser("cancel", help="stop the loop running in a rootdir")
     stop.add_argument("rootdir", nargs="?", default=".", type=Path, help="default: .")
     stop.add_argument("--wait", type=float, default=WAIT_SECONDS, help="seconds to wait")
+    check = commands.add_parser(
+        "replay", help="check that a recorded run's decisions follow from its records"
+    )
+    check.add_argument("run", help="run id, unique prefix of one, `last`, or a run directory")
+    check.add_argument("--rootdir", default=".", type=Path, help="default: .")
+    check.add_argument(
+        "--run-dir", default=Path(".fwloop/runs"), type=Path, help="default: .fwloop/runs"
+    )
     args = parser.parse_args(argv)
+    if args.command == "replay":
+        return replay_run(args.rootdir.resolve(), args.run_dir, args.run)
     return cancel(args.rootdir.resolve(), args.wait)
 
 

@@ -14,6 +14,7 @@ import difflib
 import json
 import os
 import stat
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -249,6 +250,16 @@ class LoopProject:
     def run_dirs(self) -> list[Path]:
         runs = self.root / ".fwloop" / "runs"
         return sorted(runs.iterdir()) if runs.exists() else []
+
+    def replay(self) -> subprocess.CompletedProcess[str]:
+        """`fwloop replay last` in the project, as a user would run it after the loop."""
+        return subprocess.run(
+            [sys.executable, "-m", "pytest_fwloop.cli", "replay", "last"],
+            cwd=self.root,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
 
     def events(self) -> list[dict[str, Any]]:
         [run_dir] = self.run_dirs()

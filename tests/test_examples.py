@@ -112,6 +112,9 @@ def test_example_converges(project: LoopProject, name: str) -> None:
     root = example(project, name)
     assert_converged(project, project.run())
     assert_one_cluster_per_bug(root, project.run_dirs()[0])
+    replayed = project.replay()
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert "every decision reproduces" in replayed.stdout
 
 
 def test_uart_console_over_a_serial_line_converges(project: LoopProject) -> None:

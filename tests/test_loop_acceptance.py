@@ -550,6 +550,9 @@ def test_auto_mode_switches_strategy_twice_then_stops(project: LoopProject) -> N
     assert "strategy switches" in summary["reason"] or "(2)" in summary["reason"]
     switched = [r for r in coder.requests() if any("abandon" in c for c in r["constraints"])]
     assert [r["iteration"] for r in switched] == [8, 9]
+    # Rollbacks, plateau verdicts and strategy switches all replay from the records.
+    replayed = project.replay()
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
 
 
 def test_conftest_hook_replaces_the_reviewer_schema(project: LoopProject) -> None:

@@ -332,3 +332,6 @@ def test_a_regression_the_focus_hides_is_caught_by_the_gate(project: LoopProject
     assert any("regression gate" in note for note in timeline[2]["notes"])
     told = coder.requests()[2]["regressions"]
     assert [(r["nodeid"], r["broken_in"]) for r in told] == [(add[0], 3), (add[1], 3)]
+    # The decisions taken on carried and gate evidence replay from the records.
+    replayed = project.replay()
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
