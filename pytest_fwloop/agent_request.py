@@ -1,15 +1,18 @@
 """What every agent is sent (DESIGN.md §5): the `command:` protocol's request, bounded.
 
-Failures are packed by signature within `fwloop_context_bytes`; the history carries earlier
+Failures are packed by signature within `fwloop_context_bytes` (less what the coder's
+`similar_fixes` from the knowledge base take, a quarter at most); the history carries earlier
 iterations' counts, patch summaries and outcomes; never a whole log.
 """
 
 from __future__ import annotations
 
-from pytest_fwloop.agents.protocol import AgentRequest, HistoryEntry
-from pytest_fwloop.context import pack_failures
+from pytest_fwloop.agents.protocol import AgentRequest, HistoryEntry, SimilarFix
+from pytest_fwloop.context import pack_failures, signature
 from pytest_fwloop.history import open_regressions
+from pytest_fwloop.knowledge import KnowledgeBase
 from pytest_fwloop.loop_state import LoopState
+from pytest_fwloop.memory import similar_fixes
 from pytest_fwloop.settings import LoopSettings
 
 
@@ -18,11 +21,20 @@ def agent_request(
 ) -> AgentRequest:
     """The request for `role`; `extra` adds protocol fields or replaces the defaults."""
     latest = loop.latest_results()
-    failures = pack_failures(
-        [t for t in latest.not_passing() if not t.flaky] if latest else [],
-        settings.context_bytes,
-        root=str(settings.rootdir),
-    )
+    failing = [t for t in latest.not_passing() if not t.flaky] if latest else []
+    root = str(settings.rootdir)
+    similar: list[SimilarFix] = []
+    if role == "coder" and settings.knowledge is not None:
+        # A quarter of the context at most, taken from what the failures may fill.
+        similar, note = similar_fixes(
+            KnowledgeBase(settings.knowledge),
+            [signature(t, root) for t in failing],
+            settings.context_bytes // 4,
+        )
+        if note and note not in loop.current.notes:
+            loop.current.notes.append(note)
+    used = sum(len(fix.model_dump_json()) for fix in similar)
+    failures = pack_failures(failing, settings.context_bytes - used, root=root)
     history = [
         HistoryEntry(
             iteration=it.number,
@@ -45,6 +57,7 @@ def agent_request(
         "patch": patch,
         "build_diagnostics": loop.build_diagnostics,
         "constraints": list(loop.constraints),
-        "regressions": open_regressions(loop.measured(), str(settings.rootdir)),
+        "regressions": open_regressions(loop.measured(), root),
+        "similar_fixes": similar,
     }
     return AgentRequest.model_validate({**fields, **extra})

@@ -2,7 +2,8 @@
 
 `fwloop cancel` stops a running loop as SIGTERM would: the controller restores the tree and
 writes its records before it exits, and the command waits for that, so when it returns the
-workspace is settled. `fwloop replay RUN` checks a recorded run's decisions (replay.py).
+workspace is settled. `fwloop replay RUN` checks a recorded run's decisions (replay.py);
+`fwloop kb` searches, lists and prunes the knowledge base of fixes (knowledge.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import sys
 import time
 from pathlib import Path
 
+from tabulate import tabulate
+
+from pytest_fwloop.knowledge import KnowledgeBase, KnowledgeError
 from pytest_fwloop.replay import ReplayError, load_run, replay, timeline_lines
 from pytest_fwloop.workspace import Journal, WorkspaceError
 
@@ -88,6 +92,32 @@ def replay_run(root: Path, runs: Path, name: str) -> int:
     return 0
 
 
+def knowledge_command(args: argparse.Namespace) -> int:
+    """`fwloop kb search|list|forget`: look into the knowledge base, or take a fix out of it."""
+    base = KnowledgeBase(args.knowledge)
+    try:
+        if args.action == "forget":
+            if not base.forget(args.id):
+                print(f"fwloop: no fix #{args.id} in {args.knowledge}", file=sys.stderr)
+                return 1
+            print(f"fwloop: fix #{args.id} forgotten")
+            return 0
+        found = (
+            base.search(args.text, args.limit)
+            if args.action == "search"
+            else base.recent(args.limit)
+        )
+    except KnowledgeError as exc:
+        print(f"fwloop: {exc}", file=sys.stderr)
+        return 2
+    rows = [
+        [f.id, f.created[:16], f"{f.run_id}#{f.iteration}", f.summary[:50], len(f.signatures)]
+        for f in found
+    ]
+    print(tabulate(rows, ["id", "stored", "run", "summary", "signatures"]) if rows else "no fix")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="fwloop", description="Control pytest-fwloop runs.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -102,7 +132,24 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument(
         "--run-dir", default=Path(".fwloop/runs"), type=Path, help="default: .fwloop/runs"
     )
+    kb = commands.add_parser("kb", help="the knowledge base of fixes that worked")
+    actions = kb.add_subparsers(dest="action", required=True)
+    search = actions.add_parser("search", help="fixes whose failures match the words of TEXT")
+    search.add_argument("text")
+    actions.add_parser("list", help="the latest fixes")
+    forget = actions.add_parser("forget", help="take one fix out")
+    forget.add_argument("id", type=int)
+    for action in (search, actions.choices["list"], forget):
+        action.add_argument(
+            "--knowledge",
+            type=Path,
+            default=Path(".fwloop/knowledge.sqlite"),
+            help="the knowledge base file (default: .fwloop/knowledge.sqlite)",
+        )
+        action.add_argument("--limit", type=int, default=20, help="rows to show (default 20)")
     args = parser.parse_args(argv)
+    if args.command == "kb":
+        return knowledge_command(args)
     if args.command == "replay":
         return replay_run(args.rootdir.resolve(), args.run_dir, args.run)
     return cancel(args.rootdir.resolve(), args.wait)

@@ -20,7 +20,9 @@ from pytest_fwloop.convergence import ConvergenceChecker, ConvergenceType, Plate
 from pytest_fwloop.flaky import with_flaky
 from pytest_fwloop.fsm import ErrorType, LoopEvent, State
 from pytest_fwloop.history import baseline_regressions, regressions_between
+from pytest_fwloop.knowledge import KnowledgeBase
 from pytest_fwloop.loop_state import Iteration, LoopState, Step
+from pytest_fwloop.memory import remember
 from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.records import ConvergenceRecord, Event
 from pytest_fwloop.recovery import ErrorState
@@ -225,6 +227,7 @@ class IterationEnd:
     def check(self) -> Step:
         iteration = self.loop.current
         self._roll_back_a_regressing_patch()
+        self._remember_a_fix()
         # A rolled-back attempt still counts as what it measured: the rules judge the attempts
         # (a coder whose patches keep making things worse plateaus), not the tree that stands.
         self.checker.add_iteration_result(iteration.pass_count, iteration.total_count)
@@ -273,6 +276,24 @@ class IterationEnd:
         if verdict is ConvergenceType.SUCCESS:
             return Step(LoopEvent.CONVERGED, reason)
         return Step(LoopEvent.STOP, reason)
+
+    def _remember_a_fix(self) -> None:
+        """A kept patch that raised the pass count goes to the knowledge base (DESIGN.md §12)."""
+        measured = self.loop.measured()
+        if self.loop.current.kind != "patch" or len(measured) < 2 or not self.settings.knowledge:
+            return
+        answer = self.loop.coder_answer
+        note = remember(
+            KnowledgeBase(self.settings.knowledge),
+            self.recorder.run_id,
+            measured[-2][1],
+            self.loop.current,
+            answer.analysis.root_cause if answer is not None else "",
+            self.recorder.redact,
+            str(self.settings.rootdir),
+        )
+        if note:
+            self.loop.current.notes.append(note)
 
     def _roll_back_a_regressing_patch(self) -> None:
         """DESIGN.md §13: a patch that breaks tests that passed before it without raising the

@@ -219,6 +219,14 @@ OPTIONS: tuple[OptionSpec, ...] = (
         metavar="N",
     ),
     OptionSpec(
+        "knowledge",
+        "the knowledge base of fixes that worked (SQLite), relative to the rootdir; a file a "
+        "team shares across repositories may be named here; 'off' keeps none",
+        ".fwloop/knowledge.sqlite",
+        flag="--fwloop-knowledge",
+        metavar="FILE|off",
+    ),
+    OptionSpec(
         "run_dir",
         "where run records go, relative to the rootdir",
         ".fwloop/runs",

@@ -56,6 +56,8 @@ class RunRecorder:
         self.path = runs_root / run_id
         self.path.mkdir(parents=True, exist_ok=False)
         self._redact = redact
+        #: The run's redactor, for what leaves the run by another way (the knowledge base).
+        self.redact = redact
         self._events = self.path / "task-events.jsonl"
 
     def round_path(self, iteration: int, name: str = "") -> Path:

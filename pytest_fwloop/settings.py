@@ -56,6 +56,8 @@ class LoopSettings:
     criteria: ConvergenceCriteria
     plateau: PlateauHandlingStrategy
     runs_root: Path
+    #: The knowledge base of fixes, or None (`fwloop_knowledge = off`).
+    knowledge: Path | None
     policy: PatchPolicy
     max_risk: float
     review_rounds: int
@@ -168,6 +170,13 @@ def randomly_seed(config: pytest.Config) -> tuple[int | None, list[str]]:
     return (given if isinstance(given, int) else None), []
 
 
+def knowledge_path(rootdir: Path, value: str) -> Path | None:
+    """`fwloop_knowledge` as a path (relative to the rootdir, `~` expanded), None for `off`."""
+    if value.strip().lower() == "off":
+        return None
+    return rootdir / Path(value).expanduser()
+
+
 def load_settings(config: pytest.Config) -> LoopSettings:
     rootdir = config.rootpath
     refuse_partial_runs(config)
@@ -267,6 +276,7 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         criteria=criteria,
         plateau=plateau,
         runs_root=rootdir / resolve(config, "run_dir"),
+        knowledge=knowledge_path(rootdir, resolve(config, "knowledge")),
         policy=policy,
         max_risk=resolve(config, "max_risk"),
         review_rounds=resolve(config, "review_rounds"),

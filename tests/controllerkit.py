@@ -180,7 +180,9 @@ class ControllerKit:
         self.time = FakeTime()
         self.terminal = io.StringIO()
 
-    def build(self, firmware: str, *ini: str, plugins: tuple[object, ...] = ()) -> Controller:
+    def build(
+        self, firmware: str, *ini: str, plugins: tuple[object, ...] = (), run_id: str = "run-1"
+    ) -> Controller:
         (self.root / FIRMWARE).parent.mkdir(parents=True, exist_ok=True)
         (self.root / FIRMWARE).write_text(firmware + "\n", encoding="utf-8")
         lines = ["fwloop_coder = fake:coder", "fwloop_reviewer = fake:reviewer", *ini]
@@ -192,8 +194,8 @@ class ControllerKit:
         redact = Redactor({})
         workspace = Workspace(settings.rootdir, settings.snapshot_exclude)
         workspace.lock()
-        workspace.open("run-1")
-        recorder = RunRecorder(settings.runs_root, "run-1", redact)
+        workspace.open(run_id)
+        recorder = RunRecorder(settings.runs_root, run_id, redact)
         controller = Controller(
             config,
             settings,

@@ -401,3 +401,28 @@ def test_a_regression_hidden_by_the_focus_is_caught_by_the_gate_and_not_blamed_o
     assert not [e for e in kit.events() if e["kind"] == "rollback"]
     [regression] = kit.coder.requests[2].regressions
     assert (regression.nodeid, regression.broken_in) == ("tests/test_fw.py::test_0", 3)
+
+
+def test_a_fix_is_remembered_and_shown_to_the_coder_of_a_later_run(kit: ControllerKit) -> None:
+    """Run 1 fixes test_1; the knowledge base keeps the fix with the failure it fixed. Run 2
+    meets the same failure: its coder is sent run 1's fix in `similar_fixes`."""
+    fix = fixing("ok bug", "ok ok", "reset the UART divisor")
+    kit.coder.answers = [fix]
+    kit.build("ok bug")
+    assert kit.run() is Outcome.SUCCESS
+    assert kit.coder.requests[0].similar_fixes == []
+    notes = _timeline(kit)[1]["notes"]
+    assert "fix stored in the knowledge base as #1" in notes
+    kit.build("ok bug", run_id="run-2")
+    assert kit.run() is Outcome.SUCCESS
+    [similar] = kit.coder.requests[1].similar_fixes
+    assert (similar.run_id, similar.iteration) == ("run-1", 2)
+    assert similar.patch == fix["patch"]
+    assert similar.signatures == [kit.coder.requests[1].failures[0].signature]
+
+
+def test_without_a_knowledge_base_nothing_is_kept(kit: ControllerKit) -> None:
+    kit.coder.answers = [fixing("ok bug", "ok ok")]
+    kit.build("ok bug", "fwloop_knowledge = off")
+    assert kit.run() is Outcome.SUCCESS
+    assert not (kit.root / ".fwloop" / "knowledge.sqlite").exists()

@@ -11,6 +11,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from typing import TYPE_CHECKING
@@ -142,3 +143,27 @@ def test_recorded_answers_verify(name: str, tmp_path: Path) -> None:
     assert "verify_answers: OK" in verify.stdout
     assert running_under(tmp_path) == []
     assert list(tmp_path.iterdir()) == []  # the scratch copy is gone
+
+
+def test_a_second_run_sees_the_first_runs_fixes_in_a_shared_knowledge_base(
+    project: LoopProject, tmp_path: Path
+) -> None:
+    """Two runs of uart-console, from its seeded tree each time, with one shared knowledge base:
+    the second run's coder is sent the first run's crc8 fix for the crc8 failures."""
+    shared = tmp_path / "team" / "knowledge.sqlite"
+    root = example(project, "uart-console")
+    assert_converged(project, project.run(f"--fwloop-knowledge={shared}"))
+    [first] = project.run_dirs()
+    for fixed in ("firmware", "build"):  # the sources' copies are older than the binary
+        shutil.rmtree(root / fixed)
+    copy_example("uart-console", root)  # the seeded bugs back
+    result = project.run(f"--fwloop-knowledge={shared}")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    second = next(p for p in project.run_dirs() if p != first)
+    request = json.loads((second / "rounds" / "02" / "coder-1.request.json").read_text())
+    similar = request["similar_fixes"]
+    assert similar
+    assert {fix["run_id"] for fix in similar} == {first.name}
+    [crc_fix] = [fix for fix in similar if "crc8.c" in fix["patch"]]
+    crc_failures = {f["signature"] for f in request["failures"] if "crc8" in f["nodeid"]}
+    assert crc_failures <= set(crc_fix["signatures"])

@@ -45,6 +45,17 @@ class Regression(BaseModel):
     broken_in: int
 
 
+class SimilarFix(BaseModel):
+    """An earlier fix, from the knowledge base, of failures like the current ones (DESIGN.md
+    §12): what worked before, for the coder to weigh, never to apply blindly."""
+
+    run_id: str
+    iteration: int
+    signatures: list[str]
+    summary: str
+    patch: str
+
+
 class HistoryEntry(BaseModel):
     """What an earlier iteration achieved, so the coder does not repeat a failed idea."""
 
@@ -82,6 +93,7 @@ class AgentRequest(BaseModel):
     validation_errors: list[str] = Field(default_factory=list)
     constraints: list[str] = Field(default_factory=list)
     regressions: list[Regression] = Field(default_factory=list)
+    similar_fixes: list[SimilarFix] = Field(default_factory=list)
 
     @field_validator("workspace")
     @classmethod
