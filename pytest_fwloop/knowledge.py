@@ -46,14 +46,18 @@ CREATE TABLE IF NOT EXISTS fixes (
 CREATE VIRTUAL TABLE IF NOT EXISTS fixes_text USING fts5(
     signatures, nodeids, excerpts, analysis, summary, content='fixes', content_rowid='id'
 );
-CREATE VIRTUAL TABLE IF NOT EXISTS fixes_words USING fts5vocab(fixes_text, 'row');
+CREATE TABLE IF NOT EXISTS words (term TEXT PRIMARY KEY, doc INTEGER NOT NULL) WITHOUT ROWID;
 """
 #: A word found in more than this share of the fixes (`call`, `AssertionError`) tells them
 #: apart no better than chance and makes every lookup rank them all: it is left out of queries.
 COMMON_SHARE = 0.05
 #: ... unless the base is this small, when ranking everything costs nothing.
 COMMON_FLOOR = 50
-_WORD = re.compile(r"\w+", re.UNICODE)
+#: The rarest words of a lookup that are searched for: they decide the ranking, and each more
+#: word adds its fixes to what must be ranked.
+QUERY_WORDS = 16
+#: A word as FTS5's default tokenizer (unicode61) cuts one: letters and digits; `_` separates.
+_WORD = re.compile(r"[^\W_]+")
 
 
 class StoredFix(BaseModel):
@@ -136,10 +140,16 @@ class KnowledgeBase:
             )
             rowid = cursor.lastrowid
             assert rowid is not None
+            indexed = (row[4], row[5], row[6], fix.analysis, fix.summary)
             db.execute(
                 "INSERT INTO fixes_text (rowid, signatures, nodeids, excerpts, analysis, summary) "
                 "VALUES (?,?,?,?,?,?)",
-                (rowid, row[4], row[5], row[6], fix.analysis, fix.summary),
+                (rowid, *indexed),
+            )
+            db.executemany(
+                "INSERT INTO words (term, doc) VALUES (?, 1) "
+                "ON CONFLICT (term) DO UPDATE SET doc = doc + 1",
+                [(word,) for word in _words(" ".join(indexed))],
             )
             return rowid
 
@@ -198,6 +208,10 @@ class KnowledgeBase:
                 (fix_id, *row),
             )
             db.execute("DELETE FROM fixes WHERE id = ?", (fix_id,))
+            db.executemany(
+                "UPDATE words SET doc = doc - 1 WHERE term = ?",
+                [(word,) for word in _words(" ".join(row))],
+            )
             return True
 
 
@@ -206,13 +220,15 @@ def _words(text: str) -> list[str]:
 
 
 def _telling(db: sqlite3.Connection, words: list[str]) -> list[str]:
-    """`words` less those too common among the stored fixes to rank by, rarest first."""
-    (total,) = db.execute("SELECT count(*) FROM fixes").fetchone()
+    """`words` less those too common among the stored fixes to rank by, rarest first (`words`
+    counts the fixes each word is in, kept up to date by `store` and `forget`)."""
+    # The highest id stands for the count (a forgotten fix leaves a gap): count(*) scans.
+    (total,) = db.execute("SELECT coalesce(max(id), 0) FROM fixes").fetchone()
     marks = ",".join("?" * len(words))
-    found = dict(db.execute(f"SELECT term, doc FROM fixes_words WHERE term IN ({marks})", words))
+    found = dict(db.execute(f"SELECT term, doc FROM words WHERE term IN ({marks})", words))
     most = max(COMMON_FLOOR, int(total * COMMON_SHARE))
     telling = [w for w in words if 0 < found.get(w, 0) <= most]
-    return sorted(telling, key=lambda w: found[w])[:64]
+    return sorted(telling, key=lambda w: found[w])[:QUERY_WORDS]
 
 
 def _any_of(words: list[str]) -> str:
