@@ -60,7 +60,7 @@ demo() {
 
 rig_deps() {
     # The environment tests and examples run real QEMU, an ARM toolchain, sshd and socat;
-    # the build-sandbox tests run bubblewrap.
+    # the build-sandbox tests run bubblewrap; the report tests open report.html in Chromium.
     local missing=()
     command -v qemu-system-arm >/dev/null || missing+=(qemu-system-arm)
     command -v arm-none-eabi-gcc >/dev/null || missing+=(gcc-arm-none-eabi)
@@ -69,6 +69,7 @@ rig_deps() {
     command -v ssh-keygen >/dev/null || missing+=(openssh-client)
     command -v socat >/dev/null || missing+=(socat)
     command -v bwrap >/dev/null || missing+=(bubblewrap)  # fwloop_build_sandbox tests
+    command -v chromium >/dev/null || missing+=(chromium)  # report.html in a real browser
     apt_install "${missing[@]}"
 }
 

@@ -20,6 +20,7 @@ from pytest_fwloop.convergence import ConvergenceChecker, ConvergenceType, Plate
 from pytest_fwloop.flaky import with_flaky
 from pytest_fwloop.fsm import ErrorType, LoopEvent, State
 from pytest_fwloop.history import baseline_regressions, regressions_between
+from pytest_fwloop.html_report import write_html_report
 from pytest_fwloop.knowledge import KnowledgeBase
 from pytest_fwloop.loop_state import Iteration, LoopState, Step
 from pytest_fwloop.memory import remember
@@ -258,6 +259,13 @@ class IterationEnd:
             f"{self.recorder.relative(self.recorder.round_path(iteration.number))}/"
             "convergence.json",
             record.model_dump(mode="json"),
+        )
+        write_html_report(
+            self.recorder,
+            self.loop,
+            self.settings.criteria.target_pass_rate,
+            "running",
+            f"after iteration {iteration.number}: {reason}",
         )
         self.config.hook.pytest_fwloop_iteration_done(
             config=self.config,

@@ -308,6 +308,13 @@ _RUN_FILES: tuple[tuple[str, str], ...] = (
         "the human report: outcome, reason, per-iteration table, what still fails",
     ),
     (
+        "`report.html`",
+        "the same for a browser, self-contained (inline CSS and SVG, no script): the pass-rate "
+        "chart with the target line, the iterations, a test × iteration matrix, each round's "
+        "analysis, diff, review and tester results, the decision trace, links to the logs; "
+        "rewritten at each iteration end (`running`) and at the end",
+    ),
+    (
         "`final.patch`",
         (
             "on success: the real difference between the baseline and the final tree, for "

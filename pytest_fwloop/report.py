@@ -16,6 +16,7 @@ import pytest
 from pytest_fwloop.budget import Usage
 from pytest_fwloop.fsm import State
 from pytest_fwloop.history import broken_per_iteration, flaky_per_iteration, outcomes_by_test
+from pytest_fwloop.html_report import write_html_report
 from pytest_fwloop.outcomes import Outcome, describe_crash, exit_status
 from pytest_fwloop.records import (
     CrashSummary,
@@ -129,6 +130,13 @@ def finalize(
     recorder.write_json("task-timeline.json", timeline.model_dump(mode="json"))
     recorder.write_text(
         "report.md", _report(summary, loop.iterations, tree, _usage_line(calls.usage.total))
+    )
+    write_html_report(
+        recorder,
+        loop,
+        settings.criteria.target_pass_rate,
+        outcome.value,
+        redact(loop.final_reason),
     )
 
     rows = [

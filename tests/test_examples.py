@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from envs_support.browser import open_page
 from envs_support.examples import EXAMPLES, ConsoleServer, copy_example, recorded_answers
 from envs_support.procs import running_under
 from envs_support.tools import require
@@ -116,6 +117,22 @@ def test_example_converges(project: LoopProject, name: str) -> None:
     replayed = project.replay()
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert "every decision reproduces" in replayed.stdout
+    assert_report_opens(project)
+
+
+def assert_report_opens(project: LoopProject) -> None:
+    """The run's report.html in a real headless browser: it loads with no console message, the
+    chart has a point per iteration, the matrix a row per test, and a screenshot is taken."""
+    [run_dir] = project.run_dirs()
+    summary = project.summary()
+    opened = open_page(run_dir / "report.html", run_dir / "report.png")
+    assert opened.console == []
+    assert opened.dom.count("<circle ") == len(summary["pass_counts"])
+    assert 'id="target"' in opened.dom
+    matrix = opened.dom.split('id="matrix"', 1)[1].split("</table>", 1)[0]
+    assert matrix.count('<td class="cell ') == len(summary["tests"]) * len(summary["pass_counts"])
+    assert f'class="outcome {summary["outcome"]}"' in opened.dom
+    assert opened.screenshot.stat().st_size > 10_000
 
 
 def test_uart_console_over_a_serial_line_converges(project: LoopProject) -> None:

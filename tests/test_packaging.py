@@ -47,9 +47,13 @@ def test_the_sdist_ships_the_license_and_no_tests_it_cannot_run(dist: Path) -> N
     assert not [n for n in names if n.startswith(("tests/", "examples/", "benchmarks/"))]
 
 
-def test_the_wheel_ships_the_schemas_and_the_license(dist: Path) -> None:
+def test_the_wheel_ships_the_schemas_the_report_template_and_the_license(dist: Path) -> None:
     [wheel] = dist.glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert {"pytest_fwloop/schemas/reviewer.json", "pytest_fwloop/py.typed"} <= set(names)
+    assert {
+        "pytest_fwloop/schemas/reviewer.json",
+        "pytest_fwloop/templates/report.html.j2",
+        "pytest_fwloop/py.typed",
+    } <= set(names)
     assert any(n.endswith(".dist-info/licenses/LICENSE") or n.endswith("/LICENSE") for n in names)
     assert not [n for n in names if n.startswith("tests/")]

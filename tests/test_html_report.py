@@ -1,0 +1,71 @@
+"""`report.html` (DESIGN.md §12), from in-process runs: rewritten at each iteration end, built
+from the records, and nothing an agent or a test wrote is ever markup."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controllerkit import ControllerKit, fixing
+from pytest_fwloop.outcomes import Outcome
+
+HOSTILE = "<script>alert('fw')</script><img src=x onerror=alert(1)>"
+
+
+@pytest.fixture
+def kit(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> ControllerKit:
+    return ControllerKit(pytester, monkeypatch)
+
+
+class Snapshots:
+    """Reads report.html each time an iteration ends (the public iteration-done hook)."""
+
+    def __init__(self) -> None:
+        self.path: Path | None = None
+        self.seen: list[str] = []
+
+    @pytest.hookimpl
+    def pytest_fwloop_iteration_done(self, **_: Any) -> None:
+        assert self.path is not None
+        self.seen.append((self.path / "report.html").read_text(encoding="utf-8"))
+
+
+def test_the_report_shows_progress_then_the_outcome(kit: ControllerKit) -> None:
+    snapshots = Snapshots()
+    kit.coder.answers = [fixing("ok bug bug", "ok ok bug"), fixing("ok ok bug", "ok ok ok")]
+    kit.build("ok bug bug", plugins=(snapshots,))
+    snapshots.path = kit.controller.recorder.path
+    assert kit.run() is Outcome.SUCCESS
+    assert len(snapshots.seen) == 4
+    assert 'class="outcome running"' in snapshots.seen[0]
+    assert "after iteration 1: continue" in snapshots.seen[0]
+    assert snapshots.seen[0].count('<tr><td><a href="#round-') == 1
+    final = (kit.controller.recorder.path / "report.html").read_text(encoding="utf-8")
+    assert 'class="outcome success"' in final
+    assert final.count('<tr><td><a href="#round-') == 4
+    # The chart: one point per iteration, and the target line.
+    assert final.count("<circle ") == 4
+    assert 'id="target"' in final
+    # The matrix: 3 tests over 4 iterations, the failing ones first.
+    rows = re.findall(r"<tr><td>(tests/test_fw\.py::test_\d)</td>", final)
+    assert rows == [
+        "tests/test_fw.py::test_1",
+        "tests/test_fw.py::test_2",
+        "tests/test_fw.py::test_0",
+    ]
+    assert "<script" not in final
+
+
+def test_what_agents_and_tests_wrote_is_shown_as_text(kit: ControllerKit) -> None:
+    answer = fixing("ok bug", "ok ok", summary=HOSTILE)
+    answer["analysis"]["root_cause"] = HOSTILE
+    kit.coder.answers = [answer]
+    kit.build("ok bug")
+    assert kit.run() is Outcome.SUCCESS
+    html = (kit.controller.recorder.path / "report.html").read_text(encoding="utf-8")
+    assert "<script" not in html
+    assert "<img" not in html
+    assert "&lt;script&gt;alert(&#39;fw&#39;)&lt;/script&gt;" in html
