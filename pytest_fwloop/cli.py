@@ -3,7 +3,8 @@
 `fwloop cancel` stops a running loop as SIGTERM would: the controller restores the tree and
 writes its records before it exits, and the command waits for that, so when it returns the
 workspace is settled. `fwloop replay RUN` checks a recorded run's decisions (replay.py);
-`fwloop kb` searches, lists and prunes the knowledge base of fixes (knowledge.py).
+`fwloop report RUN` writes its report.html again (html_report.py); `fwloop kb` searches, lists
+and prunes the knowledge base of fixes (knowledge.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from pytest_fwloop.html_report import Facts, render_to
 from pytest_fwloop.knowledge import KnowledgeBase, KnowledgeError
 from pytest_fwloop.replay import ReplayError, load_run, replay, timeline_lines
 from pytest_fwloop.workspace import Journal, WorkspaceError
@@ -92,6 +94,28 @@ def replay_run(root: Path, runs: Path, name: str) -> int:
     return 0
 
 
+def report_run(root: Path, runs: Path, name: str, output: Path | None) -> int:
+    """`fwloop report RUN [-o FILE]`: the run's report.html again, from its records alone."""
+    try:
+        path = find_run(root, runs, name)
+        run = load_run(path)
+    except ReplayError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    written = render_to(
+        output or path / "report.html",
+        path.resolve(),
+        run.summary.run_id,
+        [Facts.of(entry) for entry in run.timeline.iterations if entry.counts is not None],
+        [(n, r.results) for n, r in sorted(run.rounds.items()) if r.results is not None],
+        float(run.summary.criteria.get("target_pass_rate", 1.0)),
+        run.summary.outcome.value,
+        run.summary.reason,
+    )
+    print(f"fwloop: report of run {run.summary.run_id}: {written}")
+    return 0
+
+
 def knowledge_command(args: argparse.Namespace) -> int:
     """`fwloop kb search|list|forget`: look into the knowledge base, or take a fix out of it."""
     base = KnowledgeBase(args.knowledge)
@@ -128,10 +152,14 @@ def main(argv: list[str] | None = None) -> int:
         "replay", help="check that a recorded run's decisions follow from its records"
     )
     check.add_argument("run", help="run id, unique prefix of one, `last`, or a run directory")
-    check.add_argument("--rootdir", default=".", type=Path, help="default: .")
-    check.add_argument(
-        "--run-dir", default=Path(".fwloop/runs"), type=Path, help="default: .fwloop/runs"
-    )
+    report = commands.add_parser("report", help="write a run's report.html again")
+    report.add_argument("run", help="run id, unique prefix of one, `last`, or a run directory")
+    report.add_argument("-o", "--output", type=Path, help="default: the run's report.html")
+    for command in (check, report):
+        command.add_argument("--rootdir", default=".", type=Path, help="default: .")
+        command.add_argument(
+            "--run-dir", default=Path(".fwloop/runs"), type=Path, help="default: .fwloop/runs"
+        )
     kb = commands.add_parser("kb", help="the knowledge base of fixes that worked")
     actions = kb.add_subparsers(dest="action", required=True)
     search = actions.add_parser("search", help="fixes whose failures match the words of TEXT")
@@ -152,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         return knowledge_command(args)
     if args.command == "replay":
         return replay_run(args.rootdir.resolve(), args.run_dir, args.run)
+    if args.command == "report":
+        return report_run(args.rootdir.resolve(), args.run_dir, args.run, args.output)
     return cancel(args.rootdir.resolve(), args.wait)
 
 

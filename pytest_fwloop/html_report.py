@@ -1,14 +1,16 @@
 """`report.html` (DESIGN.md §12): the run for a person to look at, in one self-contained file.
 
 Written at each iteration end, so opening it during a long run shows how far it got, and at the
-end. Inline CSS and SVG, no script and no network, so it reads the same with scripts off or
-archived by CI. Everything that comes from tests, firmware output or agents is escaped by the
-template engine (Jinja2 with autoescaping): a test named `<script>` shows as text.
+end; `fwloop report RUN` writes it again from the run directory alone. Inline CSS and SVG, no
+script and no network, so it reads the same with scripts off or archived by CI. Everything that
+comes from tests, firmware output or agents is escaped by the template engine (Jinja2 with
+autoescaping): a test named `<script>` shows as text.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,8 @@ import jinja2
 
 from pytest_fwloop.history import outcomes_by_test
 from pytest_fwloop.loop_state import Iteration, LoopState
+from pytest_fwloop.records import TimelineEntry
+from pytest_fwloop.results import IterationResults
 from pytest_fwloop.rundir import RunRecorder
 
 #: Tests shown in the matrix at most (the failing ones first); the rest are counted.
@@ -24,6 +28,34 @@ MATRIX_ROWS = 400
 #: Characters of each diff, analysis or log excerpt shown.
 TEXT_CHARS = 20_000
 CHART_WIDTH, CHART_HEIGHT, CHART_PAD = 640, 220, 36
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the report shows of one iteration whose tests ran, from the loop or its records."""
+
+    number: int
+    kind: str
+    pass_count: int
+    total_count: int
+    executed: int
+    verdict: str
+    reason: str
+    notes: tuple[str, ...]
+
+    @classmethod
+    def of(cls, it: Iteration | TimelineEntry) -> Facts:
+        number = it.number if isinstance(it, Iteration) else it.iteration
+        return cls(
+            number,
+            it.kind,
+            it.pass_count,
+            it.total_count,
+            it.executed,
+            it.convergence_type or "continue",
+            it.reason,
+            tuple(it.notes),
+        )
 
 
 @dataclass
@@ -35,7 +67,7 @@ class RoundView:
     executed: int
     verdict: str
     reason: str
-    notes: list[str]
+    notes: Sequence[str]
     patch: str = ""
     analysis: str = ""
     review: dict[str, Any] | None = None
@@ -47,26 +79,57 @@ class RoundView:
 def write_html_report(
     recorder: RunRecorder, loop: LoopState, target: float, outcome: str, reason: str
 ) -> Path:
-    """(Re)write `report.html` from the loop's state and the round folders."""
-    rounds = [_round(recorder, it) for it in loop.iterations if it.results is not None]
-    matrix, hidden = _matrix(loop)
+    """(Re)write the run's `report.html` from the loop's state and the round folders; the
+    loop's own texts (reasons, notes) are redacted like every record."""
+    return render_to(
+        recorder.path / "report.html",
+        recorder.path,
+        recorder.run_id,
+        [Facts.of(it) for it in loop.iterations if it.results is not None],
+        loop.attempts(),
+        target,
+        outcome,
+        reason,
+        recorder.redact,
+    )
+
+
+def render_to(
+    target_file: Path,
+    run_dir: Path,
+    run_id: str,
+    facts: list[Facts],
+    attempts: list[tuple[int, IterationResults]],
+    target: float,
+    outcome: str,
+    reason: str,
+    redact: Callable[[str], str] = str,
+) -> Path:
+    """Write the report of `run_dir` to `target_file`, through `redact`; its links lead into
+    the run directory wherever the file is."""
+    rounds = [_round(run_dir, f) for f in facts]
+    matrix, hidden = _matrix(attempts)
     html = _TEMPLATE.render(
-        run_id=recorder.run_id,
+        run_id=run_id,
         outcome=outcome,
         reason=reason,
         rounds=rounds,
-        chart=_chart([it for it in loop.iterations if it.results is not None], target),
+        chart=_chart(facts, target),
         target=f"{target:.0%}",
         matrix=matrix,
         hidden=hidden,
-        iterations=[r.number for r in rounds],
-        events=_events(recorder.path / "task-events.jsonl"),
+        iterations=[n for n, _ in attempts],
+        events=_events(run_dir / "task-events.jsonl"),
+        base="" if target_file.parent == run_dir else f"{run_dir.as_uri()}/",
     )
-    return recorder.write_text("report.html", html)
+    temporary = target_file.with_name(f".{target_file.name}.tmp")
+    temporary.write_text(redact(html), encoding="utf-8")
+    temporary.replace(target_file)  # a browser reloading it mid-run never sees half a page
+    return target_file
 
 
-def _round(recorder: RunRecorder, it: Iteration) -> RoundView:
-    folder = recorder.round_path(it.number)
+def _round(run_dir: Path, it: Facts) -> RoundView:
+    folder = run_dir / "rounds" / f"{it.number:02d}"
     rate = it.pass_count / it.total_count if it.total_count else 0.0
     view = RoundView(
         number=it.number,
@@ -74,9 +137,9 @@ def _round(recorder: RunRecorder, it: Iteration) -> RoundView:
         counts=f"{it.pass_count}/{it.total_count}",
         rate=f"{rate:.1%}",
         executed=it.executed,
-        verdict=it.convergence_type or "continue",
+        verdict=it.verdict,
         reason=it.reason,
-        notes=list(it.notes),
+        notes=it.notes,
         patch=_text(folder / "patch.diff"),
         review=_json(folder / "review.json"),
         plan=_json(folder / "test-plan.json"),
@@ -92,16 +155,17 @@ def _round(recorder: RunRecorder, it: Iteration) -> RoundView:
     commands = _json(folder / "commands.json")
     view.commands = list(commands.get("commands", [])) if commands else []
     view.links = [
-        recorder.relative(path)
+        path.relative_to(run_dir).as_posix()
         for pattern in ("build.log", "pytest*.log", "console/*")
         for path in sorted(folder.glob(pattern))
     ]
     return view
 
 
-def _matrix(loop: LoopState) -> tuple[list[tuple[str, list[str]]], int]:
+def _matrix(
+    attempts: list[tuple[int, IterationResults]],
+) -> tuple[list[tuple[str, list[str]]], int]:
     """Rows of (node id, one cell class per iteration): failing tests first."""
-    attempts = loop.attempts()
     table = outcomes_by_test(attempts)
     special: dict[tuple[str, int], str] = {}
     for number, results in attempts:
@@ -124,7 +188,7 @@ def _matrix(loop: LoopState) -> tuple[list[tuple[str, list[str]]], int]:
     return rows[:MATRIX_ROWS], max(0, len(rows) - MATRIX_ROWS)
 
 
-def _chart(measured: list[Iteration], target: float) -> dict[str, Any]:
+def _chart(measured: list[Facts], target: float) -> dict[str, Any]:
     """Points of the pass-rate polyline and the target line, in SVG coordinates."""
     width, height, pad = CHART_WIDTH, CHART_HEIGHT, CHART_PAD
     step = (width - 2 * pad) / max(len(measured) - 1, 1)

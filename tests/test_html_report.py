@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from controllerkit import ControllerKit, fixing
+from pytest_fwloop.cli import main
 from pytest_fwloop.outcomes import Outcome
 
 HOSTILE = "<script>alert('fw')</script><img src=x onerror=alert(1)>"
@@ -69,3 +70,22 @@ def test_what_agents_and_tests_wrote_is_shown_as_text(kit: ControllerKit) -> Non
     assert "<script" not in html
     assert "<img" not in html
     assert "&lt;script&gt;alert(&#39;fw&#39;)&lt;/script&gt;" in html
+
+
+def test_fwloop_report_writes_the_same_page_from_the_records(
+    kit: ControllerKit, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kit.coder.answers = [fixing("ok bug bug", "ok ok bug"), fixing("ok ok bug", "ok ok ok")]
+    kit.build("ok bug bug")
+    assert kit.run() is Outcome.SUCCESS
+    run_dir = kit.controller.recorder.path
+    by_the_loop = (run_dir / "report.html").read_text(encoding="utf-8")
+    (run_dir / "report.html").unlink()
+    assert main(["report", "last", "--rootdir", str(kit.root)]) == 0
+    assert (run_dir / "report.html").read_text(encoding="utf-8") == by_the_loop
+    elsewhere = tmp_path / "ci" / "run.html"
+    elsewhere.parent.mkdir()
+    assert main(["report", str(run_dir), "-o", str(elsewhere)]) == 0
+    moved = elsewhere.read_text(encoding="utf-8")
+    assert f'href="{run_dir.as_uri()}/rounds/02/pytest.log"' in moved
+    assert capsys.readouterr().out.endswith(f"{elsewhere}\n")
