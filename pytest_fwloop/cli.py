@@ -18,9 +18,8 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from pytest_fwloop.html_report import Facts, render_to
 from pytest_fwloop.knowledge import KnowledgeBase, KnowledgeError
-from pytest_fwloop.replay import ReplayError, load_run, replay, timeline_lines
+from pytest_fwloop.run_commands import list_runs, replay_run, report_run, show_run
 from pytest_fwloop.workspace import Journal, WorkspaceError
 
 #: How long `cancel` waits for the controller to restore the tree and exit.
@@ -50,70 +49,6 @@ def cancel(root: Path, wait: float) -> int:
         file=sys.stderr,
     )
     return 1
-
-
-def find_run(root: Path, runs: Path, name: str) -> Path:
-    """A run directory by id, unique id prefix, `last`, or path; ReplayError says why not."""
-    if "/" in name or name in (".", ".."):
-        path = Path(name)
-        if (path / "summary.json").is_file():
-            return path
-        raise ReplayError(f"fwloop: {name} is not a run directory (no summary.json)")
-    folder = runs if runs.is_absolute() else root / runs
-    found = sorted(p for p in folder.glob("*") if (p / "summary.json").is_file())
-    if not found:
-        raise ReplayError(f"fwloop: no finished run in {folder}; run pytest --fwloop first")
-    if name == "last":
-        return found[-1]
-    matches = [p for p in found if p.name.startswith(name)]
-    if len(matches) == 1:
-        return matches[0]
-    if not matches:
-        raise ReplayError(f"fwloop: no run '{name}' in {folder}; `last` names the latest")
-    raise ReplayError(
-        f"fwloop: '{name}' names {len(matches)} runs ({', '.join(p.name for p in matches[:3])}"
-        f"{', …' if len(matches) > 3 else ''}); give more of the id"
-    )
-
-
-def replay_run(root: Path, runs: Path, name: str) -> int:
-    try:
-        run = load_run(find_run(root, runs, name))
-    except ReplayError as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    print("\n".join(timeline_lines(run)))
-    difference = replay(run)
-    if difference is not None:
-        print(f"fwloop replay: does not reproduce: {difference}", file=sys.stderr)
-        return 1
-    print(
-        f"fwloop replay: every decision reproduces ({len(run.events)} events, "
-        f"{len(run.timeline.iterations)} iterations)"
-    )
-    return 0
-
-
-def report_run(root: Path, runs: Path, name: str, output: Path | None) -> int:
-    """`fwloop report RUN [-o FILE]`: the run's report.html again, from its records alone."""
-    try:
-        path = find_run(root, runs, name)
-        run = load_run(path)
-    except ReplayError as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    written = render_to(
-        output or path / "report.html",
-        path.resolve(),
-        run.summary.run_id,
-        [Facts.of(entry) for entry in run.timeline.iterations if entry.counts is not None],
-        [(n, r.results) for n, r in sorted(run.rounds.items()) if r.results is not None],
-        float(run.summary.criteria.get("target_pass_rate", 1.0)),
-        run.summary.outcome.value,
-        run.summary.reason,
-    )
-    print(f"fwloop: report of run {run.summary.run_id}: {written}")
-    return 0
 
 
 def knowledge_command(args: argparse.Namespace) -> int:
@@ -152,10 +87,15 @@ def main(argv: list[str] | None = None) -> int:
         "replay", help="check that a recorded run's decisions follow from its records"
     )
     check.add_argument("run", help="run id, unique prefix of one, `last`, or a run directory")
+    listing = commands.add_parser("list", help="the runs under the rootdir")
+    show = commands.add_parser("show", help="one run: outcome, reason, iterations, records")
+    show.add_argument("run", help="run id, unique prefix of one, `last`, or a run directory")
+    for command in (listing, show):
+        command.add_argument("--json", action="store_true", help="JSON instead of a table")
     report = commands.add_parser("report", help="write a run's report.html again")
     report.add_argument("run", help="run id, unique prefix of one, `last`, or a run directory")
     report.add_argument("-o", "--output", type=Path, help="default: the run's report.html")
-    for command in (check, report):
+    for command in (check, report, listing, show):
         command.add_argument("--rootdir", default=".", type=Path, help="default: .")
         command.add_argument(
             "--run-dir", default=Path(".fwloop/runs"), type=Path, help="default: .fwloop/runs"
@@ -180,6 +120,10 @@ def main(argv: list[str] | None = None) -> int:
         return knowledge_command(args)
     if args.command == "replay":
         return replay_run(args.rootdir.resolve(), args.run_dir, args.run)
+    if args.command == "list":
+        return list_runs(args.rootdir.resolve(), args.run_dir, args.json)
+    if args.command == "show":
+        return show_run(args.rootdir.resolve(), args.run_dir, args.run, args.json)
     if args.command == "report":
         return report_run(args.rootdir.resolve(), args.run_dir, args.run, args.output)
     return cancel(args.rootdir.resolve(), args.wait)

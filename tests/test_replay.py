@@ -148,3 +148,34 @@ def test_an_unreadable_record_is_refused_in_one_line(
     assert code == 2
     assert err.startswith(f"{copy}: a record does not validate: ")
     assert err.count("\n") == 1
+
+
+def test_fwloop_list_and_show_name_the_runs_and_their_records(
+    run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = str(run_dir.parents[2])
+    (run_dir.parent / "20991231-235959-dead").mkdir()  # a run whose controller was killed
+    assert main(["list", "--rootdir", root, "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    # Sorted by id, which starts with the time a real run started.
+    assert [(r["run_id"], r["outcome"]) for r in listed] == [
+        ("20991231-235959-dead", "unfinished"),
+        (run_dir.name, "success"),
+    ]
+    assert next(r for r in listed if r["run_id"] == run_dir.name)["pass_counts"] == [2, 1, 3, 3]
+    assert main(["list", "--rootdir", root]) == 0
+    table = capsys.readouterr().out
+    assert "2 → 1 → 3 → 3 of 3" in table
+    assert "2099-12-31 23:59:59" in table
+    assert main(["show", "last", "--rootdir", root, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["outcome"] == "success"
+    assert [i["kind"] for i in shown["iterations"]] == [
+        "baseline",
+        "rollback",
+        "patch",
+        "confirmation",
+    ]
+    assert shown["records"]["report.html"] == str(run_dir / "report.html")
+    assert main(["show", "last", "--rootdir", root]) == 0
+    assert "rollback" in capsys.readouterr().out
