@@ -29,6 +29,7 @@ def agent_request(
         similar, note = similar_fixes(
             KnowledgeBase(settings.knowledge),
             [signature(t, root) for t in failing],
+            loop.run_id,
             settings.context_bytes // 4,
         )
         if note and note not in loop.current.notes:

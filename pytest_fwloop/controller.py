@@ -70,7 +70,7 @@ class Controller:
         self.abort = abort
         self.redact = redact
         self.abort_reason = ""
-        self.loop = LoopState()
+        self.loop = LoopState(run_id=recorder.run_id)
         self.clock = clock or StateClock()
         self.runner = AllowlistRunner(
             settings.allowed_commands,

@@ -153,8 +153,9 @@ class KnowledgeBase:
             )
             return rowid
 
-    def search(self, text: str, limit: int = 10) -> list[FoundFix]:
-        """The fixes whose text best matches `text` (any of its telling words), best first."""
+    def search(self, text: str, limit: int = 10, other_than: str = "") -> list[FoundFix]:
+        """The fixes whose text best matches `text` (any of its telling words), best first;
+        none of run `other_than`."""
         words = _words(text)
         if not words:
             return []
@@ -165,14 +166,17 @@ class KnowledgeBase:
             rows = db.execute(
                 "SELECT f.id, f.run_id, f.iteration, f.created, f.signatures, f.summary, f.patch "
                 "FROM fixes_text JOIN fixes f ON f.id = fixes_text.rowid "
-                "WHERE fixes_text MATCH ? ORDER BY bm25(fixes_text) LIMIT ?",
-                (query, limit),
+                "WHERE fixes_text MATCH ? AND f.run_id != ? ORDER BY bm25(fixes_text) LIMIT ?",
+                (query, other_than, limit),
             ).fetchall()
         return [_found(row) for row in rows]
 
-    def similar(self, signatures: Sequence[str], limit: int = SIMILAR_LIMIT) -> list[SimilarFix]:
-        """Up to `limit` fixes for failures like these (a coder request's `similar_fixes`)."""
-        found = self.search(" ".join(signatures), limit)
+    def similar(
+        self, signatures: Sequence[str], run_id: str = "", limit: int = SIMILAR_LIMIT
+    ) -> list[SimilarFix]:
+        """Up to `limit` fixes for failures like these (a coder request's `similar_fixes`),
+        from runs other than `run_id` (its own fixes are in the coder's history already)."""
+        found = self.search(" ".join(signatures), limit, other_than=run_id)
         return [
             SimilarFix(
                 run_id=f.run_id,

@@ -115,6 +115,7 @@ class LoopState:
     the coder must be told next, and how the run ends."""
 
     state: State = State.IDLE
+    run_id: str = ""
     iterations: list[Iteration] = field(default_factory=lambda: [Iteration(1, "baseline")])
     error: ErrorState | None = None
     retries: dict[ErrorType, int] = field(default_factory=dict)

@@ -24,14 +24,14 @@ _CHANGED_FILE = re.compile(r"^\+\+\+ b/(.+)$", re.MULTILINE)
 
 
 def similar_fixes(
-    knowledge: KnowledgeBase, signatures: Sequence[str], budget: int
+    knowledge: KnowledgeBase, signatures: Sequence[str], run_id: str, budget: int
 ) -> tuple[list[SimilarFix], str]:
-    """Earlier fixes for failures with these signatures, within `budget` bytes of JSON; a note
-    when the knowledge base could not be read."""
+    """Earlier fixes, from other runs, for failures with these signatures, within `budget`
+    bytes of JSON; a note when the knowledge base could not be read."""
     if not signatures:
         return [], ""
     try:
-        found = knowledge.similar(signatures)
+        found = knowledge.similar(signatures, run_id)
     except KnowledgeError as exc:
         return [], f"knowledge base not used: {exc}"
     kept: list[SimilarFix] = []

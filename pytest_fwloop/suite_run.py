@@ -96,12 +96,20 @@ class SuiteRun:
         ran = with_flaky(raw, focused.flaky, self.settings.flaky_policy)
         note += f": {ran.pass_count}/{ran.total_count} passed"
         assert plan.carried is not None
-        estimate = plan.carried.merged(ran)
+        gone = set(plan.select) - {t.nodeid for t in raw.tests}
+        if gone:
+            # Selected but no longer collected (a patch renamed or removed them): their old
+            # records must not stand in for tests that do not exist.
+            kept = [t for t in plan.carried.tests if t.nodeid not in gone]
+            focused.carried = plan.carried.model_copy(update={"tests": kept})
+            note += f"; {len(gone)} focused test(s) no longer collected"
+        assert focused.carried is not None
+        estimate = focused.carried.merged(ran)
         if not gate or not gate_due(ran, estimate, self.settings.criteria.target_pass_rate):
             focused.notes.insert(0, f"{note}; the other tests carry their last full-run outcome")
             return focused
         full = self._attempt(folder, None, previous, run)
-        full.notes.insert(0, f"{note}; the whole suite ran as the regression gate")
+        full.notes[:0] = [f"{note}; the whole suite ran as the regression gate", *focused.notes]
         return full
 
     def _attempt(

@@ -426,3 +426,15 @@ def test_without_a_knowledge_base_nothing_is_kept(kit: ControllerKit) -> None:
     kit.build("ok bug", "fwloop_knowledge = off")
     assert kit.run() is Outcome.SUCCESS
     assert not (kit.root / ".fwloop" / "knowledge.sqlite").exists()
+
+
+def test_a_focused_test_the_patch_removed_is_not_carried_as_failing(kit: ControllerKit) -> None:
+    """The patch drops test_3 (a renamed or deleted test): the focus does not find it, so its
+    old failing record no longer counts; the totals follow the suite."""
+    kit.coder.answers = [fixing("ok bug bug bug", "ok bug ok"), fixing("ok bug ok", "ok ok ok")]
+    kit.build("ok bug bug bug", "fwloop_max_iter = 6")
+    assert kit.run() is Outcome.SUCCESS
+    summary = kit.summary()
+    assert summary["total_counts"] == [4, 3, 3, 3]
+    assert summary["pass_counts"] == [1, 2, 3, 3]
+    assert "1 focused test(s) no longer collected" in " ".join(_timeline(kit)[1]["notes"])

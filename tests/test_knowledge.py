@@ -44,6 +44,8 @@ def test_the_best_matching_fixes_come_first(base: KnowledgeBase) -> None:
     assert [f.id for f in found][:1] == [crc]
     similar = base.similar(["call tests/test_uart.py::test_crc8:12: AssertionError: x"])
     assert similar[0].summary == "crc init"
+    # A run is not shown its own fixes: they are in its history already.
+    assert base.similar(["call tests/test_uart.py::test_crc8:12: AssertionError"], "run-1") == []
 
 
 def test_a_query_with_fts_syntax_is_only_words(base: KnowledgeBase) -> None:
@@ -65,7 +67,7 @@ def test_a_file_that_is_not_a_knowledge_base_is_refused(tmp_path: Path) -> None:
     path.write_text("not sqlite " * 100)
     with pytest.raises(KnowledgeError, match="not a knowledge base this version reads"):
         KnowledgeBase(path).search("crc")
-    assert similar_fixes(KnowledgeBase(path), ["crc"], 10_000)[1].startswith(
+    assert similar_fixes(KnowledgeBase(path), ["crc"], "run-2", 10_000)[1].startswith(
         "knowledge base not used: "
     )
 
