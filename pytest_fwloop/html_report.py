@@ -78,9 +78,20 @@ class RoundView:
 
 def write_html_report(
     recorder: RunRecorder, loop: LoopState, target: float, outcome: str, reason: str
-) -> Path:
+) -> str:
     """(Re)write the run's `report.html` from the loop's state and the round folders; the
-    loop's own texts (reasons, notes) are redacted like every record."""
+    loop's own texts (reasons, notes) are redacted like every record. The page is for people,
+    never a condition of the run: what kept it from being written is returned as a note."""
+    try:
+        _write_loop_report(recorder, loop, target, outcome, reason)
+    except (OSError, jinja2.TemplateError, ValueError, KeyError, TypeError) as exc:
+        return f"report.html not written: {type(exc).__name__}: {exc}"
+    return ""
+
+
+def _write_loop_report(
+    recorder: RunRecorder, loop: LoopState, target: float, outcome: str, reason: str
+) -> Path:
     return render_to(
         recorder.path / "report.html",
         recorder.path,
@@ -144,7 +155,9 @@ def _round(run_dir: Path, it: Facts) -> RoundView:
         review=_json(folder / "review.json"),
         plan=_json(folder / "test-plan.json"),
     )
-    answers = sorted(folder.glob("coder-*.answer.json"))
+    answers = sorted(
+        folder.glob("coder-*.answer.json"), key=lambda p: int(p.name.split("-")[1].split(".")[0])
+    )
     coder = _json(answers[-1]) if answers else None
     if coder is not None:
         analysis = coder.get("analysis", {})

@@ -260,13 +260,14 @@ class IterationEnd:
             "convergence.json",
             record.model_dump(mode="json"),
         )
-        write_html_report(
+        unwritten = write_html_report(
             self.recorder,
             self.loop,
             self.settings.criteria.target_pass_rate,
             "running",
             f"after iteration {iteration.number}: {reason}",
         )
+        iteration.notes += [unwritten] if unwritten else []
         self.config.hook.pytest_fwloop_iteration_done(
             config=self.config,
             iteration=iteration.number,

@@ -131,7 +131,7 @@ def finalize(
     recorder.write_text(
         "report.md", _report(summary, loop.iterations, tree, _usage_line(calls.usage.total))
     )
-    write_html_report(
+    unwritten = write_html_report(
         recorder,
         loop,
         settings.criteria.target_pass_rate,
@@ -167,6 +167,8 @@ def finalize(
     ]
     if patch_name:
         closing.append(f"patch: {recorder.path / patch_name}")
+    if unwritten:
+        closing.append(unwritten)
     if summary.flaky:
         flaky = sorted({nodeid for nodeids in summary.flaky.values() for nodeid in nodeids})
         closing.append(

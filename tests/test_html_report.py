@@ -3,6 +3,7 @@ from the records, and nothing an agent or a test wrote is ever markup."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -89,3 +90,18 @@ def test_fwloop_report_writes_the_same_page_from_the_records(
     moved = elsewhere.read_text(encoding="utf-8")
     assert f'href="{run_dir.as_uri()}/rounds/02/pytest.log"' in moved
     assert capsys.readouterr().out.endswith(f"{elsewhere}\n")
+
+
+def test_a_report_that_cannot_be_written_costs_a_note_not_the_run(kit: ControllerKit) -> None:
+    kit.coder.answers = [fixing("ok bug", "ok ok")]
+    kit.build("ok bug")
+    (kit.controller.recorder.path / "report.html").mkdir()  # in the way of the file
+    assert kit.run() is Outcome.SUCCESS
+    notes = " ".join(note for it in _timeline(kit) for note in it["notes"])
+    assert "report.html not written: IsADirectoryError" in notes
+    assert "report.html not written: IsADirectoryError" in kit.terminal.getvalue()
+
+
+def _timeline(kit: ControllerKit) -> list[dict[str, Any]]:
+    path = kit.controller.recorder.path / "task-timeline.json"
+    return json.loads(path.read_text(encoding="utf-8"))["iterations"]  # type: ignore[no-any-return]
