@@ -14,11 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_fwloop.child_files import progress_path
 from pytest_fwloop.flaky import rerun_candidates
 from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG, addopts_without_loop
 from pytest_fwloop.procs import ProcessResult, run_logged
 from pytest_fwloop.progress import ProgressWatcher
-from pytest_fwloop.results import IterationResults, progress_path
+from pytest_fwloop.results import IterationResults
 from pytest_fwloop.rundir import RunRecorder
 from pytest_fwloop.settings import LoopSettings
 from pytest_fwloop.terminal import Terminal

@@ -16,6 +16,7 @@ import pytest
 
 from pytest_fwloop import recovery
 from pytest_fwloop.agents.protocol import MustFix
+from pytest_fwloop.child_files import progress_path
 from pytest_fwloop.convergence import ConvergenceChecker, ConvergenceType, PlateauAction
 from pytest_fwloop.flaky import with_flaky
 from pytest_fwloop.fsm import ErrorType, LoopEvent, State
@@ -35,7 +36,6 @@ from pytest_fwloop.results import (
     error_line,
     executed_in,
     nodeids,
-    progress_path,
     read_progress,
     results_from_progress,
 )

@@ -2,18 +2,27 @@
 
 Registered only in a child run (`--fwloop-child-report=PATH`). Under pytest-xdist the environment
 marking runs in the workers and the recording in the child's main process, where reports arrive.
+
+It writes plain JSON in the shape of `results.TestRecord`, `IterationResults` and `ProgressLine`
+(fields at their default left out) without importing pydantic: every child run and every xdist
+worker would pay for the import. The controller validates what it reads with those models.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Generator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from pytest_fwloop.child_files import progress_path
 from pytest_fwloop.envs.classify import ENVIRONMENT_FAILURE, environment_error_name
-from pytest_fwloop.results import IterationResults, ProgressLine, TestRecord, progress_path
+
+#: One test's record as `results.TestRecord` reads it.
+Record = dict[str, Any]
 
 #: Bounds on what one record keeps; the coder's context is packed from these later.
 LONGREPR_HEAD = 1024
@@ -71,39 +80,39 @@ class Selection:
 
 
 class ResultsRecorder:
-    """Folds the per-phase reports into one TestRecord per test and writes results.json.
+    """Folds the per-phase reports into one record per test and writes the results file.
 
-    As tests run it also appends `ProgressLine`s to `progress_path(path)`, flushed at once: the
+    As tests run it also appends progress lines to `progress_path(path)`, flushed at once: the
     controller shows them live, and rebuilds the results from them when the child dies before
     its end (pytest-timeout's thread method exits the process).
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.records: dict[str, TestRecord] = {}
+        self.records: dict[str, Record] = {}
         self.reruns: dict[str, int] = {}
         path.parent.mkdir(parents=True, exist_ok=True)
         self.progress = progress_path(path).open("w", encoding="utf-8")
 
-    def _progress(self, line: ProgressLine) -> None:
-        self.progress.write(line.model_dump_json(exclude_none=True) + "\n")
+    def _progress(self, **line: object) -> None:
+        self.progress.write(json.dumps(line) + "\n")
         self.progress.flush()
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if session.items:  # empty in pytest-xdist's controller, whose workers collect
-            self._progress(ProgressLine(collected=[item.nodeid for item in session.items]))
+            self._progress(collected=[item.nodeid for item in session.items])
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
-        self._progress(ProgressLine(started=nodeid))
+        self._progress(started=nodeid)
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
         record = self.records.get(nodeid)
         if record is not None:
-            self._progress(ProgressLine(finished=record))
+            self._progress(finished=record)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
-            self.records[report.nodeid] = TestRecord(
+            self.records[report.nodeid] = _record(
                 nodeid=report.nodeid,
                 outcome="error",
                 phase="collect",
@@ -118,17 +127,17 @@ class ResultsRecorder:
             self.reruns[report.nodeid] = self.reruns.get(report.nodeid, 0) + 1
             return
         previous = self.records.get(report.nodeid)
-        duration = report.duration + (previous.duration if previous else 0.0)
-        if previous is not None and previous.outcome in ("failed", "error"):
-            self.records[report.nodeid] = previous.model_copy(update={"duration": duration})
+        duration = report.duration + (previous["duration"] if previous else 0.0)
+        if previous is not None and previous["outcome"] in ("failed", "error"):
+            self.records[report.nodeid] = {**previous, "duration": duration}
             return
         outcome = _outcome(report)
         if report.when == "teardown" and outcome == "passed" and previous is not None:
-            self.records[report.nodeid] = previous.model_copy(update={"duration": duration})
+            self.records[report.nodeid] = {**previous, "duration": duration}
             return
         if report.when == "teardown" and report.failed:
             outcome = "error"
-        self.records[report.nodeid] = TestRecord(
+        self.records[report.nodeid] = _record(
             nodeid=report.nodeid,
             outcome=outcome,
             phase=report.when,
@@ -146,11 +155,18 @@ class ResultsRecorder:
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.progress.close()
-        results = IterationResults(exitstatus=int(exitstatus), tests=list(self.records.values()))
+        results = {"exitstatus": int(exitstatus), "tests": list(self.records.values())}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         partial = self.path.with_suffix(".partial")
-        partial.write_text(results.model_dump_json(indent=1), encoding="utf-8")
+        partial.write_text(json.dumps(results, indent=1), encoding="utf-8")
         os.replace(partial, self.path)
+
+
+def _record(*, nodeid: str, outcome: str, phase: str, duration: float = 0.0, **more: Any) -> Record:
+    """A record with the fields at their default (`""`, `False`, `0`, `None`) left out."""
+    record: Record = {"nodeid": nodeid, "outcome": outcome, "phase": phase, "duration": duration}
+    record.update({name: value for name, value in more.items() if value})
+    return record
 
 
 def _outcome(report: pytest.TestReport) -> str:

@@ -138,11 +138,6 @@ def executed_in(folder: Path) -> int:
     return executed
 
 
-def progress_path(results_path: Path) -> Path:
-    """Where the child streams its progress, next to the results file it writes at the end."""
-    return results_path.with_suffix(".jsonl")
-
-
 def read_progress(path: Path) -> list[ProgressLine]:
     """The stream's complete lines; a line cut off by the child's death is left out."""
     try:

@@ -8,8 +8,12 @@ import sys
 
 import pytest
 
+from pytest_fwloop.results import IterationResults
+
 SUITE = """
 import pytest
+
+from pytest_fwloop.results import IterationResults
 
 def test_pass():
     assert 1 + 1 == 2
@@ -112,3 +116,30 @@ def test_a_loop_without_an_openai_provider_never_loads_the_http_client() -> None
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.split("\n")[:2] == ["[]", "True"]
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["child", "child-xdist"])
+def test_a_loop_child_and_its_workers_do_not_load_pydantic(
+    pytester: pytest.Pytester, workers: list[str]
+) -> None:
+    """Every iteration starts a child pytest (and its xdist workers): none of them pays for the
+    models; the child writes plain JSON that the controller validates."""
+    pytester.makeconftest(
+        "import os, pathlib, sys\n\n"
+        "def pytest_sessionfinish(session):\n"
+        "    heavy = sorted(m for m in ('pydantic', 'jsonschema', 'httpx') if m in sys.modules)\n"
+        "    name = os.environ.get('PYTEST_XDIST_WORKER', 'main')\n"
+        "    pathlib.Path(f'heavy-{name}.txt').write_text(' '.join(heavy))\n"
+    )
+    pytester.makepyfile(test_ok="def test_ok():\n    pass\n\ndef test_bad():\n    assert 0\n")
+    report = pytester.path / "results.json"
+    pytester.runpytest_subprocess(f"--fwloop-child-report={report}", *workers)
+    seen = {p.stem: p.read_text() for p in pytester.path.glob("heavy-*.txt")}
+    assert seen == dict.fromkeys(
+        ["heavy-main", *(["heavy-gw0", "heavy-gw1"] if workers else [])], ""
+    )
+    results = IterationResults.model_validate_json(report.read_text(encoding="utf-8"))
+    assert {t.nodeid: t.outcome for t in results.tests} == {
+        "test_ok.py::test_ok": "passed",
+        "test_ok.py::test_bad": "failed",
+    }
