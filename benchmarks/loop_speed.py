@@ -8,10 +8,10 @@ Each side prints min / median / max wall-clock seconds; the ratio is of the medi
 
 - P2: `pytest --fwloop --fwloop-confirm-runs=0` on a green suite of 1,000 trivial tests ÷ plain
   `pytest` on it (goal ≤ 1.15): the loop's own cost when there is nothing to repair.
-- P3: a suite of 2,000 tests taking 2 ms each, with 5 seeded bugs (each failing 20 tests spread
-  over the 20 files), repaired by a coder that fixes one bug per call: time to green with
-  `--fwloop-focus=on` ÷ `off` (goal ≤ 0.5), and test executions, from `summary.json`'s
-  `executed_counts` (goal ≤ 0.4).
+- P3: a suite of 2,000 tests taking 2 ms each (`--test-ms`), with 5 seeded bugs (each failing
+  20 tests spread over the 20 files), repaired by a coder that fixes one bug per call: time to
+  green with `--fwloop-focus=on` ÷ `off` (goal ≤ 0.5), and test executions, from
+  `summary.json`'s `executed_counts` (goal ≤ 0.4).
 - P6: the loop's `-n 2` speed-up (pytest-xdist in each child) ÷ plain pytest's `-n 2` speed-up,
   on a green suite of 400 tests taking 10 ms each (goal ≥ 0.95).
 """
@@ -63,8 +63,8 @@ def green_suite(root: Path, tests: int, per_file: int, sleep_ms: float = 0.0) ->
     return root
 
 
-def seeded_suite(root: Path) -> Path:
-    """2,000 tests in 20 files, 2 ms each; test i checks bug i % 100 when that is below BUGS."""
+def seeded_suite(root: Path, test_ms: float = 2.0) -> Path:
+    """2,000 tests in 20 files, `test_ms` each; test i checks bug i % 100 when below BUGS."""
     root.mkdir(parents=True)
     (root / "fw").mkdir()
     (root / "fw" / "__init__.py").write_text("")
@@ -76,7 +76,9 @@ def seeded_suite(root: Path) -> Path:
         tests = []
         for n in range(file * 100, file * 100 + 100):
             check = f"    assert not bugs.BUG{n % 100}\n" if n % 100 < BUGS else ""
-            tests.append(f"def test_{n}():\n    time.sleep(0.002)\n{check}    assert True\n\n")
+            tests.append(
+                f"def test_{n}():\n    time.sleep({test_ms / 1000})\n{check}    assert True\n\n"
+            )
         (root / f"test_{file:02d}.py").write_text("import time\n\nfrom fw import bugs\n\n\n")
         with (root / f"test_{file:02d}.py").open("a") as stream:
             stream.write("".join(tests))
@@ -134,9 +136,12 @@ def p2(scratch: Path, rounds: int) -> None:
     ratio("wall-clock ratio", a, b, "<= 1.15")
 
 
-def p3(scratch: Path, rounds: int) -> None:
-    print("P3: 2,000 tests, 5 seeded bugs, one fix per coder call: focus on (A) / off (B)")
-    folder = seeded_suite(scratch / "p3")
+def p3(scratch: Path, rounds: int, test_ms: float = 2.0) -> None:
+    print(
+        f"P3: 2,000 tests of {test_ms:g} ms, 5 seeded bugs, one fix per coder call: "
+        "focus on (A) / off (B)"
+    )
+    folder = seeded_suite(scratch / "p3", test_ms)
     executions: dict[str, list[int]] = {"on": [], "off": []}
 
     def repair(focus: str) -> float:
@@ -181,12 +186,16 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", default="P2,P3,P6")
+    parser.add_argument("--test-ms", type=float, default=2.0, help="P3: each test's duration")
     options = parser.parse_args()
     chosen = {name.strip().upper() for name in options.only.split(",")}
     with tempfile.TemporaryDirectory() as scratch:
-        for name, measure in (("P2", p2), ("P3", p3), ("P6", p6)):
-            if name in chosen:
-                measure(Path(scratch), options.rounds)
+        if "P2" in chosen:
+            p2(Path(scratch), options.rounds)
+        if "P3" in chosen:
+            p3(Path(scratch), options.rounds, options.test_ms)
+        if "P6" in chosen:
+            p6(Path(scratch), options.rounds)
     return 0
 
 
