@@ -1,16 +1,18 @@
 """Focus reruns (DESIGN.md §13), as plain decisions over recorded results.
 
-A firmware suite is slow, so after a patch the iteration first runs only the tests that did not
-pass before it (plus the tester's selection); the tests it leaves out carry their last full-run
+A firmware suite is slow, so after a patch the iteration first runs only the tests the coder is
+working on (those that failed or were flaky at some iteration, plus the tests reading the patch's
+review or plan, plus the tester's picks); the tests it leaves out carry their last full-run
 outcome, so convergence always sees whole-suite counts. The full suite then runs in the same
 iteration as the regression gate, whenever the focused evidence could end the loop green: SUCCESS
 is only ever declared on a full run.
 
-A regression the focus hides (a patch breaks a test outside the focus while others still fail)
-surfaces at the first gate. `history.broken_in` then names the gate's iteration as where it was
-seen; the run's shadow checkpoints (one per iteration, `task-timeline.json`'s `snapshot`) hold
-every tree in between, so `git -C .fwloop/shadow.git diff A B` shows the patches that could have
-done it, and the coder and reviewer get the regression with its excerpt to mend first.
+A regression the focus hides (a patch breaks a test that never failed while others still fail)
+surfaces at the first gate. The regression is listed under the gate's iteration, `broken_in`
+names it, and the patch just applied is not rolled back for it (only a test that ran before a
+patch convicts that patch); the run's shadow snapshots (one per iteration, `task-timeline.json`'s
+`snapshot`) hold every tree in between, so `git --git-dir .fwloop/shadow.git diff A B` shows the
+patches that could have done it, and the coder and reviewer get the regression to mend first.
 """
 
 from __future__ import annotations
