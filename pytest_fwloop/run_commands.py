@@ -13,7 +13,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from pytest_fwloop.html_report import Facts, render_to
-from pytest_fwloop.replay import ReplayError, load_run, replay, timeline_lines
+from pytest_fwloop.replay import RecordedRun, ReplayError, load_run, replay, timeline_lines
 
 
 def find_run(root: Path, runs: Path, name: str) -> Path:
@@ -50,6 +50,16 @@ def _started(run_id: str) -> str:
     if len(day) != 8 or len(clock) < 6 or not (day + clock[:6]).isdigit():
         return "?"
     return f"{day[:4]}-{day[4:6]}-{day[6:]} {clock[:2]}:{clock[2:4]}:{clock[4:6]}"
+
+
+def _open(root: Path, runs: Path, name: str) -> tuple[Path, RecordedRun] | None:
+    """The run RUN names and its records; None once the reason it cannot be read is printed."""
+    try:
+        path = find_run(root, runs, name)
+        return path, load_run(path)
+    except ReplayError as exc:
+        print(exc, file=sys.stderr)
+        return None
 
 
 def list_runs(root: Path, runs: Path, as_json: bool) -> int:
@@ -93,12 +103,10 @@ def list_runs(root: Path, runs: Path, as_json: bool) -> int:
 
 def show_run(root: Path, runs: Path, name: str, as_json: bool) -> int:
     """`fwloop show RUN`: outcome, reason, the iterations, and where the records are."""
-    try:
-        path = find_run(root, runs, name)
-        run = load_run(path)
-    except ReplayError as exc:
-        print(exc, file=sys.stderr)
+    opened = _open(root, runs, name)
+    if opened is None:
         return 2
+    path, run = opened
     iterations = [
         {
             "iteration": e.iteration,
@@ -145,11 +153,10 @@ def show_run(root: Path, runs: Path, name: str, as_json: bool) -> int:
 
 
 def replay_run(root: Path, runs: Path, name: str) -> int:
-    try:
-        run = load_run(find_run(root, runs, name))
-    except ReplayError as exc:
-        print(exc, file=sys.stderr)
+    opened = _open(root, runs, name)
+    if opened is None:
         return 2
+    run = opened[1]
     print("\n".join(timeline_lines(run)))
     difference = replay(run)
     if difference is not None:
@@ -164,12 +171,10 @@ def replay_run(root: Path, runs: Path, name: str) -> int:
 
 def report_run(root: Path, runs: Path, name: str, output: Path | None) -> int:
     """`fwloop report RUN [-o FILE]`: the run's report.html again, from its records alone."""
-    try:
-        path = find_run(root, runs, name)
-        run = load_run(path)
-    except ReplayError as exc:
-        print(exc, file=sys.stderr)
+    opened = _open(root, runs, name)
+    if opened is None:
         return 2
+    path, run = opened
     written = render_to(
         output or path / "report.html",
         path.resolve(),
