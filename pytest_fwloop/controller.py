@@ -31,6 +31,7 @@ from pytest_fwloop.loop_state import ChildOutput, LoopState, Step, Verdict, prov
 from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.patch_gate import PatchGate
 from pytest_fwloop.procs import ProcessResult
+from pytest_fwloop.proposal import ProposalDesk
 from pytest_fwloop.records import Event
 from pytest_fwloop.redaction import Redactor
 from pytest_fwloop.rundir import RunRecorder, utc_now
@@ -101,6 +102,9 @@ class Controller:
         self.suite = SuiteRun(settings, recorder, self.child)
         self.build = BuildStep(settings, workspace, recorder, abort)
         self.gate = PatchGate(settings, workspace, recorder, self.reviewer)
+        self.proposals = ProposalDesk(
+            settings, workspace, recorder, terminal, self.reviewer, self.tester
+        )
         self.end = IterationEnd(
             self.loop, config, settings, workspace, recorder, terminal, self.clock
         )
@@ -358,6 +362,9 @@ class Controller:
 
     def patch_generation(self) -> Step:
         assert self.loop.coder_answer is not None
+        paused = self.proposals.stop(len(self.gate.tried), self.loop, self._request)
+        if paused is not None:
+            return paused
         verdict = self.gate.judge(
             self.loop.coder_answer,
             self.loop.current,

@@ -87,6 +87,7 @@ class LoopEvent(str, enum.Enum):
     CONVERGED = "converged"
     STOP = "stop"
     AWAIT_OPERATOR = "await_operator"
+    OPERATOR_FOLLOWUP = "operator_followup"
     RECOVER_TO_ANALYSIS = "recover_to_analysis"
     RECOVER_TO_BUILD = "recover_to_build"
     RECOVER_TO_TEST_SETUP = "recover_to_test_setup"
@@ -137,6 +138,18 @@ TRANSITIONS: tuple[Transition, ...] = (
         E.PATCH_REJECTED,
         S.ERROR_RECOVERY,
         "empty, unsafe, unappliable or again repeated patch",
+    ),
+    Transition(
+        S.PATCH_GENERATION,
+        E.AWAIT_OPERATOR,
+        S.ABORTED,
+        "proposal mode: the proposal waits for the operator, the tree untouched",
+    ),
+    Transition(
+        S.PATCH_GENERATION,
+        E.OPERATOR_FOLLOWUP,
+        S.CODE_ANALYSIS,
+        "the operator answered a proposal with a follow-up for the coder",
     ),
     Transition(
         S.PATCH_GENERATION,

@@ -84,6 +84,13 @@ def _flaky_policy(text: str) -> str:
     return text
 
 
+def _propose(text: str) -> str:
+    lowered = text.strip().lower()
+    if lowered not in ("off", "first", "every"):
+        raise ValueError("must be one of off, first, every")
+    return lowered
+
+
 def _on_off(text: str) -> bool:
     lowered = text.strip().lower()
     if lowered not in ("on", "off"):
@@ -239,6 +246,16 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "counts as failed (0: never); one that passes on a rerun is flaky",
         2,
         _non_negative_int,
+    ),
+    OptionSpec(
+        "propose",
+        "'first': stop before the first patch with a proposal for the operator "
+        "(outcome awaiting_operator_confirm, the tree untouched; interactive mode asks at the "
+        "terminal); 'every': before each patch; 'off': patches are applied once the gates pass",
+        "off",
+        _propose,
+        "--fwloop-propose",
+        metavar="off|first|every",
     ),
     OptionSpec(
         "focus",

@@ -308,6 +308,11 @@ _RUN_FILES: tuple[tuple[str, str], ...] = (
         "the human report: outcome, reason, per-iteration table, what still fails",
     ),
     (
+        "`proposal.patch`, `proposal.md`",
+        "proposal mode (`--fwloop-propose`): the coder's patch waiting for the operator, and "
+        "its analysis, the patch policy's word and the roundtable's comments (docs/operator.md)",
+    ),
+    (
         "`report.html`",
         "the same for a browser, self-contained (inline CSS and SVG, no script): the pass-rate "
         "chart with the target line, the iterations, a test × iteration matrix, each round's "

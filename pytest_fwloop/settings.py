@@ -72,6 +72,7 @@ class LoopSettings:
     flaky_reruns: int
     flaky_policy: FlakyPolicy
     focus: bool
+    propose: str  # "off", "first" or "every"
     snapshot_exclude: tuple[str, ...]
     #: Providers that failed their check before the run while others of their list passed.
     preflight_notes: tuple[str, ...] = ()
@@ -292,5 +293,6 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         snapshot_exclude=(*resolve(config, "snapshot_exclude"), *build_directories(build)),
         flaky_policy=resolve(config, "flaky_policy"),
         focus=resolve(config, "focus"),
+        propose=resolve(config, "propose"),
         preflight_notes=tuple(preflight_notes),
     )

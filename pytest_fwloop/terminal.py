@@ -82,12 +82,19 @@ class Terminal:
             self._progress_shown = False
 
     def ask(self, prompt: str) -> bool:
+        return self.answer(prompt).lower() in ("y", "yes")
+
+    def proposal(self, text: str) -> None:
+        """Show a proposal (proposal.md) before the operator is asked about it."""
+        self._write(text.rstrip("\n") + "\n")
+
+    def answer(self, prompt: str) -> str:
+        """The operator's one-line answer to `prompt`, stripped; "" when none can be read."""
         self._write(prompt)
         try:
-            answer = sys.stdin.readline()
+            return sys.stdin.readline().strip()
         except (OSError, ValueError):
-            return False
-        return answer.strip().lower() in ("y", "yes")
+            return ""
 
     def summary(
         self,

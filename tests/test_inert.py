@@ -125,10 +125,11 @@ def test_a_loop_child_and_its_workers_do_not_load_pydantic(
     """Every iteration starts a child pytest (and its xdist workers): none of them pays for the
     models; the child writes plain JSON that the controller validates."""
     pytester.makeconftest(
-        "import os, pathlib, sys\n\n"
+        "import pathlib, sys\n\n"
         "def pytest_sessionfinish(session):\n"
         "    heavy = sorted(m for m in ('pydantic', 'jsonschema', 'httpx') if m in sys.modules)\n"
-        "    name = os.environ.get('PYTEST_XDIST_WORKER', 'main')\n"
+        "    worker = getattr(session.config, 'workerinput', None)\n"
+        "    name = worker['workerid'] if worker else 'main'\n"
         "    pathlib.Path(f'heavy-{name}.txt').write_text(' '.join(heavy))\n"
     )
     pytester.makepyfile(test_ok="def test_ok():\n    pass\n\ndef test_bad():\n    assert 0\n")

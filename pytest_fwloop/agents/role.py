@@ -122,6 +122,46 @@ class RoleAgent:
         assert last_error is not None  # providers is never empty
         raise last_error
 
+    def comment(self, request: AgentRequest) -> str:
+        """A free-text answer (a proposal's roundtable, DESIGN.md §11): the first provider's
+        non-empty text, no schema; every call recorded like the others. ProviderError when no
+        provider answers."""
+        request = request.model_copy(update={"role": self.role, "schema_": {}})
+        failures: list[str] = []
+        last = ProviderError(ProviderErrorKind.PROVIDER_BAD_OUTPUT, self.role, "no answer")
+        for attempt, provider in enumerate(self.providers, start=1):
+            started = time.monotonic()
+            error: ProviderError | None = None
+            try:
+                answer = provider.call(request, self._left(None))
+            except ProviderError as exc:
+                error, answer = exc, RawAnswer(text="", stderr=exc.stderr, usage=exc.usage)
+            if error is None and not answer.text.strip():
+                error = ProviderError(
+                    ProviderErrorKind.PROVIDER_BAD_OUTPUT, provider.spec, "an empty answer"
+                )
+            self._record(
+                CallRecord(
+                    role=self.role,
+                    attempt=attempt,
+                    provider=provider.spec,
+                    request=request.to_wire(),
+                    raw=answer.text,
+                    stderr=answer.stderr,
+                    document=None,
+                    errors=[error.message] if error else [],
+                    error_kind=error.kind.value if error else None,
+                    duration_s=time.monotonic() - started,
+                    retry_reason=f"failover: {failures[-1]}" if failures else None,
+                    usage=answer.usage,
+                )
+            )
+            if error is None:
+                return answer.text.strip()
+            failures.append(f"{provider.spec}: {error.message}")
+            last = error
+        raise last
+
     def _ask_provider(
         self,
         provider: Provider,

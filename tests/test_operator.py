@@ -1,0 +1,119 @@
+"""Proposal mode (DESIGN.md §11): the operator sees the patch before it is applied."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from typing import Any
+
+import pytest
+
+from controllerkit import ControllerKit, firmware_patch, fixing
+from loopkit import CALC, LoopProject, calc_fix_patches, coder_answer, tree_state
+from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind
+from pytest_fwloop.outcomes import Outcome
+
+
+@pytest.fixture
+def kit(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> ControllerKit:
+    return ControllerKit(pytester, monkeypatch)
+
+
+def proposal_files(kit: ControllerKit) -> tuple[str, str]:
+    path = kit.controller.recorder.path
+    return (path / "proposal.patch").read_text(), (path / "proposal.md").read_text()
+
+
+@pytest.mark.parametrize("mode", ["first", "every"])
+def test_a_proposal_stops_the_run_with_the_tree_untouched(kit: ControllerKit, mode: str) -> None:
+    fix = fixing("ok bug", "ok ok", "reset the divisor")
+    kit.coder.answers = [fix]
+    kit.build("ok bug", f"fwloop_propose = {mode}")
+    assert kit.run() is Outcome.AWAITING_OPERATOR_CONFIRM
+    assert kit.firmware() == "ok bug"
+    assert kit.moves()[-1] == ("PATCH_GENERATION", "await_operator", "ABORTED")
+    patch, text = proposal_files(kit)
+    assert patch == fix["patch"]
+    assert "**Patch policy:** the patch policy passes it and it applies" in text
+    assert "## The reviewer's comment" in text
+    assert '"decision": "approve"' in text  # the reviewer's answer, shown as it came
+    # The roundtable asked the reviewer once, without a schema; the strict gate never ran.
+    [asked] = kit.reviewer.requests
+    assert asked.schema_ == {}
+    assert asked.patch == fix["patch"]
+    summary = kit.summary()
+    assert (summary["outcome"], summary["exit_status"]) == ("awaiting_operator_confirm", 1)
+    assert "proposal.md" in summary["reason"]
+
+
+def test_a_proposal_the_gate_would_refuse_says_so(kit: ControllerKit) -> None:
+    hostile = coder_answer(firmware_patch("ok bug", "ok ok").replace("fw/state.txt", ".git/config"))
+    kit.coder.answers = [hostile]
+    kit.build("ok bug", "fwloop_propose = first")
+    assert kit.run() is Outcome.AWAITING_OPERATOR_CONFIRM
+    assert "**Patch policy:** the patch gate would refuse it: " in proposal_files(kit)[1]
+    assert kit.firmware() == "ok bug"
+
+
+class Operator(io.StringIO):
+    """stdin on a terminal, answering one line per question."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_at_a_terminal_yes_applies_and_text_goes_back_to_the_coder(
+    kit: ControllerKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kit.coder.answers = [fixing("ok bug", "ok ok", "first idea"), fixing("ok bug", "ok ok")]
+    kit.build("ok bug", "fwloop_propose = first", "fwloop_mode = interactive")
+    # After the build: configuring the inner pytest replaces stdin with its capture.
+    monkeypatch.setattr(sys, "stdin", Operator("keep the old divisor for UART0\ny\n"))
+    assert kit.run() is Outcome.SUCCESS
+    assert kit.firmware() == "ok ok"
+    [follow_up] = kit.coder.requests[1].must_fix
+    assert follow_up.issue == (
+        "the operator's follow-up on your proposal: keep the old divisor for UART0"
+    )
+    assert ("PATCH_GENERATION", "operator_followup", "CODE_ANALYSIS") in kit.moves()
+    assert "Apply this patch?" in kit.terminal.getvalue()
+
+
+def test_at_a_terminal_no_cancels(kit: ControllerKit, monkeypatch: pytest.MonkeyPatch) -> None:
+    kit.coder.answers = [fixing("ok bug", "ok ok")]
+    kit.build("ok bug", "fwloop_propose = every", "fwloop_mode = interactive")
+    monkeypatch.setattr(sys, "stdin", Operator("n\n"))
+    assert kit.run() is Outcome.CANCELED
+    assert kit.firmware() == "ok bug"
+
+
+@pytest.mark.slow
+def test_pytest_fwloop_propose_leaves_the_tree_byte_for_byte(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = LoopProject(pytester, monkeypatch)
+    project.calc_suite()
+    before = tree_state(project.root)
+    coder = project.agent("coder", [coder_answer(p) for p in calc_fix_patches()])
+    result = project.run(f"--fwloop-coder={coder.spec}", "--fwloop-propose=first")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    assert tree_state(project.root) == before
+    assert (project.root / "fw" / "calc.py").read_text() == CALC
+    [run_dir] = project.run_dirs()
+    assert (run_dir / "proposal.patch").read_text() == calc_fix_patches()[0]
+    summary: dict[str, Any] = json.loads((run_dir / "summary.json").read_text())
+    assert summary["outcome"] == "awaiting_operator_confirm"
+    result.stdout.fnmatch_lines(["*outcome: awaiting_operator_confirm*"])
+
+
+def test_a_reviewer_that_cannot_comment_leaves_a_note_not_a_failure(kit: ControllerKit) -> None:
+    kit.coder.answers = [fixing("ok bug", "ok ok")]
+    kit.reviewer.answers = [
+        ProviderError(ProviderErrorKind.PROVIDER_TIMEOUT, "fake:reviewer", "no answer in 600 s")
+    ]
+    kit.build("ok bug", "fwloop_propose = first")
+    assert kit.run() is Outcome.AWAITING_OPERATOR_CONFIRM
+    assert "(no comment: provider_timeout: no answer in 600 s)" in proposal_files(kit)[1]
+    meta = json.loads((kit.controller.recorder.round_path(2) / "reviewer-1.meta.json").read_text())
+    assert meta["error_kind"] == "provider_timeout"
