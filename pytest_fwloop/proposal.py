@@ -58,10 +58,10 @@ class ProposalDesk:
     ) -> Step | None:
         """When a proposal is due for the coder's answer: write it and stop, or (interactive) act
         on the operator's reply. None sends the patch on to the strict gate."""
-        if not self.due(applied):
-            return None
         answer = loop.coder_answer
         assert answer is not None
+        if not self.due(applied) or not answer.patch.strip():
+            return None  # no patch to show: the gate refuses it and the coder is asked again
         policy = self._policy_word(answer)
         comments = {
             role: self._comment(role, agent, answer, request)

@@ -117,3 +117,12 @@ def test_a_reviewer_that_cannot_comment_leaves_a_note_not_a_failure(kit: Control
     assert "(no comment: provider_timeout: no answer in 600 s)" in proposal_files(kit)[1]
     meta = json.loads((kit.controller.recorder.round_path(2) / "reviewer-1.meta.json").read_text())
     assert meta["error_kind"] == "provider_timeout"
+
+
+def test_an_answer_without_a_patch_is_not_proposed(kit: ControllerKit) -> None:
+    fix = fixing("ok bug", "ok ok")
+    kit.coder.answers = [coder_answer("", "no idea yet"), fix]
+    kit.build("ok bug", "fwloop_propose = first")
+    assert kit.run() is Outcome.AWAITING_OPERATOR_CONFIRM
+    assert len(kit.coder.requests) == 2  # the empty answer went the gate's way: asked again
+    assert proposal_files(kit)[0] == fix["patch"]
