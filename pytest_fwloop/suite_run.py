@@ -45,13 +45,11 @@ class SuiteRun:
         self.settings = settings
         self.recorder = recorder
         self.child = child
-        self.iteration_number = 0
 
     def iteration(
         self, folder: Path, loop: LoopState, picked: list[str], run: RunChild
     ) -> SuiteOutcome:
         """The environment's rerun when one is due, else what the focus plan asks for."""
-        self.iteration_number = loop.current.number
         if loop.env_rerun:
             outcome = self._attempt(folder, folder / "selection.txt", None, run, flaky_reruns=False)
             outcome.carried = loop.partial_results  # the reset is the retry: no flaky reruns
@@ -125,7 +123,9 @@ class SuiteRun:
             f"{CHILD_REPORT_FLAG}={attempt.results}",
             f"--junitxml={attempt.junit}",
             *self.settings.reports.child_args(
-                attempt.html, self.recorder.run_id, self.iteration_number
+                attempt.html,
+                self.recorder.run_id,
+                int(folder.name),  # rounds/NN
             ),
         ]
         if selection is not None:
