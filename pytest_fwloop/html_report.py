@@ -21,7 +21,7 @@ from pytest_fwloop.history import outcomes_by_test
 from pytest_fwloop.loop_state import Iteration, LoopState
 from pytest_fwloop.records import TimelineEntry
 from pytest_fwloop.results import IterationResults
-from pytest_fwloop.rundir import RunRecorder
+from pytest_fwloop.rundir import RunRecorder, call_files
 
 #: Tests shown in the matrix at most (the failing ones first); the rest are counted.
 MATRIX_ROWS = 400
@@ -155,9 +155,7 @@ def _round(run_dir: Path, it: Facts) -> RoundView:
         review=_json(folder / "review.json"),
         plan=_json(folder / "test-plan.json"),
     )
-    answers = sorted(
-        folder.glob("coder-*.answer.json"), key=lambda p: int(p.name.split("-")[1].split(".")[0])
-    )
+    answers = call_files(folder, "coder", "answer.json")
     coder = _json(answers[-1]) if answers else None
     if coder is not None:
         analysis = coder.get("analysis", {})

@@ -33,6 +33,7 @@ from pytest_fwloop.convergence import (
 from pytest_fwloop.history import baseline_regressions
 from pytest_fwloop.records import ConvergenceRecord, Event, Summary, Timeline
 from pytest_fwloop.results import IterationResults
+from pytest_fwloop.rundir import call_files
 
 
 class ReplayError(Exception):
@@ -100,10 +101,7 @@ def _round(folder: Path) -> Round:
         found.patch = _read(folder / "patch.diff")
     if (folder / "review.json").is_file():
         found.review = json.loads(_read(folder / "review.json"))
-    requests = sorted(
-        folder.glob("reviewer-*.request.json"),
-        key=lambda p: int(p.name.split("-")[1].split(".")[0]),
-    )
+    requests = call_files(folder, "reviewer", "request.json")
     found.reviewed = [str(json.loads(_read(p)).get("patch", "")) for p in requests]
     return found
 

@@ -48,6 +48,14 @@ def utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
+def call_files(folder: Path, role: str, suffix: str) -> list[Path]:
+    """A round's `ROLE-K.SUFFIX` files (as the call log names them), in call order: K=10 after 9."""
+    return sorted(
+        folder.glob(f"{role}-*.{suffix}"),
+        key=lambda path: int(path.name.split(".")[0].rpartition("-")[2]),
+    )
+
+
 class RunRecorder:
     """Writes `.fwloop/runs/<run-id>/`; paths given to it are relative to that directory."""
 
@@ -55,8 +63,8 @@ class RunRecorder:
         self.run_id = run_id
         self.path = runs_root / run_id
         self.path.mkdir(parents=True, exist_ok=False)
-        self._redact = redact
-        #: The run's redactor, for what leaves the run by another way (the knowledge base).
+        #: The run's redactor: every write goes through it, and what leaves the run by another
+        #: way (the knowledge base, report.html) too.
         self.redact = redact
         self._events = self.path / "task-events.jsonl"
 
@@ -69,12 +77,12 @@ class RunRecorder:
         return path.relative_to(self.path).as_posix()
 
     def write_text(self, relpath: str | Path, text: str) -> Path:
-        return self._write(relpath, self._redact(text).encode("utf-8", LONE_SURROGATES))
+        return self._write(relpath, self.redact(text).encode("utf-8", LONE_SURROGATES))
 
     def write_patch(self, relpath: str | Path, diff: str) -> Path:
         """A diff as the shadow repository gives it: bytes of the tree that were not UTF-8 (kept
         as surrogate escapes) are written back as they were, so `git apply` takes the file."""
-        return self._write(relpath, self._redact(diff).encode("utf-8", UNDECODED_BYTES))
+        return self._write(relpath, self.redact(diff).encode("utf-8", UNDECODED_BYTES))
 
     def _write(self, relpath: str | Path, data: bytes) -> Path:
         target = self.path / relpath
@@ -88,7 +96,7 @@ class RunRecorder:
         return self.write_text(relpath, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 
     def append_event(self, event: dict[str, Any]) -> None:
-        line = self._redact(json.dumps(event, ensure_ascii=False))
+        line = self.redact(json.dumps(event, ensure_ascii=False))
         with self._events.open("a", encoding="utf-8", errors=LONE_SURROGATES) as stream:
             stream.write(line + "\n")
 
@@ -96,6 +104,6 @@ class RunRecorder:
         """Redact a file a subprocess wrote straight into the run directory."""
         if path.is_file():
             text = path.read_text(encoding="utf-8", errors="replace")
-            cleaned = self._redact(text)
+            cleaned = self.redact(text)
             if cleaned != text:
                 path.write_text(cleaned, encoding="utf-8", errors=LONE_SURROGATES)
