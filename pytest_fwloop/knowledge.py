@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -106,7 +107,7 @@ class KnowledgeBase:
             raise KnowledgeError(f"{self.path}: {exc}") from None
         try:
             connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            connection.execute("PRAGMA journal_mode = WAL")
+            _use_wal(connection)
             with connection:
                 connection.executescript(_SCHEMA)
             yield connection
@@ -217,6 +218,20 @@ class KnowledgeBase:
                 [(word,) for word in _words(" ".join(row))],
             )
             return True
+
+
+def _use_wal(connection: sqlite3.Connection) -> None:
+    """Put the file in WAL mode (it stays so): once, by whichever process comes first. SQLite
+    answers "database is locked" at once, without waiting for the busy timeout, when another
+    process holds the file while the mode changes, so that one step is retried until it."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        try:
+            connection.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 def _words(text: str) -> list[str]:
