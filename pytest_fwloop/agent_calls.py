@@ -19,7 +19,7 @@ from pytest_fwloop.budget import Budget, BudgetExhausted, UsageLedger
 from pytest_fwloop.fsm import State
 from pytest_fwloop.records import CallMeta, Event
 from pytest_fwloop.redaction import Redactor
-from pytest_fwloop.rundir import RunRecorder, utc_now
+from pytest_fwloop.rundir import RunRecorder, call_files, utc_now
 from pytest_fwloop.settings import LoopSettings, custom_providers
 from pytest_fwloop.terminal import PREFIX, Terminal
 
@@ -77,9 +77,14 @@ class CallLog:
     def record(self, call: CallRecord) -> None:
         iteration, state = self.where()
         key = (iteration.number, call.role)
-        self._counts[key] = self._counts.get(key, 0) + 1
+        folder = self.recorder.round_path(iteration.number)
+        # A continued run (`fwloop confirm`) numbers on after the calls an earlier process made.
+        done = self._counts.get(key)
+        self._counts[key] = 1 + (
+            len(call_files(folder, call.role, "meta.json")) if done is None else done
+        )
         stem = f"{call.role}-{self._counts[key]}"
-        rel = self.recorder.relative(self.recorder.round_path(iteration.number))
+        rel = self.recorder.relative(folder)
         self.recorder.write_json(f"{rel}/{stem}.request.json", call.request)
         self.recorder.write_text(f"{rel}/{stem}.answer.txt", call.raw)
         if call.document is not None:

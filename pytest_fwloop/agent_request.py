@@ -60,5 +60,6 @@ def agent_request(
         "constraints": list(loop.constraints),
         "regressions": open_regressions(loop.measured(), root),
         "similar_fixes": similar,
+        "operator_messages": list(loop.operator_messages),
     }
     return AgentRequest.model_validate({**fields, **extra})

@@ -41,6 +41,20 @@ class Usage:
         for key, value in reported.items():
             self.totals[key] += value
 
+    @classmethod
+    def from_dict(cls, document: Mapping[str, float | int]) -> Usage:
+        return cls(
+            calls=int(document.get("calls", 0)),
+            unreported_calls=int(document.get("unreported_calls", 0)),
+            totals={key: float(document.get(key, 0.0)) for key in USAGE_KEYS},
+        )
+
+    def merge(self, other: Usage) -> None:
+        self.calls += other.calls
+        self.unreported_calls += other.unreported_calls
+        for key in USAGE_KEYS:
+            self.totals[key] += other.totals[key]
+
     def to_dict(self) -> dict[str, float | int]:
         return {
             "calls": self.calls,
@@ -60,6 +74,16 @@ class UsageLedger:
     def add(self, role: str, usage: Mapping[str, float]) -> None:
         self.roles.setdefault(role, Usage()).add(usage)
         self.total.add(usage)
+
+    @classmethod
+    def from_dict(cls, document: Mapping[str, object]) -> UsageLedger:
+        """The ledger `to_dict` wrote: a continued run counts the calls made before it."""
+        roles = document.get("roles")
+        ledger = cls()
+        for role, usage in (roles if isinstance(roles, dict) else {}).items():
+            ledger.roles[role] = Usage.from_dict(usage)
+            ledger.total.merge(ledger.roles[role])
+        return ledger
 
     def to_dict(self) -> dict[str, object]:
         return {

@@ -19,6 +19,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from pytest_fwloop.knowledge import KnowledgeBase, KnowledgeError
+from pytest_fwloop.operator_commands import add_parsers, operator_command
 from pytest_fwloop.run_commands import list_runs, replay_run, report_run, show_run
 from pytest_fwloop.workspace import Journal, WorkspaceError
 
@@ -95,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     report = commands.add_parser("report", help="write a run's report.html again")
     report.add_argument("run", help="run id, unique prefix of one, `last`, or a run directory")
     report.add_argument("-o", "--output", type=Path, help="default: the run's report.html")
-    for command in (check, report, listing, show):
+    operator = add_parsers(commands)
+    for command in (check, report, listing, show, *operator):
         command.add_argument("--rootdir", default=".", type=Path, help="default: .")
         command.add_argument(
             "--run-dir", default=Path(".fwloop/runs"), type=Path, help="default: .fwloop/runs"
@@ -126,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         return show_run(args.rootdir.resolve(), args.run_dir, args.run, args.json)
     if args.command == "report":
         return report_run(args.rootdir.resolve(), args.run_dir, args.run, args.output)
+    if args.command in ("confirm", "followup", "resume", "rerun", "chat"):
+        return operator_command(args)
     return cancel(args.rootdir.resolve(), args.wait)
 
 

@@ -32,9 +32,8 @@ from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.patch_gate import PatchGate
 from pytest_fwloop.procs import ProcessResult
 from pytest_fwloop.proposal import ProposalDesk
-from pytest_fwloop.records import Event
 from pytest_fwloop.redaction import Redactor
-from pytest_fwloop.rundir import RunRecorder, utc_now
+from pytest_fwloop.rundir import RunRecorder
 from pytest_fwloop.settings import LoopSettings
 from pytest_fwloop.state_clock import DeadlinePassed, StateClock
 from pytest_fwloop.suite_run import SuiteRun
@@ -62,6 +61,7 @@ class Controller:
         abort: threading.Event,
         redact: Redactor,
         clock: StateClock | None = None,
+        loop: LoopState | None = None,
     ) -> None:
         self.config = config
         self.settings = settings
@@ -71,7 +71,9 @@ class Controller:
         self.abort = abort
         self.redact = redact
         self.abort_reason = ""
-        self.loop = LoopState(run_id=recorder.run_id)
+        self.loop = loop or LoopState(run_id=recorder.run_id)
+        #: Called after every move with the loop as it stands (state.json is written so).
+        self.on_move: Callable[[LoopState], None] = lambda loop: None
         self.clock = clock or StateClock()
         self.runner = AllowlistRunner(
             settings.allowed_commands,
@@ -129,25 +131,11 @@ class Controller:
     def move(self, step: Step) -> None:
         source = self.loop.state
         target = fsm.next_state(source, step.event)
-        recovering = source is State.ERROR_RECOVERY and self.loop.error is not None
-        event = Event(
-            time=utc_now(),
-            kind="transition",
-            from_state=source.value,
-            to_state=target.value,
-            event=step.event.value,
-            reason=step.reason,
-            iteration=self.loop.current.number,
-            evidence=list(step.evidence),
-            retry_count=self.loop.retries.get(self.loop.error.type, 0)
-            if recovering and self.loop.error
-            else 0,
-            retry_reason=self.loop.error.reason if recovering and self.loop.error else None,
-        )
-        self.recorder.append_event(event.to_json())
+        self.recorder.append_event(self.loop.transition(source, target, step).to_json())
         self.loop.current.states.append(target.value)
-        self.terminal.transition(self.loop.current.number, source, target, self.redact(step.reason))
         self.loop.state = target
+        self.on_move(self.loop)  # saved before it is shown: what the operator saw is on disk
+        self.terminal.transition(self.loop.current.number, source, target, self.redact(step.reason))
 
     def run(self) -> Outcome:
         while self.loop.state not in fsm.TERMINAL_STATES:
@@ -179,7 +167,8 @@ class Controller:
     # -- states ---------------------------------------------------------------------------------
 
     def idle(self) -> Step:
-        return Step(LoopEvent.START, f"run {self.recorder.run_id} in {self.settings.rootdir}")
+        started = Step(LoopEvent.START, f"run {self.recorder.run_id} in {self.settings.rootdir}")
+        return self.loop.resumed or started
 
     def init(self) -> Step:
         return Step(
@@ -211,7 +200,7 @@ class Controller:
         selection = folder / "selection.txt"
         if self.loop.env_rerun:
             self.recorder.write_text(
-                self.recorder.relative(selection), "\n".join(self.loop.env_rerun) + "\n"
+                selection.relative_to(self.recorder.path), "\n".join(self.loop.env_rerun) + "\n"
             )
             return Step(
                 LoopEvent.ENV_READY,

@@ -88,6 +88,9 @@ class LoopEvent(str, enum.Enum):
     STOP = "stop"
     AWAIT_OPERATOR = "await_operator"
     OPERATOR_FOLLOWUP = "operator_followup"
+    OPERATOR_CONFIRMED = "operator_confirmed"
+    RESUME = "resume"
+    RESUME_TESTS = "resume_tests"
     RECOVER_TO_ANALYSIS = "recover_to_analysis"
     RECOVER_TO_BUILD = "recover_to_build"
     RECOVER_TO_TEST_SETUP = "recover_to_test_setup"
@@ -110,6 +113,25 @@ E = LoopEvent
 #: state and are listed once in WILDCARD_TRANSITIONS.
 TRANSITIONS: tuple[Transition, ...] = (
     Transition(S.IDLE, E.START, S.INIT, "pytest --fwloop started"),
+    Transition(
+        S.IDLE,
+        E.OPERATOR_CONFIRMED,
+        S.PATCH_GENERATION,
+        "`fwloop confirm` (or `resume` of a patch in flight): a recorded run goes on with its "
+        "pending patch, through the strict gate",
+    ),
+    Transition(
+        S.IDLE,
+        E.RESUME,
+        S.CODE_ANALYSIS,
+        "`fwloop resume` or `followup`: a recorded run goes on from its kept tree and history",
+    ),
+    Transition(
+        S.IDLE,
+        E.RESUME_TESTS,
+        S.BUILD_SETUP,
+        "`fwloop resume` of a run stopped while confirming a green tree: it is tested again",
+    ),
     Transition(
         S.INIT, E.BASELINE, S.BUILD_SETUP, "workspace snapshotted; iteration 1 is the baseline"
     ),

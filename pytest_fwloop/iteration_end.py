@@ -360,6 +360,7 @@ class IterationEnd:
         self.loop.retries = {}
         self.loop.error = None
         self.loop.tester_round = None
+        self.loop.coder_answer = None  # spent: state.json must not offer it as pending
         self.loop.iterations.append(
             Iteration(self.loop.current.number + 1, "confirmation" if green else "patch")
         )

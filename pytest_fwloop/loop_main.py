@@ -15,20 +15,28 @@ import tempfile
 import threading
 import time
 import traceback
+from dataclasses import dataclass
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import pytest
 
 from pytest_fwloop import children, run_context
+from pytest_fwloop.budget import UsageLedger
+from pytest_fwloop.continuation import Action, Order, Resumption, read_order, refusal, restore
 from pytest_fwloop.controller import Controller
 from pytest_fwloop.fsm import State
+from pytest_fwloop.loop_state import LoopState, Step
+from pytest_fwloop.options import OPERATOR_FLAG
 from pytest_fwloop.outcomes import Outcome, describe_crash, exit_status
 from pytest_fwloop.records import Event
 from pytest_fwloop.redaction import Redactor
+from pytest_fwloop.run_state import Invocation, RunState, StateError, StateKeeper, load_state
 from pytest_fwloop.rundir import RunRecorder, new_run_id, utc_now
 from pytest_fwloop.settings import LoopSettings, load_settings
 from pytest_fwloop.terminal import PREFIX, Terminal
+from pytest_fwloop.threads import OPERATOR_THREAD, Thread, ThreadError
 from pytest_fwloop.workspace import RecoveryReport, Workspace, WorkspaceError
 
 
@@ -61,16 +69,34 @@ def _run_loop(config: pytest.Config) -> int:
     settings = load_settings(config)
     terminal = Terminal(verbosity=int(config.option.verbose))
     redact = Redactor(os.environ)
+    try:
+        order = read_order(config.getoption(OPERATOR_FLAG.lstrip("-").replace("-", "_")))
+    except StateError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if order is not None and order.action is Action.CHAT:
+        from pytest_fwloop.chat import answer_chat
+
+        return answer_chat(config, settings, order, terminal, redact)
     workspace = Workspace(settings.rootdir, settings.snapshot_exclude)
-    run_id = new_run_id()
+    run_id = order.run_id if order is not None else new_run_id()
+    continued: Continued | None = None
+    opened = False
     try:
         # The run lock first; then what a killed run left running, before its tree is restored.
         workspace.lock()
+        if order is not None:
+            continued = Continued.of(order, settings.runs_root / run_id)
         reaped = children.reap_leftovers(workspace.shadow.state_dir)
         recovered = workspace.open(run_id)
+        opened = True
+        if continued is not None:
+            state, resumption = continued.state, continued.resumption
+            workspace.adopt(resumption.tree, resumption.paths, state.left_tree, resumption.watched)
         children.install(workspace.shadow.state_dir)
-    except WorkspaceError as exc:
+    except (WorkspaceError, StateError, ThreadError) as exc:
         terminal.line(str(exc))
+        if opened:  # only the baseline was taken: nothing of the tree was changed
+            workspace.close(keep_tree=True)
         return int(pytest.ExitCode.USAGE_ERROR)
     except OSError as exc:
         # Before the baseline nothing of the tree was changed: a setup problem, not a crash.
@@ -83,9 +109,73 @@ def _run_loop(config: pytest.Config) -> int:
     if reaped:
         terminal.line(f"fwloop: stopped {reaped} process(es) left running by an interrupted run")
     try:
-        return _control(config, settings, workspace, run_id, recovered, terminal, redact)
+        return _control(config, settings, workspace, run_id, recovered, terminal, redact, continued)
     finally:
         children.uninstall()
+
+
+@dataclass(frozen=True)
+class Continued:
+    """A recorded run an operator's order continues: its state, its loop, where it resumes."""
+
+    order: Order
+    state: RunState
+    loop: LoopState
+    resumption: Resumption
+    messages: list[str]
+
+    @classmethod
+    def of(cls, order: Order, run_dir: Path) -> Continued:
+        """Checked under the run lock; StateError (one line) if the order no longer applies."""
+        state = load_state(run_dir)
+        if state.revision != order.revision:
+            raise StateError(
+                f"fwloop: run {order.run_id} changed since `fwloop {order.action.value}` read it "
+                f"(revision {order.revision}, now {state.revision}): someone acted on it first; "
+                f"`fwloop show {order.run_id}` says where it stands"
+            )
+        refused = refusal(state, order.action)
+        if refused is not None:
+            raise StateError(refused)
+        loop = LoopState(run_id=order.run_id)
+        resumption = restore(loop, state, run_dir, order)
+        messages = [m.text for m in Thread(run_dir, OPERATOR_THREAD).messages()]
+        return cls(order, state, loop, resumption, messages)
+
+    def prepare(self, controller: Controller) -> None:
+        """Give the controller the run's past: convergence history, patches tried, usage."""
+        loop = controller.loop
+        if self.state.outcome is None:  # the trace of a killed controller ends where it died
+            controller.recorder.append_event(
+                Event(
+                    time=utc_now(),
+                    kind="interrupted",
+                    from_state=self.state.fsm_state,
+                    to_state=State.ABORTED.value,
+                    event="interrupted",
+                    reason="the controller stopped without ending the run (killed); "
+                    "continued by `fwloop resume`",
+                    iteration=self.state.iterations[-1].number if self.state.iterations else 1,
+                    evidence=[],
+                    retry_count=0,
+                    retry_reason=None,
+                ).to_json()
+            )
+        loop.resumed = Step(self.resumption.event, self.resumption.reason)
+        loop.operator_messages = self.messages
+        if self.order.text:  # a follow-up, or a confirm's note: kept, and told to every agent
+            kind = "followup" if self.order.action is Action.FOLLOWUP else "confirm_note"
+            Thread(controller.recorder.path, OPERATOR_THREAD).append(
+                "operator", kind, self.order.text, controller.redact, "coder", "to the loop"
+            )
+            loop.operator_messages.append(controller.redact(self.order.text))
+        for _, results in loop.attempts():
+            controller.end.checker.add_iteration_result(results.pass_count, results.total_count)
+        controller.gate.tried = [
+            (it.number, it.patch) for it in loop.iterations if it.results is not None and it.patch
+        ]
+        controller.calls.usage = UsageLedger.from_dict(self.state.usage)
+        controller.calls.coder_calls = sum(it.coder_calls for it in loop.iterations)
 
 
 def _control(
@@ -96,8 +186,9 @@ def _control(
     recovered: RecoveryReport | None,
     terminal: Terminal,
     redact: Redactor,
+    continued: Continued | None,
 ) -> int:
-    recorder = RunRecorder(settings.runs_root, run_id, redact)
+    recorder = RunRecorder(settings.runs_root, run_id, redact, reopen=continued is not None)
     if recovered is not None:
         terminal.line(
             f"fwloop: recovered the tree of interrupted run {recovered.run_id}: restored "
@@ -119,8 +210,28 @@ def _control(
     try:
         context = run_context.gather(config, settings.rootdir, settings.randomly_seed)
         controller = Controller(
-            config, settings, recorder, workspace, terminal, threading.Event(), redact
+            config,
+            settings,
+            recorder,
+            workspace,
+            terminal,
+            threading.Event(),
+            redact,
+            loop=continued.loop if continued is not None else None,
         )
+        if continued is not None:
+            continued.prepare(controller)
+        keeper = StateKeeper(
+            recorder,
+            continued.state.invocation if continued is not None else _invocation(config),
+            settings.rootdir,
+            settings.max_iter,
+            workspace.baseline,
+            controller.calls.usage,
+            continued.state.revision if continued is not None else 0,
+        )
+        controller.on_move = keeper.save
+        keeper.save(controller.loop)
         terminal.header(settings, recorder)
     except Exception as exc:
         return settle_crash(
@@ -156,7 +267,23 @@ def _control(
     if crashes:
         terminal.line(f"{PREFIX} internal error: {pointer}")
     assert controller.loop.outcome is not None
+    _left(keeper, controller.loop)
     return int(exit_status(controller.loop.outcome, advisory=settings.advisory))
+
+
+def _invocation(config: pytest.Config) -> Invocation:
+    params = config.invocation_params
+    return Invocation(args=[str(arg) for arg in params.args], dir=str(params.dir))
+
+
+def _left(keeper: StateKeeper, loop: LoopState) -> None:
+    """The state's last word: how the run ended and the tree it left (the fixed one on success,
+    else its baseline), which a continuation checks the operator has not changed since."""
+    kept = [it for it in loop.iterations if it.results is not None and it.kind != "rollback"]
+    if loop.outcome is Outcome.SUCCESS and kept:
+        keeper.left_tree = kept[-1].checkpoint
+    with contextlib.suppress(OSError):  # the records are written; a full disk loses only this
+        keeper.save(loop)
 
 
 def _stop_on_internal_error(controller: Controller, exc: Exception) -> str:

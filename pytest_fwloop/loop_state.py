@@ -11,8 +11,10 @@ from pytest_fwloop.agents.protocol import CoderAnswer, MustFix
 from pytest_fwloop.convergence import ConvergenceType
 from pytest_fwloop.fsm import ErrorType, LoopEvent, State, StateBound
 from pytest_fwloop.outcomes import Outcome
+from pytest_fwloop.records import Event
 from pytest_fwloop.recovery import ErrorState
 from pytest_fwloop.results import IterationResults
+from pytest_fwloop.rundir import utc_now
 
 if TYPE_CHECKING:
     from pytest_fwloop.child_run import Attempt
@@ -127,6 +129,13 @@ class LoopState:
     constraints: list[str] = field(default_factory=list)
     build_diagnostics: str = ""
     coder_answer: CoderAnswer | None = None
+    #: The operator said yes to `coder_answer` (at the terminal or by `fwloop confirm`): it
+    #: goes to the strict gate without another proposal stop.
+    operator_approved: bool = False
+    #: What the operator said to the loop (follow-ups, confirm notes), for every agent request.
+    operator_messages: list[str] = field(default_factory=list)
+    #: A continued run's first move out of IDLE (continuation.restore), instead of `start`.
+    resumed: Step | None = None
     # The snapshot a failing patch is rolled back to.
     pre_patch_checkpoint: str = ""
     # Environment reruns: the tests to run again, and the results they will be merged into.
@@ -179,6 +188,22 @@ class LoopState:
                 terminal_outcome=None if bound.resume else Outcome.FAILURE,
             ),
             LoopEvent.STATE_TIMEOUT,
+        )
+
+    def transition(self, source: State, target: State, step: Step) -> Event:
+        """The decision-trace line of a move; a move out of ERROR_RECOVERY names its retry."""
+        recovering = source is State.ERROR_RECOVERY and self.error is not None
+        return Event(
+            time=utc_now(),
+            kind="transition",
+            from_state=source.value,
+            to_state=target.value,
+            event=step.event.value,
+            reason=step.reason,
+            iteration=self.current.number,
+            evidence=list(step.evidence),
+            retry_count=self.retries.get(self.error.type, 0) if recovering and self.error else 0,
+            retry_reason=self.error.reason if recovering and self.error else None,
         )
 
     def fail(self, error: ErrorState, event: LoopEvent) -> Step:

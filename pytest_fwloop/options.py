@@ -437,10 +437,12 @@ OPTIONS: tuple[OptionSpec, ...] = (
 
 _BY_NAME = {spec.name: spec for spec in OPTIONS}
 
-#: Flags whose value is the next argument unless written `--flag=value`.
-VALUE_FLAGS = frozenset(spec.flag for spec in OPTIONS if spec.flag is not None)
 CHILD_REPORT_FLAG = "--fwloop-child-report"
 CHILD_SELECT_FLAG = "--fwloop-child-select"
+#: The order file the `fwloop` command hands a controller that continues a run (DESIGN.md §11).
+OPERATOR_FLAG = "--fwloop-operator"
+#: Flags whose value is the next argument unless written `--flag=value`.
+VALUE_FLAGS = frozenset(spec.flag for spec in OPTIONS if spec.flag is not None) | {OPERATOR_FLAG}
 
 
 #: The ini type of every scalar option. pytest >= 9.2 takes a union, so a native `[tool.pytest]`
@@ -468,6 +470,13 @@ def add_options(parser: pytest.Parser) -> None:
             )
         ini_type = {"linelist": "linelist", "bool": "bool"}.get(spec.kind, SCALAR_INI_TYPE)
         parser.addini(spec.ini, spec.help, type=ini_type, default=spec.default)
+    group.addoption(
+        OPERATOR_FLAG,
+        default="",
+        metavar="FILE",
+        help="continue a recorded run as an operator's order says (written by `fwloop confirm`, "
+        "`followup`, `resume` and `chat`, which start pytest with it; not for direct use)",
+    )
     group.addoption(CHILD_REPORT_FLAG, default="", help=argparse.SUPPRESS)
     group.addoption(CHILD_SELECT_FLAG, default="", help=argparse.SUPPRESS)
 

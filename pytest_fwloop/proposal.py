@@ -60,6 +60,9 @@ class ProposalDesk:
         on the operator's reply. None sends the patch on to the strict gate."""
         answer = loop.coder_answer
         assert answer is not None
+        if loop.operator_approved:
+            loop.operator_approved = False  # this answer only; the next patch may stop again
+            return None
         if not self.due(applied) or not answer.patch.strip():
             return None  # no patch to show: the gate refuses it and the coder is asked again
         policy = self._policy_word(answer)
@@ -90,7 +93,8 @@ class ProposalDesk:
         loop.outcome = Outcome.AWAITING_OPERATOR_CONFIRM
         loop.final_reason = (
             f"proposal mode ({self.settings.propose}): the patch of iteration {number} waits for "
-            f"the operator ({policy}); read proposal.md, apply proposal.patch to go on"
+            f"the operator ({policy}); read proposal.md, then `fwloop confirm "
+            f"{self.recorder.run_id}` or `fwloop followup {self.recorder.run_id} TEXT`"
         )
         return Step(LoopEvent.AWAIT_OPERATOR, loop.final_reason, evidence)
 
@@ -142,8 +146,8 @@ def _proposal_text(number: int, answer: CoderAnswer, policy: str, comments: dict
         answer.patch.rstrip("\n"),
         "```",
         "",
-        "To go on: apply `proposal.patch` (`git apply`) and run the loop again, or rerun with "
-        "`--fwloop-mode=interactive` on a terminal to answer at once.",
+        "To go on: `fwloop confirm RUN` applies it through the strict gate and continues the run; "
+        "`fwloop followup RUN TEXT` asks the coder for a revised proposal.",
         "",
     ]
     return "\n".join(lines)

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.results import IterationResults, ProgressLine, TestRecord
+from pytest_fwloop.run_state import RunState, SavedIteration
 
 
 class _Record(BaseModel):
@@ -121,7 +122,7 @@ class CrashSummary(_Record):
     duration_s: float = Field(description="wall-clock seconds of the run")
 
 
-EventKind = Literal["transition", "agent_call", "internal_error", "rollback"]
+EventKind = Literal["transition", "agent_call", "internal_error", "rollback", "interrupted"]
 
 
 class Event(_Record):
@@ -129,7 +130,8 @@ class Event(_Record):
 
     time: str = Field(description="UTC time (ISO 8601)")
     kind: EventKind = Field(
-        description="`transition`, `agent_call`, `internal_error` or `rollback` (below)"
+        description="`transition`, `agent_call`, `internal_error`, `rollback` or `interrupted` "
+        "(below)"
     )
     from_state: str = Field(alias="from", description="the state before")
     to_state: str = Field(alias="to", description="the state after")
@@ -238,6 +240,8 @@ RECORDS: tuple[tuple[str, type[BaseModel]], ...] = (
     ("rounds/NN/commands.json command", CommandEntry),
     ("rounds/NN/results.json", IterationResults),
     ("rounds/NN/results.json test", TestRecord),
+    ("state.json", RunState),
+    ("state.json iteration", SavedIteration),
     ("rounds/NN/results-K.jsonl line", ProgressLine),
 )
 
@@ -278,7 +282,7 @@ def _type_name(annotation: Any) -> str:
         return f"one of the {annotation.__name__} values ({len(annotation)})"
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation.__name__
-    return {str: "string", int: "integer", float: "number", bool: "boolean"}.get(
+    return {str: "string", int: "integer", float: "number", bool: "boolean", object: "any"}.get(
         annotation, str(annotation)
     )
 
@@ -311,6 +315,18 @@ _RUN_FILES: tuple[tuple[str, str], ...] = (
         "`proposal.patch`, `proposal.md`",
         "proposal mode (`--fwloop-propose`): the coder's patch waiting for the operator, and "
         "its analysis, the patch policy's word and the roundtable's comments (docs/operator.md)",
+    ),
+    (
+        "`state.json`",
+        "what another process needs to continue the run (`RunState`, below), rewritten "
+        "atomically after every move; read by `fwloop confirm`, `followup`, `resume`, `rerun` "
+        "and `chat` (docs/operator.md)",
+    ),
+    (
+        "`threads/<id>/meta.json`, `threads/<id>/messages.jsonl`",
+        "the operator's threads: `operator` holds follow-ups and confirm notes (every agent "
+        "request carries them as `operator_messages`), `chat-<role>` a `fwloop chat`; one "
+        "message a line: `time`, `author`, `kind`, `text`",
     ),
     (
         "`report.html`",
@@ -478,6 +494,10 @@ The `kind` of an `Event`:
 - `rollback`: in `CONVERGENCE_CHECK` (both `from` and `to`), the iteration's patch broke tests
   that passed before it without raising the pass count, and was undone (`reason` names them);
   the iteration's `kind` in the timeline is `rollback` and the coder is told.
+- `interrupted`: written by `fwloop resume` for a controller that was killed: `from` is the
+  state it died in, `to` is `ABORTED`; the resumed controller's moves follow from `IDLE`.
+  A continued run's trace (after `fwloop confirm`, `followup` or `resume`) walks from `IDLE`
+  again after each end, with `operator_confirmed`, `resume` or `resume_tests`.
 
 `rounds/NN/`:
 

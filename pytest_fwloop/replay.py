@@ -5,7 +5,8 @@ Three kinds of decision are re-derived from the run directory alone, with the sa
 used (`fsm.next_state`, `convergence.determine_convergence`, `history.baseline_regressions`):
 
 - every transition of `task-events.jsonl` is a row of the table, and each starts where the one
-  before it ended, from IDLE to a terminal state: a line removed or edited breaks the chain;
+  before it ended, from IDLE to a terminal state: a line removed or edited breaks the chain (a
+  run continued by `fwloop confirm|resume|followup` walks from IDLE again after each end);
 - every `rounds/NN/convergence.json` verdict follows from its counts and criteria, and its counts
   are the ones the iterations' `results.json` give;
 - every applied `patch.diff` is the patch the reviewer approved in that iteration.
@@ -124,13 +125,16 @@ def _first_error(exc: Exception) -> str:
 
 
 def check_transitions(events: list[Event]) -> Difference | None:
-    """The trace is one unbroken walk of the transition table from IDLE to a terminal state."""
+    """The trace is one unbroken walk of the transition table from IDLE to a terminal state;
+    a continued run's next controller starts from IDLE again."""
     state = fsm.State.IDLE
     iteration = 1
     for event in events:
         iteration = event.iteration
         if event.kind == "agent_call":
             continue
+        if state in fsm.TERMINAL_STATES and event.from_state == fsm.State.IDLE.value:
+            state = fsm.State.IDLE
         if event.from_state != state.value:
             return Difference(
                 iteration,
@@ -144,6 +148,9 @@ def check_transitions(events: list[Event]) -> Difference | None:
             continue
         if event.kind == "internal_error":
             state = fsm.State.FAILURE  # an exception ends the loop from any state
+            continue
+        if event.kind == "interrupted":
+            state = fsm.State.ABORTED  # a killed controller, as its resumer found it
             continue
         try:
             target = fsm.next_state(state, fsm.LoopEvent(event.event))

@@ -14,19 +14,20 @@ from tabulate import tabulate
 
 from pytest_fwloop.html_report import Facts, render_to
 from pytest_fwloop.replay import RecordedRun, ReplayError, load_run, replay, timeline_lines
+from pytest_fwloop.run_state import STATE_FILE
 
 
 def find_run(root: Path, runs: Path, name: str) -> Path:
     """A run directory by id, unique id prefix, `last`, or path; ReplayError says why not."""
     if "/" in name or name in (".", ".."):
         path = Path(name)
-        if (path / "summary.json").is_file():
+        if _is_run(path):
             return path
-        raise ReplayError(f"fwloop: {name} is not a run directory (no summary.json)")
+        raise ReplayError(f"fwloop: {name} is not a run directory (no summary.json, no state.json)")
     folder = _runs_folder(root, runs)
-    found = sorted(p for p in folder.glob("*") if (p / "summary.json").is_file())
+    found = sorted(p for p in folder.glob("*") if _is_run(p))
     if not found:
-        raise ReplayError(f"fwloop: no finished run in {folder}; run pytest --fwloop first")
+        raise ReplayError(f"fwloop: no run in {folder}; run pytest --fwloop first")
     if name == "last":
         return found[-1]
     matches = [p for p in found if p.name.startswith(name)]
@@ -38,6 +39,11 @@ def find_run(root: Path, runs: Path, name: str) -> Path:
         f"fwloop: '{name}' names {len(matches)} runs ({', '.join(p.name for p in matches[:3])}"
         f"{', …' if len(matches) > 3 else ''}); give more of the id"
     )
+
+
+def _is_run(path: Path) -> bool:
+    """A run directory: ended (summary.json), or stopped short of it (state.json)."""
+    return (path / "summary.json").is_file() or (path / STATE_FILE).is_file()
 
 
 def _runs_folder(root: Path, runs: Path) -> Path:

@@ -59,10 +59,13 @@ def call_files(folder: Path, role: str, suffix: str) -> list[Path]:
 class RunRecorder:
     """Writes `.fwloop/runs/<run-id>/`; paths given to it are relative to that directory."""
 
-    def __init__(self, runs_root: Path, run_id: str, redact: Redactor) -> None:
+    def __init__(
+        self, runs_root: Path, run_id: str, redact: Redactor, *, reopen: bool = False
+    ) -> None:
+        """`reopen`: a continued run writes on in its existing directory (DESIGN.md §11)."""
         self.run_id = run_id
         self.path = runs_root / run_id
-        self.path.mkdir(parents=True, exist_ok=False)
+        self.path.mkdir(parents=True, exist_ok=reopen)
         #: The run's redactor: every write goes through it, and what leaves the run by another
         #: way (the knowledge base, report.html) too.
         self.redact = redact

@@ -278,3 +278,53 @@ def test_of_simultaneous_starts_one_runs_and_each_other_says_why_in_one_line(
         assert "git" not in line
         assert "delete" not in line
     assert rig.state() == rig.before
+
+
+@pytest.mark.parametrize(
+    "until",
+    [
+        "[2] TEST_SETUP -> TEST_RUN",  # a patch applied and under test: applied again
+        "[3] CODE_ANALYSIS -> PATCH_GENERATION",  # an answer before its review: reviewed again
+    ],
+)
+def test_a_killed_run_resumes_from_its_state_with_its_kept_fixes(
+    project: LoopProject, until: str
+) -> None:
+    rig = Rig(project)
+    process = rig.start(until)
+    kill(process)
+    assert wait_gone(rig.tag) == []
+    [run_dir] = project.run_dirs()
+    killed = json.loads((run_dir / "state.json").read_text())
+    assert killed["outcome"] is None
+    assert killed["pending"] is not None
+    coder_calls = len((project.agents_dir / "calls").read_text())
+
+    resumed = subprocess.run(
+        [sys.executable, "-m", "pytest_fwloop.cli", "resume", "last"],
+        cwd=project.root,
+        env=rig.env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    output = resumed.stdout + resumed.stderr
+    assert resumed.returncode == 0, output
+    assert "recovered the tree of interrupted run" in output
+    assert project.run_dirs() == [run_dir]
+    fixed = CALC
+    for old, new in FIXES:
+        fixed = fixed.replace(old, new)
+    assert (project.root / "fw" / "calc.py").read_text() == fixed
+    summary = project.summary()
+    assert summary["outcome"] == "success"
+    assert summary["pass_counts"][0] == 2  # the killed controller's baseline: clamp, slow
+    # The answer in flight was not asked for again: the coder answered once per fix, in all.
+    assert len((project.agents_dir / "calls").read_text()) == coder_calls + len(FIXES) - (
+        killed["iterations"][-1]["number"] - 1
+    )
+    kinds = [e["kind"] for e in project.events()]
+    assert kinds.count("interrupted") == 1
+    replayed = project.replay()
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from controllerkit import ControllerKit, firmware_patch, fixing
-from loopkit import CALC, LoopProject, calc_fix_patches, coder_answer, tree_state
+from loopkit import CALC, LoopProject, calc_fix_patches, check_records, coder_answer, tree_state
 from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind
 from pytest_fwloop.outcomes import Outcome
 
@@ -126,3 +128,68 @@ def test_an_answer_without_a_patch_is_not_proposed(kit: ControllerKit) -> None:
     assert kit.run() is Outcome.AWAITING_OPERATOR_CONFIRM
     assert len(kit.coder.requests) == 2  # the empty answer went the gate's way: asked again
     assert proposal_files(kit)[0] == fix["patch"]
+
+
+# -- the `fwloop` command on recorded runs (real processes) ------------------------------------
+
+
+def fwloop(
+    project: LoopProject, *args: str, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """The `fwloop` command run in the project, as an operator types it."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_fwloop.cli", *args],
+        cwd=project.root,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def state_of(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "state.json").read_text())  # type: ignore[no-any-return]
+
+
+@pytest.mark.slow
+def test_confirm_applies_the_proposal_and_the_run_goes_on_to_green(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = LoopProject(pytester, monkeypatch)
+    project.calc_suite()
+    patches = calc_fix_patches()
+    coder = project.agent("coder", [coder_answer(p, f"fix {i}") for i, p in enumerate(patches)])
+    first = project.run(f"--fwloop-coder={coder.spec}", "--fwloop-propose=first")
+    assert first.ret == pytest.ExitCode.TESTS_FAILED, first.stdout.str()
+    [run_dir] = project.run_dirs()
+    assert state_of(run_dir)["outcome"] == "awaiting_operator_confirm"
+
+    confirmed = fwloop(project, "confirm", "last", "--note", "fine, but keep the names")
+    assert confirmed.returncode == 0, confirmed.stdout + confirmed.stderr
+    assert project.run_dirs() == [run_dir]  # the same run, continued
+    assert "def add(a, b):\n    return a + b" in (project.root / "fw" / "calc.py").read_text()
+    summary = project.summary()
+    assert summary["outcome"] == "success"
+    # The whole run's history: the baseline of the first process, then the confirmed patch on.
+    assert summary["pass_counts"][0] == 1
+    assert summary["pass_counts"][-1] == summary["total_counts"][-1] == 6
+    # The coder was not asked again for the proposal it made: one call for it, then one per bug.
+    coder_calls = coder.requests("coder")
+    assert [c["iteration"] for c in coder_calls][:2] == [2, 3]
+    assert len(coder_calls) == 3
+    # The note reached the agents after the confirm; the reviewer judged the proposal strictly.
+    reviews = coder.requests("reviewer")
+    strict = [r for r in reviews if r["schema"]]
+    assert strict[0]["patch"] == patches[0]
+    assert strict[0]["operator_messages"] == ["fine, but keep the names"]
+    assert coder_calls[1]["operator_messages"] == ["fine, but keep the names"]
+    messages = (run_dir / "threads" / "operator" / "messages.jsonl").read_text().splitlines()
+    assert [json.loads(m)["kind"] for m in messages] == ["confirm_note"]
+    events = project.events()
+    assert ("IDLE", "operator_confirmed", "PATCH_GENERATION") in [
+        (e["from"], e["event"], e["to"]) for e in events
+    ]
+    replayed = project.replay()
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert check_records(run_dir) > 10

@@ -94,6 +94,7 @@ class AgentRequest(BaseModel):
     constraints: list[str] = Field(default_factory=list)
     regressions: list[Regression] = Field(default_factory=list)
     similar_fixes: list[SimilarFix] = Field(default_factory=list)
+    operator_messages: list[str] = Field(default_factory=list)
 
     @field_validator("workspace")
     @classmethod

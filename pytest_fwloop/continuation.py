@@ -1,0 +1,208 @@
+"""How a recorded run goes on (DESIGN.md §11): the operator's order, and where the loop resumes.
+
+`fwloop confirm|followup|resume|chat` write an `Order` into the run directory and start pytest
+with the run's recorded arguments and `--fwloop-operator=FILE`. The controller checks the order
+again once it holds the run lock, against the state revision the command judged: of two
+operators acting on one state, the second is refused. What a state allows is decided here, pure,
+for the command and the controller alike; `restore` fills a fresh `LoopState` from the state.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from pytest_fwloop.agents.protocol import MustFix
+from pytest_fwloop.fsm import LoopEvent, State
+from pytest_fwloop.loop_state import Iteration, LoopState
+from pytest_fwloop.outcomes import Outcome
+from pytest_fwloop.policy import touched_paths
+from pytest_fwloop.results import IterationResults
+from pytest_fwloop.run_state import RunState, SavedIteration, StateError
+
+
+class Action(str, enum.Enum):
+    CONFIRM = "confirm"
+    FOLLOWUP = "followup"
+    RESUME = "resume"
+    CHAT = "chat"
+
+
+class Order(BaseModel):
+    """What an operator asked of one run, written by the `fwloop` command."""
+
+    action: Action
+    run_id: str
+    #: The state revision the command judged; another one means someone acted first.
+    revision: int
+    text: str = ""
+    role: str = ""
+    thread: str = ""
+    max_iter: int | None = Field(default=None, ge=1)
+
+
+def read_order(path: str) -> Order | None:
+    """The order a `--fwloop-operator` file holds (None without one); StateError if unusable."""
+    if not path:
+        return None
+    try:
+        return Order.model_validate_json(Path(path).read_bytes())
+    except (OSError, ValueError) as exc:
+        raise StateError(
+            f"fwloop: --fwloop-operator={path}: not an order of the fwloop command ("
+            f"{type(exc).__name__}); use `fwloop confirm|followup|resume|chat` instead"
+        ) from None
+
+
+def refusal(state: RunState, action: Action) -> str | None:
+    """Why the run cannot take `action` (one line), or None when it can."""
+    name = state.run_id
+    if action is Action.CHAT:
+        return None
+    if state.outcome is None:
+        if action is Action.RESUME:
+            return None  # a killed controller: the command has made sure it is not running
+        return (
+            f"fwloop: run {name} has not ended (its controller was killed at {state.fsm_state}): "
+            f"`fwloop resume {name}` continues it"
+        )
+    awaiting = state.outcome == Outcome.AWAITING_OPERATOR_CONFIRM.value
+    if action is Action.CONFIRM:
+        if awaiting and state.pending is not None:
+            return None
+        if awaiting:
+            return (
+                f"fwloop: run {name} awaits a decision on its plateau, not a proposal: "
+                f"`fwloop resume {name}` continues it"
+            )
+        return (
+            f"fwloop: run {name} awaits nothing to confirm (it ended {state.outcome}); "
+            f"`fwloop show {name}` says why"
+        )
+    if action is Action.RESUME:
+        if state.outcome == Outcome.SUCCESS.value:
+            return (
+                f"fwloop: run {name} ended with success; there is nothing to resume "
+                f"(`fwloop rerun {name}` starts a new run on the current tree)"
+            )
+        if awaiting and state.pending is not None:
+            return (
+                f"fwloop: run {name} waits for your word on its proposal: `fwloop confirm "
+                f"{name}` applies it, `fwloop followup {name} TEXT` asks for another"
+            )
+    return None
+
+
+@dataclass(frozen=True)
+class Resumption:
+    """Where a restored loop starts, and what of the tree it takes back."""
+
+    event: LoopEvent
+    reason: str
+    #: The snapshot of the run's latest kept tree, and the paths its patches wrote there.
+    tree: str
+    paths: tuple[str, ...]
+    #: Paths the continuation will write: the operator must not have changed them since.
+    watched: tuple[str, ...]
+
+
+#: States a patch has passed the strict gate in: a killed run applies it again without asking.
+_PAST_THE_GATE = frozenset(
+    {
+        State.PATCH_APPLY,
+        State.BUILD_SETUP,
+        State.BUILD_RUN,
+        State.TEST_SETUP,
+        State.TEST_RUN,
+        State.RESULT_COLLECTION,
+        State.RESULT_ANALYSIS,
+    }
+)
+
+
+def restore(loop: LoopState, state: RunState, run_dir: Path, order: Order) -> Resumption:
+    """Fill `loop` (a fresh one) from `state` for `order`; StateError if a record is missing."""
+    loop.iterations = [_iteration(saved, run_dir) for saved in state.iterations]
+    loop.must_fix = list(state.must_fix)
+    loop.constraints = list(state.constraints)
+    loop.build_diagnostics = state.build_diagnostics
+    loop.strategy_switches = state.strategy_switches
+    kept = [it for it in loop.iterations if it.results is not None and it.kind != "rollback"]
+    written = sorted({p for it in kept if it.patch.strip() for p in touched_paths(it.patch)})
+    pending = state.pending
+    if state.in_flight is None:
+        loop.iterations.append(Iteration(loop.current.number + 1, "patch"))
+    number = loop.current.number
+    if order.action is Action.FOLLOWUP and pending is not None:
+        # The proposal is answered by the message: the coder revises it, nothing is applied.
+        loop.must_fix = [
+            MustFix(
+                issue=f"the operator's follow-up on your proposal ({pending.summary[:200]}): "
+                f"{order.text}"
+            )
+        ]
+        pending = None
+    elif order.action is Action.FOLLOWUP:
+        loop.must_fix = [*loop.must_fix, MustFix(issue=f"the operator asks: {order.text}")]
+    if pending is not None and (
+        order.action is Action.CONFIRM or State(state.fsm_state) in _PAST_THE_GATE
+    ):
+        loop.coder_answer = pending
+        loop.operator_approved = True
+        event, reason = (
+            LoopEvent.OPERATOR_CONFIRMED,
+            f"the pending patch of iteration {number} goes to the strict gate "
+            f"({'confirmed by the operator' if order.action is Action.CONFIRM else 'resumed'})",
+        )
+    elif pending is not None and State(state.fsm_state) is State.PATCH_GENERATION:
+        loop.coder_answer = pending
+        event, reason = (
+            LoopEvent.OPERATOR_CONFIRMED,
+            f"the coder's answer of iteration {number} goes to the gate again",
+        )
+    else:
+        pending = None  # a refused or spent answer: the coder is asked again
+        if loop.current.kind == "confirmation":
+            event, reason = LoopEvent.RESUME_TESTS, f"iteration {number} confirms the green tree"
+        else:
+            event, reason = LoopEvent.RESUME, f"iteration {number}: the coder is asked for a patch"
+    watched = set(written) | (set(touched_paths(pending.patch)) if pending else set())
+    return Resumption(
+        event,
+        f"run {state.run_id} continued by `fwloop {order.action.value}` at revision "
+        f"{state.revision}: {reason}",
+        kept[-1].checkpoint if kept else "",
+        tuple(written),
+        tuple(sorted(watched)),
+    )
+
+
+def _iteration(saved: SavedIteration, run_dir: Path) -> Iteration:
+    results = None
+    if saved.measured:
+        path = run_dir / "rounds" / f"{saved.number:02d}" / "results.json"
+        try:
+            results = IterationResults.model_validate_json(path.read_bytes())
+        except (OSError, ValueError) as exc:
+            raise StateError(
+                f"fwloop: {path} is missing or damaged ({type(exc).__name__}); run "
+                f"{run_dir.name} cannot be continued"
+            ) from None
+    return Iteration(
+        number=saved.number,
+        kind=saved.kind,
+        patch=saved.patch,
+        patch_summary=saved.patch_summary,
+        checkpoint=saved.checkpoint,
+        results=results,
+        coder_calls=saved.coder_calls,
+        review_rounds=saved.review_rounds,
+        convergence_type=saved.convergence_type,
+        reason=saved.reason,
+        score=saved.score,
+        notes=list(saved.notes),
+        executed=saved.executed,
+    )
