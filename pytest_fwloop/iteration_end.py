@@ -254,6 +254,7 @@ class IterationEnd:
             reason=reason,
             score=iteration.score,
             criteria=self.settings.criteria.to_dict(),
+            max_iter=self.settings.max_iter,
         )
         self.recorder.write_json(
             f"{self.recorder.relative(self.recorder.round_path(iteration.number))}/"

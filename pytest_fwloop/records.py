@@ -203,6 +203,11 @@ class ConvergenceRecord(_Record):
     reason: str = Field(description="the rule that decided, with its values and thresholds")
     score: float = Field(description="the convergence score")
     criteria: dict[str, float] = Field(description="the criteria used")
+    max_iter: int | None = Field(
+        default=None,
+        description="the iteration limit in force (a resumed run may have raised it since); "
+        "null in older records",
+    )
 
 
 class CommandEntry(_Record):

@@ -195,7 +195,8 @@ def check_verdicts(
             criteria = _criteria(record.criteria)
         except (TypeError, CriteriaError) as exc:
             return Difference(number, "convergence", f"unusable criteria: {exc}")
-        verdict, reason = determine_convergence(*counted, criteria, number, max_iter)
+        limit = record.max_iter if record.max_iter is not None else max_iter
+        verdict, reason = determine_convergence(*counted, criteria, number, limit)
         measured = [(n, r) for n, r in attempts if kinds.get(n) != "rollback"]
         if verdict is ConvergenceType.SUCCESS and baseline_regressions(measured):
             verdict = None  # DESIGN.md §13: withheld while a baseline-passing test fails

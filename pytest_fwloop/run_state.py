@@ -113,9 +113,9 @@ def load_state(run_dir: Path) -> RunState:
         document = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise StateError(
-            f"fwloop: run {name} has no {STATE_FILE} (written by pytest-fwloop 0.9 and later, "
-            f"or the run died before its first step); it cannot be continued: `fwloop rerun "
-            f"{name}` starts it again"
+            f"fwloop: run {name} has no {STATE_FILE} (recorded by an older pytest-fwloop, or "
+            "it died before its first step); it cannot be continued: start a new run with "
+            "pytest --fwloop"
         ) from None
     except (OSError, ValueError) as exc:
         raise StateError(

@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 
 from controllerkit import ControllerKit, firmware_patch, fixing
-from loopkit import CALC, LoopProject, calc_fix_patches, check_records, coder_answer, tree_state
+from loopkit import (
+    CALC,
+    Agent,
+    LoopProject,
+    calc_fix_patches,
+    check_records,
+    coder_answer,
+    tree_state,
+)
 from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind
 from pytest_fwloop.outcomes import Outcome
 
@@ -193,3 +201,112 @@ def test_confirm_applies_the_proposal_and_the_run_goes_on_to_green(
     replayed = project.replay()
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert check_records(run_dir) > 10
+
+
+def awaiting_run(project: LoopProject, *extra: str) -> tuple[Agent, Path]:
+    """The calc suite stopped on its first proposal; its coder fixes one bug per answer."""
+    project.calc_suite()
+    patches = calc_fix_patches()
+    coder = project.agent("coder", [coder_answer(p, f"fix {i}") for i, p in enumerate(patches)])
+    result = project.run(f"--fwloop-coder={coder.spec}", "--fwloop-propose=first", *extra)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    [run_dir] = project.run_dirs()
+    return coder, run_dir
+
+
+@pytest.mark.slow
+def test_a_followup_on_a_proposal_gets_a_revised_one_and_nothing_is_built(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = LoopProject(pytester, monkeypatch)
+    builds = project.agents_dir / "builds.log"
+    build = f"{sys.executable} -c \"open({str(builds)!r}, 'a').write('built\\n')\""
+    coder, run_dir = awaiting_run(project, f"--fwloop-build={build}")
+    assert builds.read_text() == "built\n"  # the baseline's build
+    before = tree_state(project.root)
+    followed = fwloop(project, "followup", "last", "fix scale first, it feeds the UART divisor")
+    assert followed.returncode == pytest.ExitCode.TESTS_FAILED, followed.stdout + followed.stderr
+    assert tree_state(project.root) == before
+    assert builds.read_text() == "built\n"  # nothing built for the revised proposal
+    state = state_of(run_dir)
+    assert state["outcome"] == "awaiting_operator_confirm"
+    assert state["pending"]["summary"] == "fix 1"  # the coder's revised proposal
+    assert (run_dir / "proposal.patch").read_text() == calc_fix_patches()[1]
+    revised = coder.requests("coder")[-1]
+    assert revised["iteration"] == 2
+    assert revised["operator_messages"] == ["fix scale first, it feeds the UART divisor"]
+    assert revised["must_fix"][0]["issue"] == (
+        "the operator's follow-up on your proposal (fix 0): fix scale first, it feeds the UART "
+        "divisor"
+    )
+    moves = [(e["from"], e["event"], e["to"]) for e in project.events()]
+    after = moves[moves.index(("IDLE", "resume", "CODE_ANALYSIS")) :]
+    assert [m[2] for m in after] == ["CODE_ANALYSIS", "PATCH_GENERATION", "ABORTED"]
+    [line] = (run_dir / "threads" / "operator" / "messages.jsonl").read_text().splitlines()
+    assert json.loads(line)["author"] == "operator"
+    assert project.replay().returncode == 0
+
+
+@pytest.mark.slow
+def test_resume_goes_on_from_the_kept_tree_and_rerun_starts_afresh(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = LoopProject(pytester, monkeypatch)
+    project.calc_suite()
+    patches = calc_fix_patches()
+    coder = project.agent("coder", [coder_answer(p, f"fix {i}") for i, p in enumerate(patches)])
+    stopped = project.run(f"--fwloop-coder={coder.spec}", "--max-iter=3")
+    assert stopped.ret == pytest.ExitCode.TESTS_FAILED, stopped.stdout.str()
+    assert project.summary()["outcome"] == "max_iterations_reached"
+    assert (project.root / "fw" / "calc.py").read_text() == CALC  # restored at the end
+    [run_dir] = project.run_dirs()
+
+    resumed = fwloop(project, "resume", "last", "--max-iter", "5")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    summary = project.summary()
+    assert summary["outcome"] == "success"
+    assert summary["pass_counts"][:3] == [1, 3, 5]  # the first process's iterations, kept
+    # No fix already made was asked for again: the coder's next request was iteration 4, on
+    # the tree with fixes 0 and 1 back in place, and only clamp was sent as failing.
+    requests = coder.requests("coder")
+    assert [r["iteration"] for r in requests] == [2, 3, 4]
+    assert [f["nodeid"] for f in requests[2]["failures"]] == ["tests/test_calc.py::test_clamp_high"]
+    assert "return a + b" in (project.root / "fw" / "calc.py").read_text()
+    assert project.replay().returncode == 0
+
+    again = fwloop(project, "rerun", run_dir.name)
+    assert again.returncode == 0, again.stdout + again.stderr  # the tree is green now
+    first, second = project.run_dirs()
+    assert first == run_dir
+    assert state_of(second)["invocation"] == state_of(run_dir)["invocation"]
+    assert json.loads((second / "summary.json").read_text())["pass_counts"] == [6, 6]
+
+
+@pytest.mark.slow
+def test_chat_answers_from_the_role_with_the_run_as_context_and_changes_nothing(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = LoopProject(pytester, monkeypatch)
+    coder, run_dir = awaiting_run(project)
+    before = tree_state(project.root)
+    state = (run_dir / "state.json").read_bytes()
+    asked = fwloop(project, "chat", "last", "--role", "reviewer", "is fix 0 risky for the UART?")
+    assert asked.returncode == 0, asked.stdout + asked.stderr
+    assert '"decision": "approve"' in asked.stdout  # the reviewer's own words, printed
+    assert tree_state(project.root) == before
+    assert (run_dir / "state.json").read_bytes() == state
+    request = coder.requests("reviewer")[-1]
+    assert request["schema"] == {}
+    assert request["chat"]["question"] == "is fix 0 risky for the UART?"
+    assert len(request["failures"]) > 0  # the run's records are the context
+    again = fwloop(project, "chat", "last", "--role", "reviewer", "and for SPI?")
+    assert again.returncode == 0
+    assert coder.requests("reviewer")[-1]["chat"]["messages"][0]["text"] == (
+        "is fix 0 risky for the UART?"
+    )
+    thread = run_dir / "threads" / "chat-reviewer"
+    assert json.loads((thread / "meta.json").read_text())["role"] == "reviewer"
+    authors = [
+        json.loads(m)["author"] for m in (thread / "messages.jsonl").read_text().splitlines()
+    ]
+    assert authors == ["operator", "reviewer", "operator", "reviewer"]
