@@ -93,7 +93,8 @@ if isinstance(answer, dict) and "__exit__" in answer:
     sys.exit(answer["__exit__"])
 if isinstance(answer, dict) and "__sleep__" in answer:
     import time
-    time.sleep(answer["__sleep__"])
+    answer = dict(answer)
+    time.sleep(answer.pop("__sleep__"))
 if isinstance(answer, dict) and "__edit__" in answer:
     answer = dict(answer)
     for relpath, text in answer.pop("__edit__").items():

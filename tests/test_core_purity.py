@@ -2,7 +2,8 @@
 
 The core is the loop's decisions as data and pure functions (DESIGN.md §3-§6, STYLE.md): the
 transition table, recovery, convergence, the patch policy, context packing, repeats, budget,
-outcomes and the run records (state.json among them). Side effects live at the edges, behind small interfaces.
+outcomes and the run records (state.json among them). Side effects live at the edges, behind
+small interfaces.
 """
 
 from __future__ import annotations

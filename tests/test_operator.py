@@ -13,6 +13,7 @@ import pytest
 
 from controllerkit import ControllerKit, firmware_patch, fixing
 from loopkit import (
+    APPROVE,
     CALC,
     Agent,
     LoopProject,
@@ -310,3 +311,100 @@ def test_chat_answers_from_the_role_with_the_run_as_context_and_changes_nothing(
         json.loads(m)["author"] for m in (thread / "messages.jsonl").read_text().splitlines()
     ]
     assert authors == ["operator", "reviewer", "operator", "reviewer"]
+
+
+@pytest.mark.slow
+def test_a_followup_on_a_finished_run_continues_it_with_the_message_to_address(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = LoopProject(pytester, monkeypatch)
+    project.calc_suite()
+    patches = calc_fix_patches()
+    coder = project.agent("coder", [coder_answer(p, f"fix {i}") for i, p in enumerate(patches)])
+    assert project.run(f"--fwloop-coder={coder.spec}", "--max-iter=2").ret == 1
+    followed = fwloop(project, "followup", "last", "keep clamp() branch-free", "--max-iter", "5")
+    assert followed.returncode == 0, followed.stdout + followed.stderr
+    assert project.summary()["outcome"] == "success"
+    asked = coder.requests("coder")[1]
+    assert asked["iteration"] == 3
+    assert {"issue": "the operator asks: keep clamp() branch-free", "file": None, "line": None} in (
+        asked["must_fix"]
+    )
+    assert asked["operator_messages"] == ["keep clamp() branch-free"]
+
+
+@pytest.mark.slow
+def test_bad_operator_commands_say_why_in_one_line_and_change_nothing(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = LoopProject(pytester, monkeypatch)
+    _, waiting = awaiting_run(project)
+    green = project.run("--fwloop-coder=" + project.agent("fixed", [coder_answer("")]).spec)
+    assert green.ret == 1  # nothing fixes the suite: max iterations
+    (project.root / "fw" / "calc.py").write_text(CALC.replace("a - b", "a + b"))
+    _, finished = project.run_dirs()
+    state_file = finished / "state.json"
+    finished_state = json.loads(state_file.read_text())
+    finished_state["outcome"] = "success"  # as a run that ended green records it
+    state_file.write_text(json.dumps(finished_state))
+
+    def everything() -> dict[Path, bytes]:
+        """The tree and the run directories (not the loop's snapshot store and lock)."""
+        runs = project.root / ".fwloop" / "runs"
+        files = [*runs.rglob("*"), *(project.root / p for p in tree_state(project.root))]
+        return {p: p.read_bytes() for p in files if p.is_file()}
+
+    def refused(*args: str, says: str) -> None:
+        before = everything()
+        done = fwloop(project, *args)
+        assert done.returncode != 0, done.stdout
+        lines = (done.stdout + done.stderr).strip().splitlines()
+        assert len(lines) == 1, lines
+        assert says in lines[0]
+        assert "Traceback" not in lines[0]
+        assert everything() == before
+
+    refused("confirm", "nosuchrun", says="no run 'nosuchrun'")
+    refused("confirm", "2", says="names 2 runs")
+    refused("confirm", finished.name, says="awaits nothing to confirm (it ended success)")
+    refused("resume", finished.name, says="ended with success; there is nothing to resume")
+    refused("resume", waiting.name, says="waits for your word on its proposal")
+    refused("chat", waiting.name, "--role", "tester", "hi", says="has no tester")
+    # The tree changed under the proposal since the run stopped: confirming would overwrite it.
+    refused("confirm", waiting.name, says="the tree changed since the run stopped (fw/calc.py)")
+    (project.root / "fw" / "calc.py").write_text(CALC)
+    newer = json.loads((waiting / "state.json").read_text())
+    newer["schema_version"] = 2
+    (waiting / "state.json").write_text(json.dumps(newer))
+    refused("confirm", waiting.name, says="written by a newer pytest-fwloop (state schema 2")
+    (waiting / "state.json").write_text("{not json")
+    refused("confirm", waiting.name, says="state.json is unreadable")
+
+
+@pytest.mark.slow
+def test_of_two_operators_confirming_at_once_one_goes_on_the_other_is_told(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = LoopProject(pytester, monkeypatch)
+    project.calc_suite()
+    patches = calc_fix_patches()
+    slow_review = {"__sleep__": 3, **APPROVE}  # the winner holds the run while the other tries
+    coder = project.agent(
+        "coder", [coder_answer(p) for p in patches], [APPROVE, slow_review, APPROVE]
+    )
+    assert project.run(f"--fwloop-coder={coder.spec}", "--fwloop-propose=first").ret == 1
+    command = [sys.executable, "-m", "pytest_fwloop.cli", "confirm", "last"]
+    both = [
+        subprocess.Popen(
+            command, cwd=project.root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        for _ in range(2)
+    ]
+    outputs = [(p.communicate(timeout=300)[0], p.returncode) for p in both]
+    [winner] = [out for out, code in outputs if code == 0]
+    [loser] = [out for out, code in outputs if code != 0]
+    [line] = loser.strip().splitlines()
+    assert "is running" in line or "another pytest --fwloop" in line or "someone acted" in line
+    assert "fwloop: [" not in loser  # it never moved the run
+    assert project.summary()["outcome"] == "success", winner
+    assert len([r for r in coder.requests("reviewer") if r["schema"]]) == 3  # one strict gate each
