@@ -55,7 +55,19 @@ demo() {
     rm -rf "$scratch/build" "$scratch/.fwloop"
     echo "dev.sh: running the loop on a copy of examples/uart-console in $scratch"
     cd "$scratch"
-    "$python" -m pytest --fwloop --max-iter=10 "$@"
+    local status=0
+    "$python" -m pytest --fwloop --max-iter=10 "$@" || status=$?
+    if grep -qs '"outcome": "awaiting_operator_confirm"' .fwloop/runs/*/summary.json; then
+        # Proposal mode (docs/operator.md): the operator's turn.
+        local fwloop
+        fwloop="$(dirname "$python")/fwloop"
+        echo "dev.sh: the proposal waits for you; read it, then answer from $scratch:"
+        echo "    cd $scratch"
+        echo "    $fwloop show last && cat .fwloop/runs/*/proposal.md"
+        echo "    $fwloop confirm last            # apply it through the strict gate and go on"
+        echo "    $fwloop followup last 'TEXT'    # or ask the coder for a revised proposal"
+    fi
+    return "$status"
 }
 
 rig_deps() {

@@ -10,6 +10,7 @@ for the command and the controller alike; `restore` fills a fresh `LoopState` fr
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -178,6 +179,19 @@ def restore(loop: LoopState, state: RunState, run_dir: Path, order: Order) -> Re
         tuple(written),
         tuple(sorted(watched)),
     )
+
+
+def answered(run_dir: Path, role: str) -> int:
+    """How many answers to strict (schema) requests of `role` the run's records hold."""
+    count = 0
+    for request in run_dir.glob(f"rounds/*/{role}-*.request.json"):
+        answer = request.with_name(request.name.replace(".request.json", ".answer.txt"))
+        try:
+            asked = json.loads(request.read_text(encoding="utf-8"))
+            count += bool(asked.get("schema")) and answer.stat().st_size > 0
+        except (OSError, ValueError):
+            continue  # a call whose record is incomplete gave no answer
+    return count
 
 
 def _iteration(saved: SavedIteration, run_dir: Path) -> Iteration:

@@ -24,7 +24,15 @@ import pytest
 
 from pytest_fwloop import children, run_context
 from pytest_fwloop.budget import UsageLedger
-from pytest_fwloop.continuation import Action, Order, Resumption, read_order, refusal, restore
+from pytest_fwloop.continuation import (
+    Action,
+    Order,
+    Resumption,
+    answered,
+    read_order,
+    refusal,
+    restore,
+)
 from pytest_fwloop.controller import Controller
 from pytest_fwloop.fsm import State
 from pytest_fwloop.loop_state import LoopState, Step
@@ -175,6 +183,9 @@ class Continued:
             (it.number, it.patch) for it in loop.iterations if it.results is not None and it.patch
         ]
         controller.calls.usage = UsageLedger.from_dict(self.state.usage)
+        agents = [controller.coder, controller.reviewer, controller.tester]
+        for agent in filter(None, agents):
+            agent.skip(answered(controller.recorder.path, agent.role))
         controller.calls.coder_calls = sum(it.coder_calls for it in loop.iterations)
 
 

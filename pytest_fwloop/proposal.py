@@ -72,7 +72,7 @@ class ProposalDesk:
         }
         number = loop.current.number
         patch = self.recorder.write_patch("proposal.patch", answer.patch)
-        text = _proposal_text(number, answer, policy, comments)
+        text = _proposal_text(self.recorder.run_id, number, answer, policy, comments)
         notes = self.recorder.write_text("proposal.md", text)
         evidence = (self.recorder.relative(patch), self.recorder.relative(notes))
         if self.settings.mode is ExecutionMode.INTERACTIVE and sys.stdin.isatty():
@@ -125,7 +125,9 @@ class ProposalDesk:
             return f"(no comment: {exc.kind.value}: {exc.message})"
 
 
-def _proposal_text(number: int, answer: CoderAnswer, policy: str, comments: dict[str, str]) -> str:
+def _proposal_text(
+    run_id: str, number: int, answer: CoderAnswer, policy: str, comments: dict[str, str]
+) -> str:
     lines = [
         f"# Proposal for iteration {number}",
         "",
@@ -146,8 +148,9 @@ def _proposal_text(number: int, answer: CoderAnswer, policy: str, comments: dict
         answer.patch.rstrip("\n"),
         "```",
         "",
-        "To go on: `fwloop confirm RUN` applies it through the strict gate and continues the run; "
-        "`fwloop followup RUN TEXT` asks the coder for a revised proposal.",
+        f"To go on: `fwloop confirm {run_id}` applies it through the strict gate and continues "
+        f"the run; `fwloop followup {run_id} TEXT` asks the coder for a revised proposal "
+        "(docs/operator.md).",
         "",
     ]
     return "\n".join(lines)

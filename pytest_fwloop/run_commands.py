@@ -134,6 +134,9 @@ def show_run(root: Path, runs: Path, name: str, as_json: bool) -> int:
             "task-events.jsonl",
             "final.patch",
             "best.patch",
+            "proposal.md",
+            "proposal.patch",
+            STATE_FILE,
         )
         if (path / name).is_file()
     }

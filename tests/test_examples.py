@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -26,7 +27,6 @@ from loopkit import LoopProject
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
 pytestmark = pytest.mark.slow
 
@@ -184,3 +184,51 @@ def test_a_second_run_sees_the_first_runs_fixes_in_a_shared_knowledge_base(
     [crc_fix] = [fix for fix in similar if "crc8.c" in fix["patch"]]
     crc_failures = {f["signature"] for f in request["failures"] if "crc8" in f["nodeid"]}
     assert crc_failures <= set(crc_fix["signatures"])
+
+
+def test_the_demo_operator_walk_through(tmp_path: Path) -> None:
+    """README's operator walk-through: `./dev.sh demo --fwloop-propose=first` stops with the
+    first proposal and prints the commands; `fwloop confirm last` there goes on to green."""
+    require("gcc", "gcc")
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "TMPDIR": str(tmp_path), "CI": "true", "FWLOOP_VENV": sys.prefix}
+    demo = subprocess.run(
+        ["bash", "dev.sh", "demo", "--fwloop-propose=first"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert demo.returncode == pytest.ExitCode.TESTS_FAILED, demo.stdout + demo.stderr
+    assert "outcome: awaiting_operator_confirm" in demo.stdout
+    [scratch] = re.findall(r"^    cd (\S+)$", demo.stdout, re.MULTILINE)
+    [confirm] = re.findall(r"^    (\S+ confirm last)  ", demo.stdout, re.MULTILINE)
+    [run_dir] = (Path(scratch) / ".fwloop" / "runs").iterdir()
+    assert "## The reviewer's comment" in (run_dir / "proposal.md").read_text()
+    done = subprocess.run(
+        confirm.split(),
+        cwd=scratch,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["outcome"] == "success"
+    assert summary["pass_counts"][0] < summary["pass_counts"][-1] == summary["total_counts"][-1]
+    assert summary["coder_calls"] == len(recorded_answers(Path(scratch)))  # none asked twice
+    replayed = subprocess.run(
+        [sys.executable, "-m", "pytest_fwloop.cli", "replay", "last"],
+        cwd=scratch,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert running_under(Path(scratch)) == []

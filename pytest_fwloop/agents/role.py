@@ -105,6 +105,14 @@ class RoleAgent:
         self._sleep = sleep
         self._time_left = time_left
 
+    def skip(self, answered: int) -> None:
+        """A continued run: its earlier processes had `answered` strict answers of this role.
+        Only providers that replay answers in order (`scripted:`) need to know."""
+        for provider in self.providers:
+            skip = getattr(provider, "skip", None)
+            if skip is not None:
+                skip(self.role, answered)
+
     def ask(self, request: AgentRequest) -> Answer:
         """The validated answer of the first provider that gives one; the answer's type follows
         the role (CoderAnswer, ReviewerAnswer, TesterAnswer)."""

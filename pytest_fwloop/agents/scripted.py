@@ -4,6 +4,11 @@ Two layouts. `DIR/<role>/*.json`: each file is one raw answer, in natural name o
 (`2.json` before `10.json`). An earlier run directory, recognised by its `rounds/` folder:
 `DIR/rounds/<nn>/<role>-<k>.answer.txt` in (round, k) order; empty answers there are the calls
 that failed before answering, so they are skipped.
+
+Free-text requests (a proposal's roundtable, `fwloop chat`: no schema) are shown the answer the
+role would give next, without using it up, so recorded answers stay aligned with the strict
+calls they were recorded for. A run continued by `fwloop confirm` or `resume` starts a new
+process: `skip` moves past the answers the run already used.
 """
 
 from __future__ import annotations
@@ -56,9 +61,16 @@ class ScriptedProvider:
             )
         return sorted((self._root / role).glob("*.json"), key=lambda path: _natural_key(path.name))
 
+    def skip(self, role: Role, used: int) -> None:
+        """Answers of `role` that earlier processes of this run already gave."""
+        self._used[role] = used
+
     def call(self, request: AgentRequest, timeout: float) -> RawAnswer:
         answers = self._answers[request.role]
         used = self._used.get(request.role, 0)
+        if not request.schema_:
+            text = answers[used].read_text(encoding="utf-8") if used < len(answers) else ""
+            return RawAnswer(text=text or f"({self.spec}: no {request.role} answer left)")
         if used >= len(answers):
             raise ProviderError(
                 ProviderErrorKind.PROVIDER_BAD_OUTPUT,
