@@ -20,7 +20,7 @@ from pytest_fwloop.agents.protocol import MustFix
 from pytest_fwloop.fsm import LoopEvent, State
 from pytest_fwloop.loop_state import Iteration, LoopState
 from pytest_fwloop.outcomes import Outcome
-from pytest_fwloop.policy import touched_paths
+from pytest_fwloop.policy import PatchParseError, touched_paths
 from pytest_fwloop.results import IterationResults
 from pytest_fwloop.run_state import RunState, SavedIteration, StateError
 
@@ -170,7 +170,7 @@ def restore(loop: LoopState, state: RunState, run_dir: Path, order: Order) -> Re
             event, reason = LoopEvent.RESUME_TESTS, f"iteration {number} confirms the green tree"
         else:
             event, reason = LoopEvent.RESUME, f"iteration {number}: the coder is asked for a patch"
-    watched = set(written) | (set(touched_paths(pending.patch)) if pending else set())
+    watched = set(written) | set(_paths(pending.patch) if pending else ())
     return Resumption(
         event,
         f"run {state.run_id} continued by `fwloop {order.action.value}` at revision "
@@ -179,6 +179,14 @@ def restore(loop: LoopState, state: RunState, run_dir: Path, order: Order) -> Re
         tuple(written),
         tuple(sorted(watched)),
     )
+
+
+def _paths(patch: str) -> list[str]:
+    """The paths a pending patch names; none when it does not parse (the gate refuses it)."""
+    try:
+        return touched_paths(patch)
+    except PatchParseError:
+        return []
 
 
 def answered(run_dir: Path, role: str) -> int:

@@ -25,13 +25,16 @@ from pytest_fwloop.agents.base import RawAnswer
 from pytest_fwloop.agents.errors import ProviderError
 from pytest_fwloop.agents.protocol import AgentRequest
 from pytest_fwloop.child_run import ChildRunner
+from pytest_fwloop.continuation import Order
 from pytest_fwloop.controller import Controller
+from pytest_fwloop.loop_main import Continued
 from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG
 from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.procs import ProcessResult
 from pytest_fwloop.redaction import Redactor
 from pytest_fwloop.report import finalize
 from pytest_fwloop.results import IterationResults, TestRecord
+from pytest_fwloop.run_state import Invocation, StateKeeper
 from pytest_fwloop.rundir import RunRecorder
 from pytest_fwloop.settings import LoopSettings, load_settings
 from pytest_fwloop.state_clock import StateClock
@@ -189,13 +192,26 @@ class ControllerKit:
         self.pytester.makeini("[pytest]\n" + "\n".join(lines) + "\n")
         providers = {p.spec: p for p in (self.coder, self.reviewer)}
         self.pytester.plugins.extend([_Providers(providers), *plugins])
+        return self._controller(run_id, None)
+
+    def continue_run(self, order: Order) -> Controller:
+        """A second controller over the same project, continuing the run as `fwloop` asks
+        (`loop_main.Continued`, as `pytest --fwloop-operator` does it)."""
+        self.controller.workspace.close(keep_tree=True)  # the first one's lock, as its exit
+        return self._controller(order.run_id, order)
+
+    def _controller(self, run_id: str, order: Order | None) -> Controller:
         config = self.pytester.parseconfigure("--fwloop")
         settings = load_settings(config)
         redact = Redactor({})
         workspace = Workspace(settings.rootdir, settings.snapshot_exclude)
         workspace.lock()
+        continued = Continued.of(order, settings.runs_root / run_id) if order else None
         workspace.open(run_id)
-        recorder = RunRecorder(settings.runs_root, run_id, redact)
+        if continued is not None:
+            found = continued.resumption
+            workspace.adopt(found.tree, found.paths, continued.state.left_tree, found.watched)
+        recorder = RunRecorder(settings.runs_root, run_id, redact, reopen=order is not None)
         controller = Controller(
             config,
             settings,
@@ -205,11 +221,28 @@ class ControllerKit:
             threading.Event(),
             redact,
             StateClock(self.time),
+            loop=continued.loop if continued is not None else None,
         )
+        if continued is not None:
+            continued.prepare(controller)
+        self.keeper = StateKeeper(
+            recorder,
+            Invocation(args=["--fwloop"], dir=str(self.root)),
+            settings.rootdir,
+            settings.max_iter,
+            workspace.baseline,
+            controller.calls.usage,
+            continued.state.revision if continued is not None else 0,
+        )
+        controller.on_move = self.keeper.save
         self.child = FakeChild(self.root, settings, recorder)
         controller.child = controller.suite.child = self.child  # type: ignore[assignment]
         self.controller = controller
         return controller
+
+    def state(self) -> dict[str, Any]:
+        path = self.controller.recorder.path / "state.json"
+        return json.loads(path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
 
     def run(self) -> Outcome:
         """Run the loop and end it as `pytest --fwloop` does; every record must validate."""

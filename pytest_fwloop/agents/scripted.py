@@ -5,9 +5,9 @@ Two layouts. `DIR/<role>/*.json`: each file is one raw answer, in natural name o
 `DIR/rounds/<nn>/<role>-<k>.answer.txt` in (round, k) order; empty answers there are the calls
 that failed before answering, so they are skipped.
 
-Free-text requests (a proposal's roundtable, `fwloop chat`: no schema) are shown the answer the
-role would give next, without using it up, so recorded answers stay aligned with the strict
-calls they were recorded for. A run continued by `fwloop confirm` or `resume` starts a new
+Free-text requests (a proposal's roundtable, `fwloop chat`: no schema) get one fixed line and use
+no answer up, so recorded answers stay aligned with the strict calls they were recorded for. A
+run continued by `fwloop confirm` or `resume` starts a new
 process: `skip` moves past the answers the run already used.
 """
 
@@ -69,8 +69,7 @@ class ScriptedProvider:
         answers = self._answers[request.role]
         used = self._used.get(request.role, 0)
         if not request.schema_:
-            text = answers[used].read_text(encoding="utf-8") if used < len(answers) else ""
-            return RawAnswer(text=text or f"({self.spec}: no {request.role} answer left)")
+            return RawAnswer(text=f"({self.spec} replays recorded answers; it has no comment)")
         if used >= len(answers):
             raise ProviderError(
                 ProviderErrorKind.PROVIDER_BAD_OUTPUT,
