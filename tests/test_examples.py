@@ -186,14 +186,17 @@ def test_a_second_run_sees_the_first_runs_fixes_in_a_shared_knowledge_base(
     assert crc_failures <= set(crc_fix["signatures"])
 
 
-def test_the_demo_operator_walk_through(tmp_path: Path) -> None:
-    """README's operator walk-through: `./dev.sh demo --fwloop-propose=first` stops with the
-    first proposal and prints the commands; `fwloop confirm last` there goes on to green."""
+@pytest.mark.parametrize("follow_up", [False, True], ids=["readme", "docs-operator"])
+def test_the_demo_operator_walk_through(tmp_path: Path, follow_up: bool) -> None:
+    """The README's walk-through: `./dev.sh demo --fwloop-propose=first` stops with the first
+    proposal and prints the commands; `fwloop confirm last` there goes on to green. And
+    docs/operator.md's: with its answer set, a follow-up first gets the ring-buffer fix."""
     require("gcc", "gcc")
     repo = Path(__file__).resolve().parents[1]
     env = {**os.environ, "TMPDIR": str(tmp_path), "CI": "true", "FWLOOP_VENV": sys.prefix}
+    answers = ["--fwloop-coder=scripted:fwloop-answers-operator"] if follow_up else []
     demo = subprocess.run(
-        ["bash", "dev.sh", "demo", "--fwloop-propose=first"],
+        ["bash", "dev.sh", "demo", "--fwloop-propose=first", *answers],
         cwd=repo,
         env=env,
         capture_output=True,
@@ -208,8 +211,22 @@ def test_the_demo_operator_walk_through(tmp_path: Path) -> None:
     [confirm] = re.findall(r"^    (\S+ confirm last)  ", demo.stdout, re.MULTILINE)
     [run_dir] = (Path(scratch) / ".fwloop" / "runs").iterdir()
     assert "## The reviewer's comment" in (run_dir / "proposal.md").read_text()
+    assert "crc8.c" in (run_dir / "proposal.patch").read_text()
+    if follow_up:
+        revised = subprocess.run(
+            [*confirm.split()[:-2], "followup", "last", "fix the ring buffer first"],
+            cwd=scratch,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+        assert revised.returncode == 1, revised.stdout + revised.stderr
+        assert "ringbuf.c" in (run_dir / "proposal.patch").read_text()
     done = subprocess.run(
-        confirm.split(),
+        [*confirm.split(), "--note", "ok"],
         cwd=scratch,
         env=env,
         capture_output=True,
@@ -222,7 +239,8 @@ def test_the_demo_operator_walk_through(tmp_path: Path) -> None:
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["outcome"] == "success"
     assert summary["pass_counts"][0] < summary["pass_counts"][-1] == summary["total_counts"][-1]
-    assert summary["coder_calls"] == len(recorded_answers(Path(scratch)))  # none asked twice
+    # None asked twice: one call per recorded fix, and one for the revised proposal.
+    assert summary["coder_calls"] == len(recorded_answers(Path(scratch))) + follow_up
     replayed = subprocess.run(
         [sys.executable, "-m", "pytest_fwloop.cli", "replay", "last"],
         cwd=scratch,
