@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from pytest_fwloop.agents.protocol import MustFix
 from pytest_fwloop.fsm import LoopEvent, State
@@ -42,7 +42,6 @@ class Order(BaseModel):
     text: str = ""
     role: str = ""
     thread: str = ""
-    max_iter: int | None = Field(default=None, ge=1)
 
 
 def read_order(path: str) -> Order | None:
@@ -95,6 +94,19 @@ def refusal(state: RunState, action: Action) -> str | None:
                 f"{name}` applies it, `fwloop followup {name} TEXT` asks for another"
             )
     return None
+
+
+def iteration_limit(state: RunState, action: Action, more: int | None) -> int:
+    """`--max-iter` for the continuing controller. A run that ended and goes on gets room for
+    `more` iterations (default: as many as it had); a killed one keeps its limit, as if it had
+    never stopped, unless `more` is given; a proposal awaiting an answer keeps its limit."""
+    last = state.iterations[-1].number if state.iterations else 1
+    goes_on = action is Action.RESUME or (action is Action.FOLLOWUP and state.in_flight is None)
+    if goes_on and state.outcome is not None:
+        return last + (more or state.max_iter)
+    if goes_on and more:
+        return last + more
+    return state.max_iter
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from pytest_fwloop.continuation import (
 from pytest_fwloop.controller import Controller
 from pytest_fwloop.fsm import State
 from pytest_fwloop.loop_state import LoopState, Step
-from pytest_fwloop.options import OPERATOR_FLAG
+from pytest_fwloop.options import OPERATOR_DEST
 from pytest_fwloop.outcomes import Outcome, describe_crash, exit_status
 from pytest_fwloop.records import Event
 from pytest_fwloop.redaction import Redactor
@@ -78,7 +78,7 @@ def _run_loop(config: pytest.Config) -> int:
     terminal = Terminal(verbosity=int(config.option.verbose))
     redact = Redactor(os.environ)
     try:
-        order = read_order(config.getoption(OPERATOR_FLAG.lstrip("-").replace("-", "_")))
+        order = read_order(config.getoption(OPERATOR_DEST))
     except StateError as exc:
         raise pytest.UsageError(str(exc)) from None
     if order is not None and order.action is Action.CHAT:

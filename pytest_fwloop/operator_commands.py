@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pytest_fwloop.continuation import Action, Order, refusal
+from pytest_fwloop.continuation import Action, Order, iteration_limit, refusal
 from pytest_fwloop.options import OPERATOR_FLAG
 from pytest_fwloop.replay import ReplayError
 from pytest_fwloop.run_commands import find_run
@@ -32,7 +32,7 @@ def operator_command(args: argparse.Namespace) -> int:
     root = args.rootdir.resolve()
     try:
         state = load_state(find_run(root, args.run_dir, args.run))
-        _not_running(root, state)
+        _not_running(state)
     except (ReplayError, StateError, WorkspaceError) as exc:
         print(exc, file=sys.stderr)
         return REFUSED
@@ -43,29 +43,25 @@ def operator_command(args: argparse.Namespace) -> int:
     if refused is not None:
         print(refused, file=sys.stderr)
         return REFUSED
-    last = state.iterations[-1].number if state.iterations else 1
-    max_iter = state.max_iter
-    if action is Action.RESUME or (action is Action.FOLLOWUP and state.in_flight is None):
-        # Room for as many iterations again as asked, or as the run had.
-        max_iter = last + (args.max_iter or state.max_iter)
+    chat = action is Action.CHAT
     order = Order(
         action=action,
         run_id=state.run_id,
         revision=state.revision,
         text=getattr(args, "text", None) or getattr(args, "note", None) or "",
-        role=getattr(args, "role", ""),
-        thread=getattr(args, "thread", None) or f"chat-{getattr(args, 'role', '')}",
-        max_iter=max_iter,
+        role=args.role if chat else "",
+        thread=(args.thread or f"chat-{args.role}") if chat else "",
     )
+    max_iter = iteration_limit(state, action, getattr(args, "max_iter", None))
     with tempfile.TemporaryDirectory(prefix="fwloop-order-") as folder:
         path = Path(folder) / "order.json"
         path.write_text(order.model_dump_json(), encoding="utf-8")
         return _pytest(state, [f"--max-iter={max_iter}", f"{OPERATOR_FLAG}={path}"])
 
 
-def _not_running(root: Path, state: RunState) -> None:
+def _not_running(state: RunState) -> None:
     """WorkspaceError while a controller holds the run's workspace."""
-    active = Journal(Path(state.rootdir) / ".fwloop").active() or Journal(root / ".fwloop").active()
+    active = Journal(Path(state.rootdir) / ".fwloop").active()
     if active is not None:
         raise WorkspaceError(
             f"fwloop: run {active.run_id} (pid {active.pid}) is running in {state.rootdir}; wait "
@@ -107,7 +103,8 @@ def add_parsers(
         parser.add_argument(
             "--max-iter",
             type=int,
-            help="iterations it may add (default: the run's max_iter)",
+            help="iterations it may add (default: as many as the run had; a killed run keeps "
+            "its limit)",
         )
     parsers = [confirm, followup, resume, rerun, chat]
     for parser in parsers:

@@ -441,6 +441,7 @@ CHILD_REPORT_FLAG = "--fwloop-child-report"
 CHILD_SELECT_FLAG = "--fwloop-child-select"
 #: The order file the `fwloop` command hands a controller that continues a run (DESIGN.md §11).
 OPERATOR_FLAG = "--fwloop-operator"
+OPERATOR_DEST = "fwloop_operator"
 #: Flags whose value is the next argument unless written `--flag=value`.
 VALUE_FLAGS = frozenset(spec.flag for spec in OPTIONS if spec.flag is not None) | {OPERATOR_FLAG}
 
@@ -472,6 +473,7 @@ def add_options(parser: pytest.Parser) -> None:
         parser.addini(spec.ini, spec.help, type=ini_type, default=spec.default)
     group.addoption(
         OPERATOR_FLAG,
+        dest=OPERATOR_DEST,
         default="",
         metavar="FILE",
         help="continue a recorded run as an operator's order says (written by `fwloop confirm`, "

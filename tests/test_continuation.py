@@ -17,7 +17,7 @@ from controllerkit import ControllerKit, fixing
 from loopkit import APPROVE
 from pytest_fwloop.agents.protocol import AgentRequest
 from pytest_fwloop.agents.scripted import ScriptedProvider
-from pytest_fwloop.continuation import Action, Order, answered, refusal, restore
+from pytest_fwloop.continuation import Action, Order, answered, iteration_limit, refusal, restore
 from pytest_fwloop.fsm import LoopEvent
 from pytest_fwloop.loop_state import LoopState
 from pytest_fwloop.outcomes import Outcome
@@ -322,3 +322,23 @@ def test_replay_follows_a_continued_trace_and_a_killed_controller() -> None:
     broken = check_transitions([*first, *resumed])
     assert broken is not None
     assert "starts where the trace is not" in broken.detail
+
+
+@pytest.mark.parametrize(
+    ("changes", "action", "more", "limit"),
+    [
+        ({}, Action.RESUME, None, 6),  # ended at iteration 1: room for its 5 again
+        ({}, Action.RESUME, 2, 3),
+        ({}, Action.FOLLOWUP, None, 6),
+        ({"outcome": None}, Action.RESUME, None, 5),  # killed: the limit it had
+        ({"outcome": None}, Action.RESUME, 4, 5),
+        ({"outcome": "awaiting_operator_confirm", "pending": PENDING}, Action.CONFIRM, None, 5),
+    ],
+)
+def test_the_iteration_limit_of_a_continued_run(
+    changes: dict[str, Any], action: Action, more: int | None, limit: int
+) -> None:
+    saved = state(
+        **{"iterations": [{"number": 1, "kind": "baseline", "measured": True}], **changes}
+    )
+    assert iteration_limit(saved, action, more) == limit
