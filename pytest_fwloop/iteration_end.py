@@ -330,17 +330,13 @@ class IterationEnd:
             MustFix(issue=f"{why}; it was rolled back: fix the failures without breaking them")
         ]
         self.recorder.append_event(
-            Event(
-                time=utc_now(),
-                kind="rollback",
-                from_state=State.CONVERGENCE_CHECK.value,
-                to_state=State.CONVERGENCE_CHECK.value,
-                event="rollback",
-                reason=why,
-                iteration=current.number,
-                evidence=[],
-                retry_count=0,
-                retry_reason=None,
+            Event.note(
+                utc_now(),
+                "rollback",
+                (State.CONVERGENCE_CHECK.value, State.CONVERGENCE_CHECK.value),
+                "rollback",
+                why,
+                current.number,
             ).to_json()
         )
 

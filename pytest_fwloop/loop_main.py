@@ -155,18 +155,14 @@ class Continued:
         loop = controller.loop
         if self.state.outcome is None:  # the trace of a killed controller ends where it died
             controller.recorder.append_event(
-                Event(
-                    time=utc_now(),
-                    kind="interrupted",
-                    from_state=self.state.fsm_state,
-                    to_state=State.ABORTED.value,
-                    event="interrupted",
-                    reason="the controller stopped without ending the run (killed); "
-                    "continued by `fwloop resume`",
-                    iteration=self.state.iterations[-1].number if self.state.iterations else 1,
-                    evidence=[],
-                    retry_count=0,
-                    retry_reason=None,
+                Event.note(
+                    utc_now(),
+                    "interrupted",
+                    (self.state.fsm_state, State.ABORTED.value),
+                    "interrupted",
+                    "the controller stopped without ending the run (killed); continued by "
+                    "`fwloop resume`",
+                    self.state.iterations[-1].number if self.state.iterations else 1,
                 ).to_json()
             )
         loop.resumed = Step(self.resumption.event, self.resumption.reason)
@@ -306,17 +302,14 @@ def _stop_on_internal_error(controller: Controller, exc: Exception) -> str:
     controller.loop.final_reason = f"internal error: {describe_crash(exc)}"
     pointer = record_internal_error(controller.recorder, [exc])
     with contextlib.suppress(OSError):  # finalize will meet a failing disk too, and settle it
-        event = Event(
-            time=utc_now(),
-            kind="internal_error",
-            from_state=controller.loop.state.value,
-            to_state=State.FAILURE.value,
-            event="internal_error",
-            reason=controller.loop.final_reason,
-            iteration=controller.loop.current.number,
-            evidence=[INTERNAL_ERROR_FILE],
-            retry_count=0,
-            retry_reason=None,
+        event = Event.note(
+            utc_now(),
+            "internal_error",
+            (controller.loop.state.value, State.FAILURE.value),
+            "internal_error",
+            controller.loop.final_reason,
+            controller.loop.current.number,
+            [INTERNAL_ERROR_FILE],
         )
         controller.recorder.append_event(event.to_json())
     controller.loop.state = State.FAILURE

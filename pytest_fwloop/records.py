@@ -144,6 +144,31 @@ class Event(_Record):
     role: str | None = Field(default=None, description="`agent_call` only: the agent's role")
     provider: str | None = Field(default=None, description="`agent_call` only: the provider spec")
 
+    @classmethod
+    def note(
+        cls,
+        time: str,
+        kind: EventKind,
+        states: tuple[str, str],
+        event: str,
+        reason: str,
+        iteration: int,
+        evidence: list[str] | None = None,
+    ) -> Event:
+        """A line that is not a retried move (`time` from rundir.utc_now)."""
+        return cls(
+            time=time,
+            kind=kind,
+            from_state=states[0],
+            to_state=states[1],
+            event=event,
+            reason=reason,
+            iteration=iteration,
+            evidence=evidence or [],
+            retry_count=0,
+            retry_reason=None,
+        )
+
     def to_json(self) -> dict[str, Any]:
         """The line as written: `from`/`to` keys, and no agent fields on other kinds."""
         agent_only = None if self.kind == "agent_call" else {"role", "provider"}

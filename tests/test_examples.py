@@ -194,17 +194,22 @@ def test_the_demo_operator_walk_through(tmp_path: Path, follow_up: bool) -> None
     require("gcc", "gcc")
     repo = Path(__file__).resolve().parents[1]
     env = {**os.environ, "TMPDIR": str(tmp_path), "CI": "true", "FWLOOP_VENV": sys.prefix}
+
+    def typed(command: list[str], where: Path | str) -> subprocess.CompletedProcess[str]:
+        """A command as the operator types it, with no terminal."""
+        return subprocess.run(
+            command,
+            cwd=where,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+
     answers = ["--fwloop-coder=scripted:fwloop-answers-operator"] if follow_up else []
-    demo = subprocess.run(
-        ["bash", "dev.sh", "demo", "--fwloop-propose=first", *answers],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
+    demo = typed(["bash", "dev.sh", "demo", "--fwloop-propose=first", *answers], repo)
     assert demo.returncode == pytest.ExitCode.TESTS_FAILED, demo.stdout + demo.stderr
     assert "outcome: awaiting_operator_confirm" in demo.stdout
     [scratch] = re.findall(r"^    cd (\S+)$", demo.stdout, re.MULTILINE)
@@ -213,40 +218,16 @@ def test_the_demo_operator_walk_through(tmp_path: Path, follow_up: bool) -> None
     assert "## The reviewer's comment" in (run_dir / "proposal.md").read_text()
     assert "crc8.c" in (run_dir / "proposal.patch").read_text()
     if follow_up:
-        revised = subprocess.run(
-            [*confirm.split()[:-2], "followup", "last", "fix the ring buffer first"],
-            cwd=scratch,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
+        revised = typed([*confirm.split()[:-2], "followup", "last", "fix the ring buffer"], scratch)
         assert revised.returncode == 1, revised.stdout + revised.stderr
         assert "ringbuf.c" in (run_dir / "proposal.patch").read_text()
-    done = subprocess.run(
-        [*confirm.split(), "--note", "ok"],
-        cwd=scratch,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
+    done = typed([*confirm.split(), "--note", "ok"], scratch)
     assert done.returncode == 0, done.stdout + done.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["outcome"] == "success"
     assert summary["pass_counts"][0] < summary["pass_counts"][-1] == summary["total_counts"][-1]
     # None asked twice: one call per recorded fix, and one for the revised proposal.
     assert summary["coder_calls"] == len(recorded_answers(Path(scratch))) + follow_up
-    replayed = subprocess.run(
-        [sys.executable, "-m", "pytest_fwloop.cli", "replay", "last"],
-        cwd=scratch,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    replayed = typed([sys.executable, "-m", "pytest_fwloop.cli", "replay", "last"], scratch)
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert running_under(Path(scratch)) == []

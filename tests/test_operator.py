@@ -157,6 +157,13 @@ def fwloop(
     )
 
 
+def calc_coder(project: LoopProject) -> Agent:
+    """The calc suite and a coder fixing one of its bugs per answer (`fix 0`, `fix 1`, …)."""
+    project.calc_suite()
+    patches = calc_fix_patches()
+    return project.agent("coder", [coder_answer(p, f"fix {i}") for i, p in enumerate(patches)])
+
+
 def state_of(run_dir: Path) -> dict[str, Any]:
     return json.loads((run_dir / "state.json").read_text())  # type: ignore[no-any-return]
 
@@ -166,9 +173,8 @@ def test_confirm_applies_the_proposal_and_the_run_goes_on_to_green(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     project = LoopProject(pytester, monkeypatch)
-    project.calc_suite()
+    coder = calc_coder(project)
     patches = calc_fix_patches()
-    coder = project.agent("coder", [coder_answer(p, f"fix {i}") for i, p in enumerate(patches)])
     first = project.run(f"--fwloop-coder={coder.spec}", "--fwloop-propose=first")
     assert first.ret == pytest.ExitCode.TESTS_FAILED, first.stdout.str()
     [run_dir] = project.run_dirs()
@@ -206,9 +212,7 @@ def test_confirm_applies_the_proposal_and_the_run_goes_on_to_green(
 
 def awaiting_run(project: LoopProject, *extra: str) -> tuple[Agent, Path]:
     """The calc suite stopped on its first proposal; its coder fixes one bug per answer."""
-    project.calc_suite()
-    patches = calc_fix_patches()
-    coder = project.agent("coder", [coder_answer(p, f"fix {i}") for i, p in enumerate(patches)])
+    coder = calc_coder(project)
     result = project.run(f"--fwloop-coder={coder.spec}", "--fwloop-propose=first", *extra)
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     [run_dir] = project.run_dirs()
@@ -253,9 +257,7 @@ def test_resume_goes_on_from_the_kept_tree_and_rerun_starts_afresh(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     project = LoopProject(pytester, monkeypatch)
-    project.calc_suite()
-    patches = calc_fix_patches()
-    coder = project.agent("coder", [coder_answer(p, f"fix {i}") for i, p in enumerate(patches)])
+    coder = calc_coder(project)
     stopped = project.run(f"--fwloop-coder={coder.spec}", "--max-iter=3")
     assert stopped.ret == pytest.ExitCode.TESTS_FAILED, stopped.stdout.str()
     assert project.summary()["outcome"] == "max_iterations_reached"
@@ -318,9 +320,7 @@ def test_a_followup_on_a_finished_run_continues_it_with_the_message_to_address(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     project = LoopProject(pytester, monkeypatch)
-    project.calc_suite()
-    patches = calc_fix_patches()
-    coder = project.agent("coder", [coder_answer(p, f"fix {i}") for i, p in enumerate(patches)])
+    coder = calc_coder(project)
     assert project.run(f"--fwloop-coder={coder.spec}", "--max-iter=2").ret == 1
     followed = fwloop(project, "followup", "last", "keep clamp() branch-free", "--max-iter", "5")
     assert followed.returncode == 0, followed.stdout + followed.stderr
