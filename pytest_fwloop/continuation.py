@@ -1,10 +1,11 @@
 """How a recorded run goes on (DESIGN.md §11): the operator's order, and where the loop resumes.
 
-`fwloop confirm|followup|resume|chat` write an `Order` into the run directory and start pytest
-with the run's recorded arguments and `--fwloop-operator=FILE`. The controller checks the order
-again once it holds the run lock, against the state revision the command judged: of two
-operators acting on one state, the second is refused. What a state allows is decided here, pure,
-for the command and the controller alike; `restore` fills a fresh `LoopState` from the state.
+`fwloop confirm|followup|resume|chat` write an `Order` to a temporary file and start pytest with
+the run's recorded arguments and `--fwloop-operator=FILE`. The controller checks the order again
+once it holds the run lock (`Continued.of`), against the state revision the command judged: of
+two operators acting on one state, the second is refused. What a state allows is decided here,
+pure, for the command and the controller alike; `restore` fills a fresh `LoopState` from the
+state, and `Continued.prepare` gives the new controller the run's past.
 """
 
 from __future__ import annotations
@@ -13,16 +14,24 @@ import enum
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
 from pytest_fwloop.agents.protocol import MustFix
+from pytest_fwloop.budget import UsageLedger
 from pytest_fwloop.fsm import LoopEvent, State
-from pytest_fwloop.loop_state import Iteration, LoopState
+from pytest_fwloop.loop_state import Iteration, LoopState, Step
 from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.policy import PatchParseError, touched_paths
+from pytest_fwloop.records import Event
 from pytest_fwloop.results import IterationResults
-from pytest_fwloop.run_state import RunState, SavedIteration, StateError
+from pytest_fwloop.run_state import RunState, SavedIteration, StateError, load_state
+from pytest_fwloop.rundir import utc_now
+from pytest_fwloop.threads import OPERATOR_THREAD, Thread
+
+if TYPE_CHECKING:
+    from pytest_fwloop.controller import Controller
 
 
 class Action(str, enum.Enum):
@@ -240,3 +249,66 @@ def _iteration(saved: SavedIteration, run_dir: Path) -> Iteration:
         notes=list(saved.notes),
         executed=saved.executed,
     )
+
+
+@dataclass(frozen=True)
+class Continued:
+    """A recorded run an operator's order continues: its state, its loop, where it resumes."""
+
+    order: Order
+    state: RunState
+    loop: LoopState
+    resumption: Resumption
+    messages: list[str]
+
+    @classmethod
+    def of(cls, order: Order, run_dir: Path) -> Continued:
+        """Checked under the run lock; StateError (one line) if the order no longer applies."""
+        state = load_state(run_dir)
+        if state.revision != order.revision:
+            raise StateError(
+                f"fwloop: run {order.run_id} changed since `fwloop {order.action.value}` read it "
+                f"(revision {order.revision}, now {state.revision}): someone acted on it first; "
+                f"`fwloop show {order.run_id}` says where it stands"
+            )
+        refused = refusal(state, order.action)
+        if refused is not None:
+            raise StateError(refused)
+        loop = LoopState(run_id=order.run_id)
+        resumption = restore(loop, state, run_dir, order)
+        messages = [m.text for m in Thread(run_dir, OPERATOR_THREAD).messages()]
+        return cls(order, state, loop, resumption, messages)
+
+    def prepare(self, controller: Controller) -> None:
+        """Give the controller the run's past: convergence history, patches tried, usage."""
+        loop = controller.loop
+        if self.state.outcome is None:  # the trace of a killed controller ends where it died
+            controller.recorder.append_event(
+                Event.note(
+                    utc_now(),
+                    "interrupted",
+                    (self.state.fsm_state, State.ABORTED.value),
+                    "interrupted",
+                    "the controller stopped without ending the run (killed); continued by "
+                    "`fwloop resume`",
+                    self.state.iterations[-1].number if self.state.iterations else 1,
+                ).to_json()
+            )
+        loop.resumed = Step(self.resumption.event, self.resumption.reason)
+        loop.operator_messages = self.messages
+        if self.order.text:  # a follow-up, or a confirm's note: kept, and told to every agent
+            kind = "followup" if self.order.action is Action.FOLLOWUP else "confirm_note"
+            Thread(controller.recorder.path, OPERATOR_THREAD).append(
+                "operator", kind, self.order.text, controller.redact, "coder", "to the loop"
+            )
+            loop.operator_messages.append(controller.redact(self.order.text))
+        for _, results in loop.attempts():
+            controller.end.checker.add_iteration_result(results.pass_count, results.total_count)
+        controller.gate.tried = [
+            (it.number, it.patch) for it in loop.iterations if it.results is not None and it.patch
+        ]
+        controller.calls.usage = UsageLedger.from_dict(self.state.usage)
+        agents = [controller.coder, controller.reviewer, controller.tester]
+        for agent in filter(None, agents):
+            agent.skip(answered(controller.recorder.path, agent.role))
+        controller.calls.coder_calls = sum(it.coder_calls for it in loop.iterations)

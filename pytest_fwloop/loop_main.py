@@ -15,36 +15,25 @@ import tempfile
 import threading
 import time
 import traceback
-from dataclasses import dataclass
-from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import pytest
 
 from pytest_fwloop import children, run_context
-from pytest_fwloop.budget import UsageLedger
-from pytest_fwloop.continuation import (
-    Action,
-    Order,
-    Resumption,
-    answered,
-    read_order,
-    refusal,
-    restore,
-)
+from pytest_fwloop.continuation import Action, Continued, read_order
 from pytest_fwloop.controller import Controller
 from pytest_fwloop.fsm import State
-from pytest_fwloop.loop_state import LoopState, Step
+from pytest_fwloop.loop_state import LoopState
 from pytest_fwloop.options import OPERATOR_DEST
 from pytest_fwloop.outcomes import Outcome, describe_crash, exit_status
 from pytest_fwloop.records import Event
 from pytest_fwloop.redaction import Redactor
-from pytest_fwloop.run_state import Invocation, RunState, StateError, StateKeeper, load_state
+from pytest_fwloop.run_state import Invocation, StateError, StateKeeper
 from pytest_fwloop.rundir import RunRecorder, new_run_id, utc_now
 from pytest_fwloop.settings import LoopSettings, load_settings
 from pytest_fwloop.terminal import PREFIX, Terminal
-from pytest_fwloop.threads import OPERATOR_THREAD, Thread, ThreadError
+from pytest_fwloop.threads import ThreadError
 from pytest_fwloop.workspace import RecoveryReport, Workspace, WorkspaceError
 
 
@@ -120,69 +109,6 @@ def _run_loop(config: pytest.Config) -> int:
         return _control(config, settings, workspace, run_id, recovered, terminal, redact, continued)
     finally:
         children.uninstall()
-
-
-@dataclass(frozen=True)
-class Continued:
-    """A recorded run an operator's order continues: its state, its loop, where it resumes."""
-
-    order: Order
-    state: RunState
-    loop: LoopState
-    resumption: Resumption
-    messages: list[str]
-
-    @classmethod
-    def of(cls, order: Order, run_dir: Path) -> Continued:
-        """Checked under the run lock; StateError (one line) if the order no longer applies."""
-        state = load_state(run_dir)
-        if state.revision != order.revision:
-            raise StateError(
-                f"fwloop: run {order.run_id} changed since `fwloop {order.action.value}` read it "
-                f"(revision {order.revision}, now {state.revision}): someone acted on it first; "
-                f"`fwloop show {order.run_id}` says where it stands"
-            )
-        refused = refusal(state, order.action)
-        if refused is not None:
-            raise StateError(refused)
-        loop = LoopState(run_id=order.run_id)
-        resumption = restore(loop, state, run_dir, order)
-        messages = [m.text for m in Thread(run_dir, OPERATOR_THREAD).messages()]
-        return cls(order, state, loop, resumption, messages)
-
-    def prepare(self, controller: Controller) -> None:
-        """Give the controller the run's past: convergence history, patches tried, usage."""
-        loop = controller.loop
-        if self.state.outcome is None:  # the trace of a killed controller ends where it died
-            controller.recorder.append_event(
-                Event.note(
-                    utc_now(),
-                    "interrupted",
-                    (self.state.fsm_state, State.ABORTED.value),
-                    "interrupted",
-                    "the controller stopped without ending the run (killed); continued by "
-                    "`fwloop resume`",
-                    self.state.iterations[-1].number if self.state.iterations else 1,
-                ).to_json()
-            )
-        loop.resumed = Step(self.resumption.event, self.resumption.reason)
-        loop.operator_messages = self.messages
-        if self.order.text:  # a follow-up, or a confirm's note: kept, and told to every agent
-            kind = "followup" if self.order.action is Action.FOLLOWUP else "confirm_note"
-            Thread(controller.recorder.path, OPERATOR_THREAD).append(
-                "operator", kind, self.order.text, controller.redact, "coder", "to the loop"
-            )
-            loop.operator_messages.append(controller.redact(self.order.text))
-        for _, results in loop.attempts():
-            controller.end.checker.add_iteration_result(results.pass_count, results.total_count)
-        controller.gate.tried = [
-            (it.number, it.patch) for it in loop.iterations if it.results is not None and it.patch
-        ]
-        controller.calls.usage = UsageLedger.from_dict(self.state.usage)
-        agents = [controller.coder, controller.reviewer, controller.tester]
-        for agent in filter(None, agents):
-            agent.skip(answered(controller.recorder.path, agent.role))
-        controller.calls.coder_calls = sum(it.coder_calls for it in loop.iterations)
 
 
 def _control(

@@ -25,9 +25,8 @@ from pytest_fwloop.agents.base import RawAnswer
 from pytest_fwloop.agents.errors import ProviderError
 from pytest_fwloop.agents.protocol import AgentRequest
 from pytest_fwloop.child_run import ChildRunner
-from pytest_fwloop.continuation import Order
+from pytest_fwloop.continuation import Continued, Order
 from pytest_fwloop.controller import Controller
-from pytest_fwloop.loop_main import Continued
 from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG
 from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.procs import ProcessResult
