@@ -14,7 +14,8 @@ from tabulate import tabulate
 
 from pytest_fwloop.html_report import Facts, render_to
 from pytest_fwloop.replay import RecordedRun, ReplayError, load_run, replay, timeline_lines
-from pytest_fwloop.run_state import STATE_FILE
+from pytest_fwloop.run_state import STATE_FILE, StateError, load_state
+from pytest_fwloop.workspace import Journal
 
 
 def find_run(root: Path, runs: Path, name: str) -> Path:
@@ -109,6 +110,13 @@ def list_runs(root: Path, runs: Path, as_json: bool) -> int:
 
 def show_run(root: Path, runs: Path, name: str, as_json: bool) -> int:
     """`fwloop show RUN`: outcome, reason, the iterations, and where the records are."""
+    try:
+        found = find_run(root, runs, name)
+    except ReplayError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    if not (found / "summary.json").is_file():
+        return _show_unfinished(found, as_json)
     opened = _open(root, runs, name)
     if opened is None:
         return 2
@@ -158,6 +166,35 @@ def show_run(root: Path, runs: Path, name: str, as_json: bool) -> int:
     )
     for name, where in records.items():
         print(f"{name}: {where}")
+    return 0
+
+
+def _show_unfinished(path: Path, as_json: bool) -> int:
+    """A run with no summary yet: running, or its controller was killed; told from its state."""
+    try:
+        state = load_state(path)
+    except StateError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    active = Journal(Path(state.rootdir) / ".fwloop").active()
+    where = (
+        f"running (pid {active.pid})"
+        if active is not None and active.run_id == state.run_id
+        else f"its controller stopped in {state.fsm_state} without ending it: "
+        f"`fwloop resume {state.run_id}` continues it"
+    )
+    iterations = [
+        {"iteration": it.number, "kind": it.kind, "verdict": it.convergence_type or "continue"}
+        for it in state.iterations
+        if it.measured
+    ]
+    if as_json:
+        shown = {"run_id": state.run_id, "outcome": "unfinished", "where": where}
+        print(json.dumps({**shown, "iterations": iterations}, indent=2))
+        return 0
+    print(f"run {state.run_id}: unfinished ({where})")
+    if iterations:
+        print(tabulate([list(i.values()) for i in iterations], list(iterations[0])))
     return 0
 
 

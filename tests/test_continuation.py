@@ -23,6 +23,7 @@ from pytest_fwloop.loop_state import LoopState
 from pytest_fwloop.outcomes import Outcome
 from pytest_fwloop.records import Event
 from pytest_fwloop.replay import check_transitions
+from pytest_fwloop.run_commands import show_run
 from pytest_fwloop.run_state import STATE_SCHEMA, RunState, StateError, load_state
 from pytest_fwloop.workspace import WorkspaceError
 
@@ -342,3 +343,24 @@ def test_the_iteration_limit_of_a_continued_run(
         **{"iterations": [{"number": 1, "kind": "baseline", "measured": True}], **changes}
     )
     assert iteration_limit(saved, action, more) == limit
+
+
+def test_show_tells_a_killed_run_from_its_state(
+    kit: ControllerKit, capsys: pytest.CaptureFixture[str]
+) -> None:
+    awaiting(kit)
+    run_dir = kit.controller.recorder.path
+    saved = json.loads((run_dir / "state.json").read_text())
+    saved.update(outcome=None, fsm_state="BUILD_RUN")  # as SIGKILL leaves it: no end written
+    (run_dir / "state.json").write_text(json.dumps(saved))
+    (run_dir / "summary.json").unlink()
+    assert show_run(kit.root, Path(".fwloop/runs"), "last", as_json=False) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(
+        "run run-1: unfinished (its controller stopped in BUILD_RUN without ending it: "
+        "`fwloop resume run-1` continues it)"
+    )
+    assert show_run(kit.root, Path(".fwloop/runs"), "last", as_json=True) == 0
+    assert json.loads(capsys.readouterr().out)["iterations"] == [
+        {"iteration": 1, "kind": "baseline", "verdict": "continue"}
+    ]
