@@ -10,6 +10,7 @@ worker would pay for the import. The controller validates what it reads with tho
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 from collections.abc import Generator
@@ -64,10 +65,47 @@ class ReportTags:
 
 
 class Selection:
-    """Narrows a run to the listed node ids (env retries, tester selections)."""
+    """Narrows a run to the listed node ids (focus reruns, env retries, tester selections).
+
+    A focus names a few tests of a large suite: test files that hold none of them are not
+    collected, nor the functions and classes no wanted id lies under (creating each test item
+    costs more than running a trivial test). What gets through is narrowed to the exact ids at
+    the end of collection, as before; a wanted id whose parts are named otherwise than its node
+    id is only not collected, which the controller sees (`no longer collected`) and the next
+    whole-suite run mends.
+    """
 
     def __init__(self, wanted: set[str]) -> None:
         self.wanted = wanted
+        self.files = {nodeid.split("::", 1)[0] for nodeid in wanted}
+        #: Every node id a wanted test lies under: its classes, its function (without params).
+        self.under: set[str] = set()
+        for nodeid in wanted:
+            parts = nodeid.split("[", 1)[0].split("::")
+            self.under.update("::".join(parts[:end]) for end in range(2, len(parts) + 1))
+
+    def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
+        if collection_path.suffix != ".py" or collection_path.name in (
+            "conftest.py",
+            "__init__.py",
+        ):
+            return None  # conftests, and packages (pytest 7 collects one from its __init__.py)
+        try:
+            relative = collection_path.relative_to(config.rootpath).as_posix()
+        except ValueError:
+            return None  # outside the rootdir: its node ids are not simple paths
+        patterns = config.getini("python_files")
+        if not any(fnmatch.fnmatch(collection_path.name, pattern) for pattern in patterns):
+            return None
+        return relative not in self.files or None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pycollect_makeitem(
+        self, collector: pytest.Module | pytest.Class, name: str, obj: object
+    ) -> list[pytest.Item] | None:
+        if f"{collector.nodeid}::{name}" in self.under:
+            return None  # pytest makes it as usual
+        return []
 
     def pytest_collection_modifyitems(
         self, config: pytest.Config, items: list[pytest.Item]

@@ -126,9 +126,61 @@ def test_selection_file_narrows_the_run(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess(
         f"--fwloop-child-report={report}", f"--fwloop-child-select={selection}"
     )
-    result.assert_outcomes(failed=1, deselected=1)
+    result.assert_outcomes(failed=1)  # test_one is not even collected
     results = IterationResults.model_validate_json(report.read_text())
     assert [t.nodeid for t in results.tests] == ["test_a.py::test_two"]
+
+
+SELECTED_SUITE = {
+    "pkg/__init__.py": "",
+    "pkg/test_deep.py": """import pytest
+
+
+class TestBoard:
+    class TestUart:
+        @pytest.mark.parametrize("baud", [9600, 115200])
+        def test_baud(self, baud):
+            assert baud
+
+        def test_other(self):
+            pass
+
+    def test_outside(self):
+        pass
+
+
+def test_plain():
+    pass
+""",
+    "test_elsewhere.py": "open('elsewhere-imported', 'w').close()\n\ndef test_x():\n    pass\n",
+    "helpers_test.py": "def test_h():\n    pass\n",
+}
+
+
+@pytest.mark.parametrize("python_files", ["test_*.py *_test.py", "*.py"])
+def test_a_selection_collects_only_what_it_names(
+    pytester: pytest.Pytester, python_files: str
+) -> None:
+    """Files holding no wanted test are not imported; within a file only what a wanted id lies
+    under is made into items; packages and classes nested in classes still work."""
+    for relpath, text in SELECTED_SUITE.items():
+        pytester.path.joinpath(relpath).parent.mkdir(parents=True, exist_ok=True)
+        pytester.path.joinpath(relpath).write_text(text)
+    pytester.makeini(f"[pytest]\npython_files = {python_files}\n")
+    wanted = [
+        "pkg/test_deep.py::TestBoard::TestUart::test_baud[115200]",
+        "helpers_test.py::test_h",
+    ]
+    selection = pytester.path / "selection.txt"
+    selection.write_text("\n".join(wanted) + "\n")
+    report = pytester.path / "results.json"
+    result = pytester.runpytest_subprocess(
+        f"--fwloop-child-report={report}", f"--fwloop-child-select={selection}"
+    )
+    result.assert_outcomes(passed=2)
+    results = IterationResults.model_validate_json(report.read_text())
+    assert sorted(t.nodeid for t in results.tests) == sorted(wanted)
+    assert not (pytester.path / "elsewhere-imported").exists()
 
 
 def test_merge_prefers_the_rerun(tmp_path: Path) -> None:
