@@ -61,8 +61,8 @@ def answer_chat(
             "question": redact(order.text),
         },
     )
-    purpose = f"chat with the {order.role} about run {order.run_id}"
-    thread.append("operator", "chat", order.text, redact, order.role, purpose)
+    title = f"chat with the {order.role} about run {order.run_id}"
+    thread.append("operator", "chat", order.text, redact, order.role, title)
     try:
         answer = agent.comment(request)
     except ProviderError as exc:
@@ -71,6 +71,6 @@ def answer_chat(
             f"{exc.message}); the question is kept in thread {order.thread}"
         )
         return 1
-    kept = thread.append(order.role, "chat", answer, redact, order.role, purpose)
+    kept = thread.append(order.role, "chat", answer, redact, order.role, title)
     terminal.line(kept.text)
     return 0

@@ -299,7 +299,12 @@ class Continued:
         if self.order.text:  # a follow-up, or a confirm's note: kept, and told to every agent
             kind = "followup" if self.order.action is Action.FOLLOWUP else "confirm_note"
             Thread(controller.recorder.path, OPERATOR_THREAD).append(
-                "operator", kind, self.order.text, controller.redact, "coder", "to the loop"
+                "operator",
+                kind,
+                self.order.text,
+                controller.redact,
+                "coder",
+                "the operator's messages to the loop",
             )
             loop.operator_messages.append(controller.redact(self.order.text))
         for _, results in loop.attempts():

@@ -354,9 +354,10 @@ _RUN_FILES: tuple[tuple[str, str], ...] = (
     ),
     (
         "`threads/<id>/meta.json`, `threads/<id>/messages.jsonl`",
-        "the operator's threads: `operator` holds follow-ups and confirm notes (every agent "
-        "request carries them as `operator_messages`), `chat-<role>` a `fwloop chat`; one "
-        "message a line: `time`, `author`, `kind`, `text`",
+        "the operator's threads (seed 004): `meta.json` has `id`, `title`, `created_at`, "
+        "`run_id`, `role`; `messages.jsonl` one message a line (`time`, `author`, `kind`, "
+        "`text`), only appended. `operator` holds follow-ups and confirm notes (every agent "
+        "request carries them as `operator_messages`), `chat-<role>` a `fwloop chat`",
     ),
     (
         "`report.html`",

@@ -32,11 +32,13 @@ class Message(BaseModel):
 
 
 class ThreadMeta(BaseModel):
+    """`meta.json`, with seed 004's fields (`id`, `title`, `created_at`) and the run's."""
+
     id: str
+    title: str
+    created_at: str
     run_id: str
-    purpose: str
     role: str
-    created: str
 
 
 class Thread:
@@ -56,14 +58,14 @@ class Thread:
         return (self.folder / "meta.json").is_file()
 
     def append(
-        self, author: str, kind: str, text: str, redact: Redactor, role: str, purpose: str
+        self, author: str, kind: str, text: str, redact: Redactor, role: str, title: str
     ) -> Message:
         """Add a message (redacted), creating the thread on its first one."""
         self.folder.mkdir(parents=True, exist_ok=True)
         meta = self.folder / "meta.json"
         if not meta.is_file():
             document = ThreadMeta(
-                id=self.id, run_id=self.run_id, purpose=purpose, role=role, created=utc_now()
+                id=self.id, title=title, created_at=utc_now(), run_id=self.run_id, role=role
             )
             partial = meta.with_name("meta.json.partial")
             partial.write_text(document.model_dump_json(indent=2) + "\n", encoding="utf-8")

@@ -308,7 +308,10 @@ def test_chat_answers_from_the_role_with_the_run_as_context_and_changes_nothing(
         "is fix 0 risky for the UART?"
     )
     thread = run_dir / "threads" / "chat-reviewer"
-    assert json.loads((thread / "meta.json").read_text())["role"] == "reviewer"
+    meta = json.loads((thread / "meta.json").read_text())
+    assert (meta["id"], meta["role"], meta["run_id"]) == ("chat-reviewer", "reviewer", run_dir.name)
+    assert meta["title"].startswith("chat with the reviewer")
+    assert meta["created_at"]
     authors = [
         json.loads(m)["author"] for m in (thread / "messages.jsonl").read_text().splitlines()
     ]
