@@ -158,7 +158,8 @@ def restore(loop: LoopState, state: RunState, run_dir: Path, order: Order) -> Re
     if state.in_flight is None:
         loop.iterations.append(Iteration(loop.current.number + 1, "patch"))
     number = loop.current.number
-    if order.action is Action.FOLLOWUP and pending is not None:
+    awaiting = state.outcome == Outcome.AWAITING_OPERATOR_CONFIRM.value
+    if order.action is Action.FOLLOWUP and pending is not None and awaiting:
         # The proposal is answered by the message: the coder revises it, nothing is applied.
         loop.must_fix = [
             MustFix(

@@ -364,3 +364,22 @@ def test_show_tells_a_killed_run_from_its_state(
     assert json.loads(capsys.readouterr().out)["iterations"] == [
         {"iteration": 1, "kind": "baseline", "verdict": "continue"}
     ]
+
+
+def test_a_followup_on_an_ended_run_is_not_taken_for_an_answer_to_a_proposal(
+    tmp_path: Path,
+) -> None:
+    """A run that failed with a refused answer still in its state: the message is a new demand,
+    and the refused answer is not sent to the gate again."""
+    saved = state(
+        fsm_state="FAILURE",
+        outcome="policy_violation",
+        pending=PENDING,
+        iterations=[{"number": 1, "kind": "patch", "measured": False}],
+    )
+    loop = LoopState()
+    order = Order(action=Action.FOLLOWUP, run_id="r1", revision=3, text="stay out of tests/")
+    found = restore(loop, saved, tmp_path, order)
+    assert found.event is LoopEvent.RESUME
+    assert loop.coder_answer is None
+    assert [m.issue for m in loop.must_fix] == ["the operator asks: stay out of tests/"]
