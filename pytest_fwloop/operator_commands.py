@@ -32,7 +32,8 @@ def operator_command(args: argparse.Namespace) -> int:
     root = args.rootdir.resolve()
     try:
         state = load_state(find_run(root, args.run_dir, args.run))
-        _not_running(state)
+        if args.command != "chat":  # chat takes no lock and changes nothing: it may run alongside
+            _not_running(state)
     except (ReplayError, StateError, WorkspaceError) as exc:
         print(exc, file=sys.stderr)
         return REFUSED
