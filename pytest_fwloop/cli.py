@@ -18,9 +18,11 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from pytest_fwloop.ini_lookup import IniError, option_value
 from pytest_fwloop.knowledge import KnowledgeBase, KnowledgeError
 from pytest_fwloop.operator_commands import add_parsers, operator_command
 from pytest_fwloop.run_commands import list_runs, replay_run, report_run, show_run
+from pytest_fwloop.settings import knowledge_path
 from pytest_fwloop.workspace import Journal, WorkspaceError
 
 #: How long `cancel` waits for the controller to restore the tree and exit.
@@ -78,6 +80,15 @@ def knowledge_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _configured(args: argparse.Namespace) -> None:
+    """Fill `--run-dir` and `--knowledge` left out with what `pytest --fwloop` would use."""
+    if getattr(args, "rootdir", None) is not None and getattr(args, "run_dir", "") is None:
+        args.run_dir = Path(option_value(args.rootdir.resolve(), "run_dir"))
+    if args.command == "kb" and args.knowledge is None:
+        here = Path.cwd()
+        args.knowledge = knowledge_path(here, option_value(here, "knowledge"))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="fwloop", description="Control pytest-fwloop runs.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -100,7 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     for command in (check, report, listing, show, *operator):
         command.add_argument("--rootdir", default=".", type=Path, help="default: .")
         command.add_argument(
-            "--run-dir", default=Path(".fwloop/runs"), type=Path, help="default: .fwloop/runs"
+            "--run-dir",
+            type=Path,
+            help="where the runs are, relative to the rootdir (default: $FWLOOP_RUN_DIR, the "
+            "ini's fwloop_run_dir, or .fwloop/runs)",
         )
     kb = commands.add_parser("kb", help="the knowledge base of fixes that worked")
     actions = kb.add_subparsers(dest="action", required=True)
@@ -113,12 +127,24 @@ def main(argv: list[str] | None = None) -> int:
         action.add_argument(
             "--knowledge",
             type=Path,
-            default=Path(".fwloop/knowledge.sqlite"),
-            help="the knowledge base file (default: .fwloop/knowledge.sqlite)",
+            help="the knowledge base file (default: $FWLOOP_KNOWLEDGE, the ini's "
+            "fwloop_knowledge in the current directory, or .fwloop/knowledge.sqlite)",
         )
         action.add_argument("--limit", type=int, default=20, help="rows to show (default 20)")
     args = parser.parse_args(argv)
+    try:
+        _configured(args)
+    except IniError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     if args.command == "kb":
+        if args.knowledge is None:
+            print(
+                "fwloop: the knowledge base is off (fwloop_knowledge = off); name a file with "
+                "--knowledge",
+                file=sys.stderr,
+            )
+            return 2
         return knowledge_command(args)
     if args.command == "replay":
         return replay_run(args.rootdir.resolve(), args.run_dir, args.run)
