@@ -48,7 +48,7 @@ def answer_chat(
         settings,
         order.role,
         spec[order.role],
-        lambda call: None,
+        lambda call: thread.record_call(call.request, call.raw, redact),
         lambda: settings.agent_timeout,
     )
     request = agent_request(

@@ -356,7 +356,8 @@ _RUN_FILES: tuple[tuple[str, str], ...] = (
         "`threads/<id>/meta.json`, `threads/<id>/messages.jsonl`",
         "the operator's threads (seed 004): `meta.json` has `id`, `title`, `created_at`, "
         "`run_id`, `role`; `messages.jsonl` one message a line (`time`, `author`, `kind`, "
-        "`text`), only appended. `operator` holds follow-ups and confirm notes (every agent "
+        "`text`), only appended; `calls/K.request.json` and `calls/K.answer.txt` each provider "
+        "call of a chat. `operator` holds follow-ups and confirm notes (every agent "
         "request carries them as `operator_messages`), `chat-<role>` a `fwloop chat`",
     ),
     (

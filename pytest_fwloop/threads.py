@@ -1,7 +1,8 @@
 """A run's threads (DESIGN.md §11, seed 004): the operator's messages and chats, kept on disk.
 
 `threads/<id>/meta.json` says what a thread is about; `threads/<id>/messages.jsonl` holds its
-messages, one JSON object a line, only ever appended. The thread `operator` carries the
+messages, one JSON object a line, only ever appended; `threads/<id>/calls/` the provider calls a
+chat made (request and raw answer). The thread `operator` carries the
 follow-ups and confirm notes that the coder's requests bring as `operator_messages`.
 """
 
@@ -78,6 +79,20 @@ class Thread:
         ) as stream:
             stream.write(line)
         return message
+
+    def record_call(self, request: dict[str, object], raw: str, redact: Redactor) -> None:
+        """Keep one provider call of a chat (`calls/K.request.json`, `calls/K.answer.txt`),
+        redacted like every record of a run."""
+        calls = self.folder / "calls"
+        calls.mkdir(parents=True, exist_ok=True)
+        number = len(list(calls.glob("*.request.json"))) + 1
+        text = redact(json.dumps(request, indent=2, ensure_ascii=False))
+        (calls / f"{number}.answer.txt").write_text(
+            redact(raw), encoding="utf-8", errors=LONE_SURROGATES
+        )
+        (calls / f"{number}.request.json").write_text(
+            text + "\n", encoding="utf-8", errors=LONE_SURROGATES
+        )
 
     def messages(self) -> list[Message]:
         """Every message, oldest first; a line that does not parse is named, not skipped."""

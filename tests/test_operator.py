@@ -312,6 +312,9 @@ def test_chat_answers_from_the_role_with_the_run_as_context_and_changes_nothing(
     assert (meta["id"], meta["role"], meta["run_id"]) == ("chat-reviewer", "reviewer", run_dir.name)
     assert meta["title"].startswith("chat with the reviewer")
     assert meta["created_at"]
+    recorded = json.loads((thread / "calls" / "1.request.json").read_text())
+    assert recorded["chat"]["question"] == "is fix 0 risky for the UART?"
+    assert '"decision": "approve"' in (thread / "calls" / "1.answer.txt").read_text()
     authors = [
         json.loads(m)["author"] for m in (thread / "messages.jsonl").read_text().splitlines()
     ]
