@@ -252,15 +252,21 @@ class LoopProject:
         runs = self.root / ".fwloop" / "runs"
         return sorted(runs.iterdir()) if runs.exists() else []
 
-    def replay(self) -> subprocess.CompletedProcess[str]:
-        """`fwloop replay last` in the project, as a user would run it after the loop."""
+    def fwloop(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        """The `fwloop` command run in the project, as an operator types it (no terminal)."""
         return subprocess.run(
-            [sys.executable, "-m", "pytest_fwloop.cli", "replay", "last"],
+            [sys.executable, "-m", "pytest_fwloop.cli", *args],
             cwd=self.root,
             capture_output=True,
             text=True,
             check=False,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
         )
+
+    def replay(self) -> subprocess.CompletedProcess[str]:
+        """`fwloop replay last` in the project, as a user would run it after the loop."""
+        return self.fwloop("replay", "last")
 
     def events(self) -> list[dict[str, Any]]:
         [run_dir] = self.run_dirs()

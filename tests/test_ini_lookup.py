@@ -5,8 +5,6 @@ then the default."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -78,21 +76,8 @@ def test_fwloop_finds_runs_in_the_ini_s_run_dir(
     coder = project.agent("coder", [coder_answer(p) for p in calc_fix_patches()])
     assert project.run(f"--fwloop-coder={coder.spec}", "--fwloop-propose=first").ret == 1
     [run_dir] = (project.root / "build" / "fwloop-runs").iterdir()
-    listed = subprocess.run(
-        [sys.executable, "-m", "pytest_fwloop.cli", "list", "--json"],
-        cwd=project.root,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    listed = project.fwloop("list", "--json")
     assert [r["run_id"] for r in json.loads(listed.stdout)] == [run_dir.name]
-    confirmed = subprocess.run(
-        [sys.executable, "-m", "pytest_fwloop.cli", "confirm", "last"],
-        cwd=project.root,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
+    confirmed = project.fwloop("confirm", "last")
     assert confirmed.returncode == 0, confirmed.stdout + confirmed.stderr
     assert json.loads((run_dir / "summary.json").read_text())["outcome"] == "success"

@@ -142,21 +142,6 @@ def test_an_answer_without_a_patch_is_not_proposed(kit: ControllerKit) -> None:
 # -- the `fwloop` command on recorded runs (real processes) ------------------------------------
 
 
-def fwloop(
-    project: LoopProject, *args: str, timeout: float = 300
-) -> subprocess.CompletedProcess[str]:
-    """The `fwloop` command run in the project, as an operator types it."""
-    return subprocess.run(
-        [sys.executable, "-m", "pytest_fwloop.cli", *args],
-        cwd=project.root,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
-
-
 def calc_coder(project: LoopProject) -> Agent:
     """The calc suite and a coder fixing one of its bugs per answer (`fix 0`, `fix 1`, …)."""
     project.calc_suite()
@@ -180,7 +165,7 @@ def test_confirm_applies_the_proposal_and_the_run_goes_on_to_green(
     [run_dir] = project.run_dirs()
     assert state_of(run_dir)["outcome"] == "awaiting_operator_confirm"
 
-    confirmed = fwloop(project, "confirm", "last", "--note", "fine, but keep the names")
+    confirmed = project.fwloop("confirm", "last", "--note", "fine, but keep the names")
     assert confirmed.returncode == 0, confirmed.stdout + confirmed.stderr
     assert project.run_dirs() == [run_dir]  # the same run, continued
     assert "def add(a, b):\n    return a + b" in (project.root / "fw" / "calc.py").read_text()
@@ -229,7 +214,7 @@ def test_a_followup_on_a_proposal_gets_a_revised_one_and_nothing_is_built(
     coder, run_dir = awaiting_run(project, f"--fwloop-build={build}")
     assert builds.read_text() == "built\n"  # the baseline's build
     before = tree_state(project.root)
-    followed = fwloop(project, "followup", "last", "fix scale first, it feeds the UART divisor")
+    followed = project.fwloop("followup", "last", "fix scale first, it feeds the UART divisor")
     assert followed.returncode == pytest.ExitCode.TESTS_FAILED, followed.stdout + followed.stderr
     assert tree_state(project.root) == before
     assert builds.read_text() == "built\n"  # nothing built for the revised proposal
@@ -264,7 +249,7 @@ def test_resume_goes_on_from_the_kept_tree_and_rerun_starts_afresh(
     assert (project.root / "fw" / "calc.py").read_text() == CALC  # restored at the end
     [run_dir] = project.run_dirs()
 
-    resumed = fwloop(project, "resume", "last", "--max-iter", "5")
+    resumed = project.fwloop("resume", "last", "--max-iter", "5")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     summary = project.summary()
     assert summary["outcome"] == "success"
@@ -277,7 +262,7 @@ def test_resume_goes_on_from_the_kept_tree_and_rerun_starts_afresh(
     assert "return a + b" in (project.root / "fw" / "calc.py").read_text()
     assert project.replay().returncode == 0
 
-    again = fwloop(project, "rerun", run_dir.name)
+    again = project.fwloop("rerun", run_dir.name)
     assert again.returncode == 0, again.stdout + again.stderr  # the tree is green now
     first, second = project.run_dirs()
     assert first == run_dir
@@ -293,7 +278,7 @@ def test_chat_answers_from_the_role_with_the_run_as_context_and_changes_nothing(
     coder, run_dir = awaiting_run(project)
     before = tree_state(project.root)
     state = (run_dir / "state.json").read_bytes()
-    asked = fwloop(project, "chat", "last", "--role", "reviewer", "is fix 0 risky for the UART?")
+    asked = project.fwloop("chat", "last", "--role", "reviewer", "is fix 0 risky for the UART?")
     assert asked.returncode == 0, asked.stdout + asked.stderr
     assert '"decision": "approve"' in asked.stdout  # the reviewer's own words, printed
     assert tree_state(project.root) == before
@@ -302,7 +287,7 @@ def test_chat_answers_from_the_role_with_the_run_as_context_and_changes_nothing(
     assert request["schema"] == {}
     assert request["chat"]["question"] == "is fix 0 risky for the UART?"
     assert len(request["failures"]) > 0  # the run's records are the context
-    again = fwloop(project, "chat", "last", "--role", "reviewer", "and for SPI?")
+    again = project.fwloop("chat", "last", "--role", "reviewer", "and for SPI?")
     assert again.returncode == 0
     assert coder.requests("reviewer")[-1]["chat"]["messages"][0]["text"] == (
         "is fix 0 risky for the UART?"
@@ -328,7 +313,7 @@ def test_a_followup_on_a_finished_run_continues_it_with_the_message_to_address(
     project = LoopProject(pytester, monkeypatch)
     coder = calc_coder(project)
     assert project.run(f"--fwloop-coder={coder.spec}", "--max-iter=2").ret == 1
-    followed = fwloop(project, "followup", "last", "keep clamp() branch-free", "--max-iter", "5")
+    followed = project.fwloop("followup", "last", "keep clamp() branch-free", "--max-iter", "5")
     assert followed.returncode == 0, followed.stdout + followed.stderr
     assert project.summary()["outcome"] == "success"
     asked = coder.requests("coder")[1]
@@ -362,7 +347,7 @@ def test_bad_operator_commands_say_why_in_one_line_and_change_nothing(
 
     def refused(*args: str, says: str) -> None:
         before = everything()
-        done = fwloop(project, *args)
+        done = project.fwloop(*args)
         assert done.returncode != 0, done.stdout
         lines = (done.stdout + done.stderr).strip().splitlines()
         assert len(lines) == 1, lines
