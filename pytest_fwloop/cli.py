@@ -29,7 +29,9 @@ from pytest_fwloop.workspace import Journal, WorkspaceError
 WAIT_SECONDS = 120.0
 
 
-def cancel(root: Path, wait: float) -> int:
+def cancel(root: Path, run: str | None, wait: float) -> int:
+    """Stop the loop running in `root`; with `run` (an id, a prefix of one, or `last`), only
+    if that is the run going on there (DESIGN.md §11's `fwloop cancel [RUN]`)."""
     try:
         record = Journal(root / ".fwloop").active()
     except WorkspaceError as exc:
@@ -37,6 +39,13 @@ def cancel(root: Path, wait: float) -> int:
         return 1
     if record is None:
         print(f"fwloop: no loop is running in {root}", file=sys.stderr)
+        return 1
+    if run not in (None, "last") and not record.run_id.startswith(run):
+        print(
+            f"fwloop: run {run} is not running in {root} (run {record.run_id} is); nothing "
+            "was stopped",
+            file=sys.stderr,
+        )
         return 1
     os.kill(record.pid, signal.SIGTERM)
     print(f"fwloop: asked run {record.run_id} (pid {record.pid}) to stop")
@@ -93,7 +102,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="fwloop", description="Control pytest-fwloop runs.")
     commands = parser.add_subparsers(dest="command", required=True)
     stop = commands.add_parser("cancel", help="stop the loop running in a rootdir")
-    stop.add_argument("rootdir", nargs="?", default=".", type=Path, help="default: .")
+    stop.add_argument(
+        "target",
+        nargs="?",
+        help="the run to stop (id, prefix, `last`), or the rootdir it runs in (default: the "
+        "loop running in --rootdir)",
+    )
+    stop.add_argument("--rootdir", default=".", type=Path, help="default: .")
     stop.add_argument("--wait", type=float, default=WAIT_SECONDS, help="seconds to wait")
     check = commands.add_parser(
         "replay", help="check that a recorded run's decisions follow from its records"
@@ -156,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
         return report_run(args.rootdir.resolve(), args.run_dir, args.run, args.output)
     if args.command in ("confirm", "followup", "resume", "rerun", "chat"):
         return operator_command(args)
-    return cancel(args.rootdir.resolve(), args.wait)
+    if args.target is not None and Path(args.target).is_dir():
+        return cancel(Path(args.target).resolve(), None, args.wait)  # `fwloop cancel ROOTDIR`
+    return cancel(args.rootdir.resolve(), args.target, args.wait)
 
 
 if __name__ == "__main__":

@@ -595,6 +595,25 @@ def test_fwloop_cancel_stops_the_run_and_restores_the_tree(project: LoopProject)
     assert tree_state(project.root) == before
 
 
+def test_fwloop_cancel_run_stops_only_the_run_it_names(project: LoopProject) -> None:
+    project.calc_suite()
+    project.write("tests/test_slow.py", "import time\n\ndef test_slow():\n    time.sleep(60)\n")
+    coder = project.agent("coder", [coder_answer(calc_fix_patches()[0])])
+    process = start_loop(project, coder, "TEST_SETUP -> TEST_RUN")
+    [run_dir] = project.run_dirs()
+    other = project.fwloop("cancel", "20001231-000000-beef", timeout=120)
+    assert other.returncode == 1
+    assert other.stderr.strip() == (
+        f"fwloop: run 20001231-000000-beef is not running in {project.root} (run "
+        f"{run_dir.name} is); nothing was stopped"
+    )
+    assert process.poll() is None  # still running
+    stopped = project.fwloop("cancel", run_dir.name[:15], timeout=120)
+    assert stopped.returncode == 0, stopped.stderr
+    process.communicate(timeout=60)
+    assert project.summary()["outcome"] == "canceled"
+
+
 def test_a_killed_controller_is_recovered_on_the_next_start(project: LoopProject) -> None:
     project.calc_suite()
     hang = project.pytester.path / "hang"
