@@ -152,7 +152,7 @@ def restore(loop: LoopState, state: RunState, run_dir: Path, order: Order) -> Re
     loop.constraints = list(state.constraints)
     loop.build_diagnostics = state.build_diagnostics
     loop.strategy_switches = state.strategy_switches
-    kept = [it for it in loop.iterations if it.results is not None and it.kind != "rollback"]
+    kept = loop.kept()
     written = sorted({p for it in kept if it.patch.strip() for p in touched_paths(it.patch)})
     pending = state.pending
     if state.in_flight is None:
@@ -235,21 +235,7 @@ def _iteration(saved: SavedIteration, run_dir: Path) -> Iteration:
                 f"fwloop: {path} is missing or damaged ({type(exc).__name__}); run "
                 f"{run_dir.name} cannot be continued"
             ) from None
-    return Iteration(
-        number=saved.number,
-        kind=saved.kind,
-        patch=saved.patch,
-        patch_summary=saved.patch_summary,
-        checkpoint=saved.checkpoint,
-        results=results,
-        coder_calls=saved.coder_calls,
-        review_rounds=saved.review_rounds,
-        convergence_type=saved.convergence_type,
-        reason=saved.reason,
-        score=saved.score,
-        notes=list(saved.notes),
-        executed=saved.executed,
-    )
+    return Iteration(results=results, **saved.model_dump(exclude={"measured"}))
 
 
 @dataclass(frozen=True)

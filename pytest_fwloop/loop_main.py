@@ -212,7 +212,7 @@ def _invocation(config: pytest.Config) -> Invocation:
 def _left(keeper: StateKeeper, loop: LoopState) -> None:
     """The state's last word: how the run ended and the tree it left (the fixed one on success,
     else its baseline), which a continuation checks the operator has not changed since."""
-    kept = [it for it in loop.iterations if it.results is not None and it.kind != "rollback"]
+    kept = loop.kept()
     if loop.outcome is Outcome.SUCCESS and kept:
         keeper.left_tree = kept[-1].checkpoint
     with contextlib.suppress(OSError):  # the records are written; a full disk loses only this

@@ -163,14 +163,14 @@ class LoopState:
     def rolled_back(self) -> frozenset[int]:
         return frozenset(it.number for it in self.iterations if it.kind == "rollback")
 
+    def kept(self) -> list[Iteration]:
+        """Every iteration whose tests ran on a tree the loop kept, baseline first: a
+        rolled-back patch's results describe a tree that is gone."""
+        return [it for it in self.iterations if it.results is not None and it.kind != "rollback"]
+
     def measured(self) -> list[tuple[int, IterationResults]]:
-        """(number, results) of every iteration whose tests ran on a tree the loop kept,
-        baseline first: a rolled-back patch's results describe a tree that is gone."""
-        return [
-            (it.number, it.results)
-            for it in self.iterations
-            if it.results is not None and it.kind != "rollback"
-        ]
+        """(number, results) of each of `kept()`."""
+        return [(it.number, it.results) for it in self.kept() if it.results is not None]
 
     def latest_results(self) -> IterationResults | None:
         """The results of the latest iteration whose tree the loop kept."""

@@ -111,16 +111,13 @@ def list_runs(root: Path, runs: Path, as_json: bool) -> int:
 def show_run(root: Path, runs: Path, name: str, as_json: bool) -> int:
     """`fwloop show RUN`: outcome, reason, the iterations, and where the records are."""
     try:
-        found = find_run(root, runs, name)
+        path = find_run(root, runs, name)
+        if not (path / "summary.json").is_file():
+            return _show_unfinished(path, as_json)
+        run = load_run(path)
     except ReplayError as exc:
         print(exc, file=sys.stderr)
         return 2
-    if not (found / "summary.json").is_file():
-        return _show_unfinished(found, as_json)
-    opened = _open(root, runs, name)
-    if opened is None:
-        return 2
-    path, run = opened
     iterations = [
         {
             "iteration": e.iteration,

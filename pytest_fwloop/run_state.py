@@ -48,6 +48,10 @@ class SavedIteration(BaseModel):
     executed: int = Field(default=0, description="test executions, reruns included")
 
 
+#: What a SavedIteration copies of an `Iteration` (`continuation` copies it back).
+_SAVED = tuple(name for name in SavedIteration.model_fields if name != "measured")
+
+
 class Invocation(BaseModel):
     """How the run was started: `fwloop rerun` and every continuation start pytest so again."""
 
@@ -180,19 +184,8 @@ class StateKeeper:
             left_tree=self.left_tree,
             iterations=[
                 SavedIteration(
-                    number=it.number,
-                    kind=it.kind,
                     measured=it.results is not None,
-                    patch=it.patch,
-                    patch_summary=it.patch_summary,
-                    checkpoint=it.checkpoint,
-                    coder_calls=it.coder_calls,
-                    review_rounds=it.review_rounds,
-                    convergence_type=it.convergence_type,
-                    reason=it.reason,
-                    score=it.score,
-                    notes=it.notes,
-                    executed=it.executed,
+                    **{name: getattr(it, name) for name in _SAVED},
                 )
                 for it in loop.iterations
             ],
