@@ -10,14 +10,16 @@ import functools
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_fwloop.child_files import progress_path
+from pytest_fwloop.child_start import ForkGuard, fork_pytest
 from pytest_fwloop.flaky import rerun_candidates
 from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG, addopts_without_loop
-from pytest_fwloop.procs import ProcessResult, run_logged
+from pytest_fwloop.procs import ProcessResult, Supervised, spawn_logged, supervise
 from pytest_fwloop.progress import ProgressWatcher
 from pytest_fwloop.results import IterationResults
 from pytest_fwloop.rundir import RunRecorder
@@ -65,6 +67,7 @@ class ChildRunner:
         self.recorder = recorder
         self.abort = abort
         self.terminal = terminal
+        self.fork_guard = ForkGuard(settings.child_start)
 
     def run(
         self,
@@ -90,22 +93,28 @@ class ChildRunner:
             env[TEST_PLAN_ENV] = str(plan)
         env["PYTEST_ADDOPTS"] = addopts_without_loop(env.get("PYTEST_ADDOPTS", ""))
         env["PYTHONUNBUFFERED"] = "1"  # pytest.log fills as the tests run
-        argv = [sys.executable, "-m", "pytest", *self.settings.child_args, *args]
-        run = functools.partial(
-            run_logged,
-            argv,
-            cwd=self.settings.invocation_dir,
-            log_path=log,
-            timeout=timeout,
-            abort=self.abort,
-            env=env,
-        )
+        argv = [*self.settings.child_args, *args]
+        started = time.monotonic()
+        refusal, cache = self.fork_guard.refusal()
+        process: Supervised
+        if refusal is None:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            cwd = self.settings.invocation_dir
+            process = fork_pytest(argv, cwd=cwd, env=env, log_path=log, cache=cache)
+        else:
+            process = spawn_logged(
+                [sys.executable, "-m", "pytest", *argv],
+                cwd=self.settings.invocation_dir,
+                log_path=log,
+                env=env,
+            )
         if results is None:
-            return run()
+            return supervise(process, started, timeout, self.abort)
+        # The watcher's thread starts after the child: a fork must find one thread only.
         show = functools.partial(self.terminal.progress, iteration)
         try:
             with ProgressWatcher(progress_path(results), show):
-                return run()
+                return supervise(process, started, timeout, self.abort)
         finally:
             self.terminal.end_progress()
 

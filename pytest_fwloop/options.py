@@ -91,6 +91,13 @@ def _propose(text: str) -> str:
     return lowered
 
 
+def _child_start(text: str) -> str:
+    lowered = text.strip().lower()
+    if lowered not in ("auto", "spawn"):
+        raise ValueError("must be 'auto' or 'spawn'")
+    return lowered
+
+
 def _on_off(text: str) -> bool:
     lowered = text.strip().lower()
     if lowered not in ("on", "off"):
@@ -266,6 +273,15 @@ OPTIONS: tuple[OptionSpec, ...] = (
         _on_off,
         "--fwloop-focus",
         metavar="on|off",
+    ),
+    OptionSpec(
+        "child_start",
+        "how each test run's child pytest starts: 'auto' forks the controller when the fork sees "
+        "what a fresh interpreter would (Linux, one thread, nothing it keeps imported changed; "
+        "the user's modules are imported afresh), else runs `python -m pytest`; 'spawn' always "
+        "runs `python -m pytest`",
+        "auto",
+        _child_start,
     ),
     OptionSpec(
         "flaky_policy",

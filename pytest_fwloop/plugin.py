@@ -7,10 +7,16 @@ runs exactly as with `-p no:fwloop`. With `--fwloop` the process becomes the loo
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from pytest_fwloop import hookspecs
 from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG, add_options
+
+#: `python -m pytest`'s module search path before pytest's configuration (conftest folders,
+#: `pythonpath`) adds to it: what a forked child starts from (`child_start.py`).
+PRISTINE_SYS_PATH: tuple[str, ...] = tuple(sys.path)
 
 #: Fixture modules: inert until a test requests one of their fixtures.
 pytest_plugins = ["pytest_fwloop.verdicts", "pytest_fwloop.envs.fixtures"]

@@ -14,10 +14,12 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 #: How long a stopped process group gets between SIGTERM and SIGKILL.
 GRACE_SECONDS = 5.0
-POLL_SECONDS = 0.05
+#: How often a running process is checked: a child's end is seen within this.
+POLL_SECONDS = 0.01
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,20 @@ class ProcessResult:
     timed_out: bool
     aborted: bool
     duration: float
+
+
+class Supervised(Protocol):
+    """What supervising needs of a process: a `subprocess.Popen`, or a forked child pytest."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
 
 
 def run_logged(
@@ -42,10 +58,23 @@ def run_logged(
 
     Raises FileNotFoundError/PermissionError when the program cannot be started.
     """
-    log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    process = spawn_logged(argv, cwd=cwd, log_path=log_path, env=env, shell=shell)
+    return supervise(process, started, timeout, abort)
+
+
+def spawn_logged(
+    argv: Sequence[str] | str,
+    *,
+    cwd: Path,
+    log_path: Path,
+    env: Mapping[str, str] | None = None,
+    shell: bool = False,
+) -> subprocess.Popen[bytes]:
+    """Start a process in its own session, stdout and stderr to `log_path`."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("wb") as log:
-        process = subprocess.Popen(
+        return subprocess.Popen(
             argv,
             cwd=cwd,
             stdin=subprocess.DEVNULL,
@@ -55,17 +84,24 @@ def run_logged(
             shell=shell,
             start_new_session=True,
         )
-        deadline = started + timeout
-        timed_out = aborted = False
-        while process.poll() is None:
-            if abort.is_set():
-                aborted = True
-            elif time.monotonic() > deadline:
-                timed_out = True
-            if aborted or timed_out:
-                stop_group(process)
-                break
-            abort.wait(POLL_SECONDS)
+
+
+def supervise(
+    process: Supervised, started: float, timeout: float, abort: threading.Event
+) -> ProcessResult:
+    """Wait for a process that leads its own process group, stopping the group on a timeout
+    (`timeout` seconds after `started`, a monotonic time) or an abort."""
+    deadline = started + timeout
+    timed_out = aborted = False
+    while process.poll() is None:
+        if abort.is_set():
+            aborted = True
+        elif time.monotonic() > deadline:
+            timed_out = True
+        if aborted or timed_out:
+            stop_group(process)
+            break
+        abort.wait(POLL_SECONDS)
     return ProcessResult(
         returncode=process.returncode,
         timed_out=timed_out,
@@ -74,7 +110,7 @@ def run_logged(
     )
 
 
-def stop_group(process: subprocess.Popen[bytes]) -> None:
+def stop_group(process: Supervised) -> None:
     """SIGTERM the process's group, SIGKILL what is left after a grace period, and reap."""
     for sig, wait in ((signal.SIGTERM, GRACE_SECONDS), (signal.SIGKILL, None)):
         try:

@@ -72,6 +72,8 @@ class LoopSettings:
     flaky_reruns: int
     flaky_policy: FlakyPolicy
     focus: bool
+    #: "auto" (fork the controller for a child when that is as good as a fresh one) or "spawn".
+    child_start: str
     propose: str  # "off", "first" or "every"
     snapshot_exclude: tuple[str, ...]
     #: Providers that failed their check before the run while others of their list passed.
@@ -293,6 +295,7 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         snapshot_exclude=(*resolve(config, "snapshot_exclude"), *build_directories(build)),
         flaky_policy=resolve(config, "flaky_policy"),
         focus=resolve(config, "focus"),
+        child_start=resolve(config, "child_start"),
         propose=resolve(config, "propose"),
         preflight_notes=tuple(preflight_notes),
     )

@@ -1,0 +1,251 @@
+"""Forked children: decided by plain rules, and indistinguishable from spawned ones where a test
+could tell (DESIGN.md §2: patched code imported afresh, a crash cannot take the loop down)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from loopkit import APPROVE, CALC, LoopProject, calc_fix_patches, coder_answer
+from pytest_fwloop.child_start import (
+    MTIME_MARGIN_NS,
+    FileStamp,
+    ForkGuard,
+    ModuleCache,
+    changed_since,
+    fork_refusal,
+    is_users,
+)
+
+STARTED = 1_000_000_000_000_000_000
+OLD = FileStamp(device=1, inode=7, size=100, mtime_ns=STARTED - 3600 * 10**9)
+
+
+@pytest.mark.parametrize(
+    ("now", "changed"),
+    [
+        (OLD, False),
+        (None, True),  # gone
+        (FileStamp(1, 8, 100, OLD.mtime_ns), True),  # replaced: another inode
+        (FileStamp(1, 7, 101, OLD.mtime_ns), True),  # rewritten in place, its mtime kept
+        (FileStamp(1, 7, 100, STARTED + 5), True),  # touched since the start
+    ],
+)
+def test_a_file_counts_as_changed_when_a_fresh_interpreter_could_read_it_differently(
+    now: FileStamp | None, changed: bool
+) -> None:
+    assert changed_since({"/m.py": OLD}, {"/m.py": now}, STARTED) == (["/m.py"] if changed else [])
+
+
+@pytest.mark.parametrize(
+    ("mtime_ns", "changed"),
+    [(STARTED - MTIME_MARGIN_NS + 1, True), (STARTED - MTIME_MARGIN_NS - 1, False)],
+)
+def test_a_file_first_seen_touched_just_before_the_start_may_have_changed_after_its_import(
+    mtime_ns: int, changed: bool
+) -> None:
+    """Coarse file system clocks round down: the margin keeps such a file out of the fork."""
+    seen = FileStamp(1, 7, 100, mtime_ns)
+    assert changed_since({"/m.py": seen}, {"/m.py": seen}, STARTED) == (
+        ["/m.py"] if changed else []
+    )
+
+
+def test_changed_files_are_named_in_order() -> None:
+    loaded = {"/b.py": OLD, "/a.py": OLD, "/c.py": OLD}
+    now = {"/b.py": None, "/a.py": None, "/c.py": OLD}
+    assert changed_since(loaded, now, STARTED) == ["/a.py", "/b.py"]
+
+
+@pytest.mark.parametrize(
+    ("setting", "linux", "threads", "changed", "why"),
+    [
+        ("auto", True, 1, [], None),
+        ("spawn", True, 1, [], "fwloop_child_start = spawn"),
+        ("auto", False, 1, [], "forked children need Linux (/proc and PR_SET_PDEATHSIG)"),
+        ("auto", True, 3, [], "the controller runs 3 threads"),
+        ("auto", True, 1, ["/x.so"], "/x.so changed since the controller loaded it"),
+        (
+            "auto",
+            True,
+            1,
+            ["/x.so", "/y.py", "/z.py"],
+            "/x.so and 2 more changed since the controller loaded it",
+        ),
+    ],
+)
+def test_why_a_child_is_spawned(
+    setting: str, linux: bool, threads: int, changed: list[str], why: str | None
+) -> None:
+    assert fork_refusal(setting=setting, linux=linux, threads=threads, changed=changed) == why
+
+
+@pytest.mark.parametrize(
+    ("location", "users"),
+    [
+        ("/venv/lib/python3.11/site-packages/serial/__init__.py", False),
+        ("/venv/lib/python3.11/site-packages", False),
+        ("/venv/lib/python3.11/site-packages-extra/x.py", True),  # a prefix, not the folder
+        ("/home/me/fw/conftest.py", True),
+    ],
+)
+def test_the_users_modules_are_those_outside_the_installation(location: str, users: bool) -> None:
+    assert is_users(location, ["/venv/lib/python3.11/site-packages"]) is users
+
+
+def _module(name: str, file: str | None) -> ModuleType:
+    module = ModuleType(name)
+    if file is not None:
+        module.__file__ = file
+    return module
+
+
+def test_a_fork_drops_the_users_modules_and_keeps_the_rest_checked() -> None:
+    modules = {
+        "serial": _module("serial", "/site/serial/__init__.py"),
+        "conftest": _module("conftest", "/proj/conftest.py"),
+        "fw.calc": _module("fw.calc", "/proj/fw/calc.py"),
+        # An extension cannot be imported twice in one process: kept, so checked.
+        "fw._host": _module("fw._host", "/proj/fw/_host.cpython-311-x86_64-linux-gnu.so"),
+        "builtin_like": _module("builtin_like", None),
+        "__main__": _module("__main__", "/proj/run.py"),
+    }
+    cache = ModuleCache.of(modules, ("/site",))
+    assert cache.users == ("conftest", "fw.calc")
+    assert cache.kept_files == (
+        "/proj/fw/_host.cpython-311-x86_64-linux-gnu.so",
+        "/site/serial/__init__.py",
+    )
+
+
+def test_the_guard_refuses_a_fork_once_a_kept_module_changed(tmp_path: Path) -> None:
+    """Stamped at the first decision, compared at each later one; the start time bounds a
+    file touched just before the controller started."""
+    kept = tmp_path / "site" / "lib.py"
+    kept.parent.mkdir()
+    kept.write_text("A = 1\n")
+    long_ago = time.time() - 3600
+    os.utime(kept, (long_ago, long_ago))
+    guard = ForkGuard("auto", installed=(str(tmp_path / "site"),))
+    cache = ModuleCache((), (str(kept),))
+    assert guard.changed(cache) == []
+    kept.write_text("A = 22\n")
+    os.utime(kept, (long_ago, long_ago))  # even with its old time: the size tells
+    assert guard.changed(cache) == [str(kept)]
+
+    fresh = tmp_path / "site" / "new.py"
+    fresh.write_text("B = 1\n")  # written now, after the start: first seen already suspect
+    assert guard.changed(ModuleCache((), (str(fresh),))) == [str(fresh)]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks only on Linux")
+def test_the_guard_refuses_a_fork_while_another_thread_runs() -> None:
+    guard = ForkGuard("auto")
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        threads = len(os.listdir("/proc/self/task"))
+        why, _ = guard.refusal()
+    finally:
+        stop.set()
+        thread.join()
+    assert why == f"the controller runs {threads} threads"
+
+
+# What the child itself sees, dumped by the suite's conftest in every child session.
+PROBE_CONFTEST = """\
+import json, os, signal, stat, sys
+from pathlib import Path
+
+from fw import calc  # imported by the controller too, when pytest loads this conftest
+
+IMPORTED_BY = os.getpid()
+
+
+def pytest_sessionfinish(session):
+    fds = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            fds[name] = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            pass
+    null = os.stat(os.devnull)
+    stdin = os.fstat(0)
+    record = {
+        "pid": os.getpid(),
+        "conftest_imported_here": IMPORTED_BY == os.getpid(),
+        "calc_add_2_3": calc.add(2, 3),
+        "cwd": os.getcwd(),
+        "path0": sys.path[0],
+        "own_session": os.getsid(0) == os.getpid(),
+        "sigint_default": signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+        "sigterm_default": signal.getsignal(signal.SIGTERM) == signal.SIG_DFL,
+        "stdin_is_devnull": (stdin.st_dev, stdin.st_ino) == (null.st_dev, null.st_ino),
+        "console_log_dir": os.environ.get("FWLOOP_CONSOLE_LOG_DIR", ""),
+        "addopts": os.environ.get("PYTEST_ADDOPTS"),
+        "holds": sorted(
+            t for t in fds.values() if t.endswith(("run.lock", "children.json")) or "pipe:" in t
+        ),
+        "forked": "pydantic" in sys.modules,  # only the controller imports it
+    }
+    with open(Path(__file__).parent / "children.jsonl", "a") as stream:
+        stream.write(json.dumps(record) + "\\n")
+"""
+
+
+def _children(project: LoopProject) -> list[dict[str, object]]:
+    lines = (project.root / "tests" / "children.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def _repair(project: LoopProject, coder_name: str) -> list[dict[str, object]]:
+    """Repair the calc suite from its seeded bugs; what each child saw."""
+    project.write("fw/calc.py", CALC)
+    (project.root / "tests" / "children.jsonl").unlink(missing_ok=True)
+    coder = project.agent(coder_name, [coder_answer(p) for p in calc_fix_patches()], [APPROVE])
+    result = project.run(
+        f"--fwloop-coder={coder.spec}", "--fwloop-focus=off", "--fwloop-confirm-runs=0"
+    )
+    assert result.ret == 0, result.stdout.str()
+    return _children(project)
+
+
+def test_a_forked_child_imports_the_patched_code_afresh_and_starts_as_a_spawned_one(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The conftest imports the code under test, so the controller holds the unpatched module:
+    each forked child must import conftest and code again, from the patched tree, and find the
+    process as `python -m pytest` would have made it: run forked, then spawned, and compare."""
+    project = LoopProject(pytester, monkeypatch)
+    project.calc_suite("addopts = -p no:randomly\n")
+    project.write("tests/conftest.py", PROBE_CONFTEST)
+
+    forked = _repair(project, "coder_a")
+    # The baseline and its two flaky reruns of the failures, then a child per patch: the first
+    # patch fixed add.
+    assert [c["calc_add_2_3"] for c in forked] == [-1, -1, -1, 5, 5, 5]
+    assert all(c["forked"] and c["conftest_imported_here"] for c in forked), forked
+    assert all(c["holds"] == [] for c in forked), forked  # no lock, registry, watchdog pipe
+
+    monkeypatch.setenv("FWLOOP_CHILD_START", "spawn")
+    spawned = _repair(project, "coder_b")
+    assert not any(c["forked"] for c in spawned)
+
+    def seen(child: dict[str, object]) -> dict[str, object]:
+        same = {k: v for k, v in child.items() if k not in ("pid", "forked")}
+        log_dir = Path(str(same["console_log_dir"]))
+        same["console_log_dir"] = "/".join(log_dir.parts[-3:])  # rounds/NN/console
+        return same
+
+    assert [seen(c) for c in forked] == [seen(c) for c in spawned]
+    assert forked[0]["cwd"] == str(project.root)
+    flags = ("own_session", "stdin_is_devnull", "sigint_default", "sigterm_default")
+    assert {flag: forked[0][flag] for flag in flags} == dict.fromkeys(flags, True)
