@@ -1,10 +1,17 @@
 """What the loop costs next to plain pytest, and what focus reruns save: P2, P3, P6 of issue 11.
 
-    python benchmarks/loop_speed.py [--rounds N] [--only P2,P3,P6]
+    python benchmarks/loop_speed.py [--rounds N] [--only P2,P3,P6] [--cache private|as-is]
 
 Every figure is a ratio of two sides measured in the same run, in interleaved rounds (A, B, A,
-B, ...; default 3 each), since these 2-core machines drift by several percent over a minute.
-Each side prints min / median / max wall-clock seconds; the ratio is of the medians.
+B, ...; default 3 each), after one untimed run of each side (first-run costs: the loop's shadow
+repository, compiled bytecode), since these 2-core machines drift by several percent over a
+minute. Each side prints min / median / max wall-clock seconds; the ratio is of the medians.
+
+Python's bytecode cache decides much of a start-up: `--cache private` (the default) gives every
+process a fresh cache of its own (PYTHONPYCACHEPREFIX in the scratch folder, written on the
+untimed run and read on the timed ones), as on a developer's machine; `--cache as-is` keeps the
+caller's environment, e.g. PYTHONDONTWRITEBYTECODE=1 as in CI containers, where pytest rewrites
+and compiles every plugin module (the loop's own among them) in every process.
 
 - P2: `pytest --fwloop --fwloop-confirm-runs=0` on a green suite of 1,000 trivial tests ÷ plain
   `pytest` on it (goal ≤ 1.15): the loop's own cost when there is nothing to repair.
@@ -92,6 +99,10 @@ def reset(root: Path) -> None:
     subprocess.run(["rm", "-rf", str(root / ".fwloop")], check=True)
 
 
+#: The environment every measured process gets (set by `main` from `--cache`).
+ENV: dict[str, str] = {}
+
+
 def pytest_wall(folder: Path, *args: str, ok: tuple[int, ...] = (0,)) -> float:
     start = time.perf_counter()
     done = subprocess.run(
@@ -99,7 +110,7 @@ def pytest_wall(folder: Path, *args: str, ok: tuple[int, ...] = (0,)) -> float:
         cwd=folder,
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTEST_ADDOPTS": "", "CI": "true"},
+        env={**ENV, "PYTEST_ADDOPTS": "", "CI": "true"},
         stdin=subprocess.DEVNULL,
         check=False,
     )
@@ -112,6 +123,7 @@ def pytest_wall(folder: Path, *args: str, ok: tuple[int, ...] = (0,)) -> float:
 def interleaved(
     rounds: int, a: Callable[[], float], b: Callable[[], float]
 ) -> tuple[list[float], list[float]]:
+    a(), b()  # untimed: what only a first run pays
     sides: tuple[list[float], list[float]] = ([], [])
     for _ in range(rounds):
         sides[0].append(a())
@@ -187,9 +199,17 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", default="P2,P3,P6")
     parser.add_argument("--test-ms", type=float, default=2.0, help="P3: each test's duration")
+    parser.add_argument("--cache", choices=("private", "as-is"), default="private")
     options = parser.parse_args()
     chosen = {name.strip().upper() for name in options.only.split(",")}
     with tempfile.TemporaryDirectory() as scratch:
+        ENV.update(os.environ)
+        if options.cache == "private":
+            ENV.pop("PYTHONDONTWRITEBYTECODE", None)
+            ENV["PYTHONPYCACHEPREFIX"] = str(Path(scratch) / "pycache")
+        written = "not written" if ENV.get("PYTHONDONTWRITEBYTECODE") else "written"
+        where = ENV.get("PYTHONPYCACHEPREFIX", "__pycache__ folders")
+        print(f"bytecode cache: {options.cache} ({where}, {written})")
         if "P2" in chosen:
             p2(Path(scratch), options.rounds)
         if "P3" in chosen:

@@ -19,7 +19,7 @@ from pytest_fwloop.child_files import progress_path
 from pytest_fwloop.child_start import ForkGuard, fork_pytest
 from pytest_fwloop.flaky import rerun_candidates
 from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG, addopts_without_loop
-from pytest_fwloop.procs import ProcessResult, Supervised, spawn_logged, supervise
+from pytest_fwloop.procs import ProcessResult, Supervised, spawn_logged, stop_group, supervise
 from pytest_fwloop.progress import ProgressWatcher
 from pytest_fwloop.results import IterationResults
 from pytest_fwloop.rundir import RunRecorder
@@ -53,8 +53,22 @@ def next_attempt(folder: Path) -> Attempt:
     )
 
 
+@dataclass(frozen=True)
+class Running:
+    """A child pytest started and not yet waited for."""
+
+    args: list[str]
+    log: Path
+    process: Supervised
+    started: float
+
+
 class ChildRunner:
-    """Starts child runs for one loop run; every file they write is redacted afterwards."""
+    """Starts child runs for one loop run; every file they write is redacted afterwards.
+
+    The baseline's child may be started before the controller is built (`start_baseline`), so
+    that the controller's own imports and set-up overlap the tests; the run that asks for
+    exactly that child then takes it over instead of starting one."""
 
     def __init__(
         self,
@@ -68,6 +82,50 @@ class ChildRunner:
         self.abort = abort
         self.terminal = terminal
         self.fork_guard = ForkGuard(settings.child_start)
+        self._head: tuple[Attempt, Running] | None = None
+
+    def attempt_args(self, folder: Path, attempt: Attempt, selection: Path | None) -> list[str]:
+        """The reporting arguments of one attempt: its records, JUnit XML and HTML report."""
+        args = [
+            f"{CHILD_REPORT_FLAG}={attempt.results}",
+            f"--junitxml={attempt.junit}",
+            *self.settings.reports.child_args(
+                attempt.html,
+                self.recorder.run_id,
+                int(folder.name),  # rounds/NN
+            ),
+        ]
+        if selection is not None:
+            args.append(f"{CHILD_SELECT_FLAG}={selection}")
+        return args
+
+    def start_baseline(self) -> None:
+        """Start iteration 1's whole-suite child now, as TEST_RUN will ask for it: for a new run
+        with no build step nothing comes between the baseline snapshot and these tests."""
+        folder = self.recorder.round_path(1)
+        attempt = next_attempt(folder)
+        args = self.attempt_args(folder, attempt, None)
+        try:
+            self._head = (attempt, self._start(1, args, attempt.log, None, None))
+        except OSError:
+            self._head = None  # TEST_RUN starts it, and reports what stops it
+
+    @property
+    def head(self) -> Running | None:
+        """The child started ahead that no TEST_RUN has taken over yet."""
+        return self._head[1] if self._head is not None else None
+
+    def head_attempt(self, folder: Path) -> Attempt | None:
+        """The files of the child started ahead for this round, if one is waiting."""
+        if self._head is not None and self._head[0].log.parent == folder:
+            return self._head[0]
+        return None
+
+    def stop_head_start(self) -> None:
+        """Stop a child started ahead that no TEST_RUN took over (the run ended before it)."""
+        if self._head is not None:
+            stop_group(self._head[1].process)
+            self._head = None
 
     def run(
         self,
@@ -81,6 +139,34 @@ class ChildRunner:
     ) -> ProcessResult:
         """One child `python -m pytest` with the user's arguments plus `args`; with `results`,
         its progress stream is shown live on the terminal."""
+        running = self._take_head(args, log, review, plan)
+        if running is None:
+            running = self._start(iteration, args, log, review, plan)
+        if results is None:
+            return supervise(running.process, running.started, timeout, self.abort)
+        # The watcher's thread starts after the child: a fork must find one thread only.
+        show = functools.partial(self.terminal.progress, iteration)
+        try:
+            with ProgressWatcher(progress_path(results), show):
+                return supervise(running.process, running.started, timeout, self.abort)
+        finally:
+            self.terminal.end_progress()
+
+    def _take_head(
+        self, args: list[str], log: Path, review: Path | None, plan: Path | None
+    ) -> Running | None:
+        if self._head is None:
+            return None
+        running = self._head[1]
+        if (running.args, running.log, review, plan) != (args, log, None, None):
+            self.stop_head_start()  # not the child asked for: never two at once
+            return None
+        self._head = None
+        return running
+
+    def _start(
+        self, iteration: int, args: list[str], log: Path, review: Path | None, plan: Path | None
+    ) -> Running:
         folder = self.recorder.round_path(iteration)
         env = dict(os.environ)
         env["FWLOOP_CONSOLE_LOG_DIR"] = str(folder / "console")
@@ -94,29 +180,17 @@ class ChildRunner:
         env["PYTEST_ADDOPTS"] = addopts_without_loop(env.get("PYTEST_ADDOPTS", ""))
         env["PYTHONUNBUFFERED"] = "1"  # pytest.log fills as the tests run
         argv = [*self.settings.child_args, *args]
+        cwd = self.settings.invocation_dir
         started = time.monotonic()
         refusal, cache = self.fork_guard.refusal()
         process: Supervised
         if refusal is None:
             log.parent.mkdir(parents=True, exist_ok=True)
-            cwd = self.settings.invocation_dir
             process = fork_pytest(argv, cwd=cwd, env=env, log_path=log, cache=cache)
         else:
-            process = spawn_logged(
-                [sys.executable, "-m", "pytest", *argv],
-                cwd=self.settings.invocation_dir,
-                log_path=log,
-                env=env,
-            )
-        if results is None:
-            return supervise(process, started, timeout, self.abort)
-        # The watcher's thread starts after the child: a fork must find one thread only.
-        show = functools.partial(self.terminal.progress, iteration)
-        try:
-            with ProgressWatcher(progress_path(results), show):
-                return supervise(process, started, timeout, self.abort)
-        finally:
-            self.terminal.end_progress()
+            command = [sys.executable, "-m", "pytest", *argv]
+            process = spawn_logged(command, cwd=cwd, log_path=log, env=env)
+        return Running(args, log, process, started)
 
     def precheck(
         self,

@@ -28,6 +28,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import gc
 import importlib
 import importlib.machinery
 import io
@@ -298,6 +299,7 @@ def _child(
     controller: int,
     cache: ModuleCache,
 ) -> int:  # pragma: no cover - runs in the fork
+    gc.freeze()  # the controller's objects: never collected here, so never copied by the GC
     os.setsid()  # its own session and process group, as start_new_session gives a spawned one
     _die_with(controller)
     signal.signal(signal.SIGINT, signal.default_int_handler)

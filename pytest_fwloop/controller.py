@@ -62,6 +62,7 @@ class Controller:
         redact: Redactor,
         clock: StateClock | None = None,
         loop: LoopState | None = None,
+        child: ChildRunner | None = None,
     ) -> None:
         self.config = config
         self.settings = settings
@@ -100,7 +101,7 @@ class Controller:
             else None
         )
         self.tester_schema = self.tester.schema if self.tester is not None else {}
-        self.child = ChildRunner(settings, recorder, abort, terminal)
+        self.child = child or ChildRunner(settings, recorder, abort, terminal)
         self.suite = SuiteRun(settings, recorder, self.child)
         self.build = BuildStep(settings, workspace, recorder, abort)
         self.gate = PatchGate(settings, workspace, recorder, self.reviewer)

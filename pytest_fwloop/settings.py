@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -30,12 +31,14 @@ from pytest_fwloop.convergence import (
     PlateauHandlingStrategy,
 )
 from pytest_fwloop.criteria_file import load_criteria
-from pytest_fwloop.flaky import FlakyPolicy
 from pytest_fwloop.options import origin, resolve, strip_controller_args
 from pytest_fwloop.preflight import missing_build_program, role_problems
 from pytest_fwloop.sandbox import SandboxUnavailable, find_bwrap
 from pytest_fwloop.user_reports import UserReports
 from pytest_fwloop.workspace import DEFAULT_PROTECTED, PatchPolicy
+
+if TYPE_CHECKING:
+    from pytest_fwloop.flaky import FlakyPolicy
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ from pytest_fwloop.child_run import Attempt, ChildRunner, next_attempt
 from pytest_fwloop.flaky import with_flaky
 from pytest_fwloop.focus import WHOLE_SUITE, FocusPlan, gate_due, plan_iteration
 from pytest_fwloop.loop_state import LoopState
-from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG
 from pytest_fwloop.procs import ProcessResult
 from pytest_fwloop.results import IterationResults
 from pytest_fwloop.rundir import RunRecorder
@@ -118,18 +117,9 @@ class SuiteRun:
         run: RunChild,
         flaky_reruns: bool = True,
     ) -> SuiteOutcome:
-        attempt = next_attempt(folder)
-        args = [
-            f"{CHILD_REPORT_FLAG}={attempt.results}",
-            f"--junitxml={attempt.junit}",
-            *self.settings.reports.child_args(
-                attempt.html,
-                self.recorder.run_id,
-                int(folder.name),  # rounds/NN
-            ),
-        ]
-        if selection is not None:
-            args.append(f"{CHILD_SELECT_FLAG}={selection}")
+        head = self.child.head_attempt(folder) if selection is None else None
+        attempt = head or next_attempt(folder)
+        args = self.child.attempt_args(folder, attempt, selection)
         result = run(args, attempt.log, attempt.results)
         outcome = SuiteOutcome(attempt, result)
         if flaky_reruns and not result.timed_out:

@@ -24,7 +24,7 @@ from pytest_fwloop import run_context
 from pytest_fwloop.agents.base import RawAnswer
 from pytest_fwloop.agents.errors import ProviderError
 from pytest_fwloop.agents.protocol import AgentRequest
-from pytest_fwloop.child_run import ChildRunner
+from pytest_fwloop.child_run import Attempt, ChildRunner
 from pytest_fwloop.continuation import Continued, Order
 from pytest_fwloop.controller import Controller
 from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG
@@ -96,6 +96,10 @@ class FakeChild:
     their runs through this fake."""
 
     rerun_failures = ChildRunner.rerun_failures
+    attempt_args = ChildRunner.attempt_args
+
+    def head_attempt(self, folder: Path) -> Attempt | None:
+        return None  # nothing is started ahead: every run starts when TEST_RUN asks
 
     def __init__(self, root: Path, settings: LoopSettings, recorder: RunRecorder) -> None:
         self.root = root

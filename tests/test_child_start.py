@@ -3,6 +3,7 @@ could tell (DESIGN.md §2: patched code imported afresh, a crash cannot take the
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
@@ -14,6 +15,7 @@ from types import ModuleType
 import pytest
 
 from loopkit import APPROVE, CALC, LoopProject, calc_fix_patches, coder_answer
+from pytest_fwloop.child_run import Attempt, ChildRunner
 from pytest_fwloop.child_start import (
     MTIME_MARGIN_NS,
     FileStamp,
@@ -23,6 +25,10 @@ from pytest_fwloop.child_start import (
     fork_refusal,
     is_users,
 )
+from pytest_fwloop.redaction import Redactor
+from pytest_fwloop.rundir import RunRecorder
+from pytest_fwloop.settings import load_settings
+from pytest_fwloop.terminal import Terminal
 
 STARTED = 1_000_000_000_000_000_000
 OLD = FileStamp(device=1, inode=7, size=100, mtime_ns=STARTED - 3600 * 10**9)
@@ -249,3 +255,74 @@ def test_a_forked_child_imports_the_patched_code_afresh_and_starts_as_a_spawned_
     assert forked[0]["cwd"] == str(project.root)
     flags = ("own_session", "stdin_is_devnull", "sigint_default", "sigterm_default")
     assert {flag: forked[0][flag] for flag in flags} == dict.fromkeys(flags, True)
+
+
+HEAD_START_CONFTEST = """\
+import json, sys
+from pathlib import Path
+
+
+def pytest_sessionstart(session):
+    # A fork inherits the controller's modules as they were when it forked.
+    seen = {"controller_loaded": "pytest_fwloop.controller" in sys.modules}
+    (Path(__file__).parent / "seen.json").write_text(json.dumps(seen))
+"""
+
+
+@pytest.mark.parametrize(
+    ("build", "controller_loaded"), [([], False), (["--fwloop-build=true"], True)]
+)
+def test_the_baseline_starts_before_the_controller_is_built_unless_a_build_comes_first(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    build: list[str],
+    controller_loaded: bool,
+) -> None:
+    """With no build step nothing comes between the baseline snapshot and the baseline's
+    tests, so its child is forked before the controller's machinery is imported: the imports
+    overlap the tests. With a build, the child starts at TEST_RUN, after BUILD_RUN."""
+    project = LoopProject(pytester, monkeypatch)
+    project.calc_suite()
+    project.write("fw/calc.py", "def add(a, b):\n    return a + b\n")
+    project.write(
+        "tests/test_calc.py",
+        "from fw import calc\n\n\ndef test_add():\n    assert calc.add(2, 3) == 5\n",
+    )
+    project.write("tests/conftest.py", HEAD_START_CONFTEST)
+    result = project.run("--fwloop-coder=rules", *build)
+    assert result.ret == 0, result.stdout.str()
+    seen = json.loads((project.root / "tests" / "seen.json").read_text())
+    assert seen == {"controller_loaded": controller_loaded}
+    assert project.replay().returncode == 0
+
+
+def test_a_child_started_ahead_that_is_not_the_one_asked_for_is_stopped(
+    pytester: pytest.Pytester,
+) -> None:
+    """Never two children at once: a run asking for another child stops the one started
+    ahead (here a whole suite that would sleep for a minute) before starting its own."""
+    pytester.makepyfile(
+        test_slow="import time\n\ndef test_wait():\n    time.sleep(60)\n",
+        test_quick="def test_quick():\n    pass\n",
+    )
+    pytester.makeini("[pytest]\nfwloop_coder = rules\nfwloop_child_start = spawn\n")
+    config = pytester.parseconfigure("--fwloop", "-p", "no:randomly")
+    settings = load_settings(config)
+    recorder = RunRecorder(settings.runs_root, "run-1", Redactor({}))
+    child = ChildRunner(settings, recorder, threading.Event(), Terminal(io.StringIO()))
+    child.start_baseline()
+    ahead = child.head
+    assert ahead is not None
+    folder = recorder.round_path(1)
+    assert child.head_attempt(folder) == Attempt(
+        folder / "pytest.log",
+        folder / "results-1.json",
+        folder / "junit.xml",
+        folder / "report.html",
+    )
+    other = folder / "other.log"
+    result = child.run(1, ["test_quick.py"], other, None, None, timeout=60)
+    assert ahead.process.poll() is not None  # stopped, not waited for a minute
+    assert result.returncode == 0
+    assert child.head is None
+    assert "1 passed" in other.read_text()

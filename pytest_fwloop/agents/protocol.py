@@ -13,7 +13,6 @@ from importlib import resources
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias, cast
 
-import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 if TYPE_CHECKING:
@@ -176,6 +175,8 @@ def validate_answer(role: Role, document: object, schema: dict[str, object]) -> 
     A broken schema (say, from a conftest hook) raises jsonschema's SchemaError: that is a
     configuration bug, not a bad answer.
     """
+    import jsonschema  # on first use: a run whose agents are never asked never pays for it
+
     validator_class = jsonschema.validators.validator_for(
         schema, default=jsonschema.Draft202012Validator
     )
