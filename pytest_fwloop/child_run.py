@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_fwloop.child_files import progress_path
-from pytest_fwloop.child_start import ForkGuard, fork_pytest
+from pytest_fwloop.child_start import ForkedChild, ForkGuard, fork_pytest
 from pytest_fwloop.flaky import rerun_candidates
 from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG, addopts_without_loop
 from pytest_fwloop.procs import ProcessResult, Supervised, spawn_logged, stop_group, supervise
@@ -143,14 +143,18 @@ class ChildRunner:
         if running is None:
             running = self._start(iteration, args, log, review, plan)
         if results is None:
-            return supervise(running.process, running.started, timeout, self.abort)
-        # The watcher's thread starts after the child: a fork must find one thread only.
-        show = functools.partial(self.terminal.progress, iteration)
-        try:
-            with ProgressWatcher(progress_path(results), show):
-                return supervise(running.process, running.started, timeout, self.abort)
-        finally:
-            self.terminal.end_progress()
+            result = supervise(running.process, running.started, timeout, self.abort)
+        else:
+            # The watcher's thread starts after the child: a fork must find one thread only.
+            show = functools.partial(self.terminal.progress, iteration)
+            try:
+                with ProgressWatcher(progress_path(results), show):
+                    result = supervise(running.process, running.started, timeout, self.abort)
+            finally:
+                self.terminal.end_progress()
+        if isinstance(running.process, ForkedChild):
+            self.fork_guard.learn(running.process.learned())
+        return result
 
     def _take_head(
         self, args: list[str], log: Path, review: Path | None, plan: Path | None
@@ -186,7 +190,10 @@ class ChildRunner:
         process: Supervised
         if refusal is None:
             log.parent.mkdir(parents=True, exist_ok=True)
-            process = fork_pytest(argv, cwd=cwd, env=env, log_path=log, cache=cache)
+            installed = self.fork_guard.installed
+            process = fork_pytest(
+                argv, cwd=cwd, env=env, log_path=log, cache=cache, installed=installed
+            )
         else:
             command = [sys.executable, "-m", "pytest", *argv]
             process = spawn_logged(command, cwd=cwd, log_path=log, env=env)

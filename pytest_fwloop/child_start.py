@@ -39,12 +39,13 @@ import subprocess
 import sys
 import sysconfig
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 from pytest_fwloop.plugin import PRISTINE_SYS_PATH
+from pytest_fwloop.warm_imports import decode, encode, is_extension, is_users, learnable, warm
 
 #: A file changed this close before the controller started may have changed after it loaded the
 #: file: file systems with coarse timestamps round down.
@@ -104,12 +105,6 @@ def fork_refusal(*, setting: str, linux: bool, threads: int, changed: list[str])
     return None
 
 
-def is_users(location: str, installed: Iterable[str]) -> bool:
-    """Whether a module at `location` is the user's (imported afresh by each child) rather than
-    the installation's (kept in the fork's cache)."""
-    return not any(location == root or location.startswith(root + os.sep) for root in installed)
-
-
 # -- what the controller holds (reads only) --------------------------------------------------
 
 
@@ -131,10 +126,6 @@ def _location(module: ModuleType) -> str | None:
     return None
 
 
-def _is_extension(location: str) -> bool:
-    return location.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
-
-
 @dataclass(frozen=True)
 class ModuleCache:
     """The controller's modules split in two: the user's, dropped in each fork, and the rest,
@@ -151,7 +142,7 @@ class ModuleCache:
             if location is None or name == "__main__":
                 continue
             # An extension module cannot be imported twice in one process: it stays, checked.
-            if is_users(location, installed) and not _is_extension(location):
+            if is_users(location, installed) and not is_extension(location):
                 users.append(name)
             else:
                 kept.add(location)
@@ -215,12 +206,20 @@ class ForkGuard:
         self.setting = setting
         self.linux = sys.platform.startswith("linux") and hasattr(os, "fork")
         self.started_ns = process_started_ns() if self.linux else 0
-        self._installed = installed if installed is not None else installed_roots()
+        self.installed = installed if installed is not None else installed_roots()
         self._loaded: dict[str, FileStamp | None] = {}
+        self._learned: list[str] = []
+
+    def learn(self, names: list[str]) -> None:
+        """Modules a fork imported from the installation: imported here before the next fork."""
+        self._learned = sorted({*self._learned, *names})
 
     def refusal(self) -> tuple[str | None, ModuleCache]:
         """Why the next child must be spawned (None: fork), and what a fork would drop."""
-        cache = ModuleCache.of(sys.modules, self._installed)
+        if self._learned and self.setting != "spawn" and thread_count() <= 1:
+            warm(self._learned, self.installed, thread_count)
+        self._learned = []
+        cache = ModuleCache.of(sys.modules, self.installed)
         if self.setting == "spawn" or not self.linux:
             changed: list[str] = []
         else:
@@ -249,17 +248,33 @@ class ForkGuard:
 class ForkedChild:
     """A forked child pytest, with the part of `subprocess.Popen` the supervisor uses."""
 
-    def __init__(self, pid: int, args: list[str]) -> None:
+    def __init__(self, pid: int, args: list[str], learned: int) -> None:
         self.pid = pid
         self.args = args
         self.returncode: int | None = None
+        self._pipe = learned
+        self._learned: list[str] = []
 
     def poll(self) -> int | None:
         if self.returncode is None:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
             if pid:
                 self.returncode = os.waitstatus_to_exitcode(status)
+                self._learned = self._read_learned()
         return self.returncode
+
+    def learned(self) -> list[str]:
+        """The installation's modules the child imported (`warm_imports`), once it has ended."""
+        return self._learned
+
+    def _read_learned(self) -> list[str]:
+        chunks = []
+        os.set_blocking(self._pipe, False)  # what a grandchild keeps open must not block
+        with contextlib.suppress(BlockingIOError):
+            while chunk := os.read(self._pipe, 65536):
+                chunks.append(chunk)
+        os.close(self._pipe)
+        return decode(b"".join(chunks))
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -271,48 +286,63 @@ class ForkedChild:
         return self.returncode
 
 
+@dataclass(frozen=True)
+class _ForkPlan:
+    """What the fork does, and where it reports."""
+
+    args: list[str]
+    cwd: Path
+    env: Mapping[str, str]
+    cache: ModuleCache
+    installed: tuple[str, ...]
+    log: int
+    learned: int
+    controller: int
+
+
 def fork_pytest(
-    args: list[str], *, cwd: Path, env: Mapping[str, str], log_path: Path, cache: ModuleCache
+    args: list[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    log_path: Path,
+    cache: ModuleCache,
+    installed: tuple[str, ...],
 ) -> ForkedChild:
     """Fork and run `python -m pytest ARGS` in the fork; its stdout and stderr go to `log_path`."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()  # else the fork would write the controller's buffered text again
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    controller = os.getpid()
+    reader, writer = os.pipe()
+    plan = _ForkPlan(args, cwd, env, cache, installed, log, writer, os.getpid())
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the fork, which never returns here
         code = 3
         try:
-            code = _child(args, cwd, env, log, controller, cache)
+            code = _child(plan)
         finally:
             os._exit(code)
     os.close(log)
-    return ForkedChild(pid, args)
+    os.close(writer)
+    return ForkedChild(pid, args, reader)
 
 
-def _child(
-    args: list[str],
-    cwd: Path,
-    env: Mapping[str, str],
-    log: int,
-    controller: int,
-    cache: ModuleCache,
-) -> int:  # pragma: no cover - runs in the fork
+def _child(plan: _ForkPlan) -> int:  # pragma: no cover - runs in the fork
     gc.freeze()  # the controller's objects: never collected here, so never copied by the GC
     os.setsid()  # its own session and process group, as start_new_session gives a spawned one
-    _die_with(controller)
+    _die_with(plan.controller)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
+    os.dup2(plan.log, 1)
+    os.dup2(plan.log, 2)
     for fd in _open_descriptors():
         # The numbers stay taken, so no stale object of the controller can close one the
         # child opens later; the files behind them (the run lock, the watchdog's pipe) are
         # no longer held by the fork.
-        if fd > 2 and fd != devnull:
+        if fd > 2 and fd not in (devnull, plan.learned):
             with contextlib.suppress(OSError):
                 os.dup2(devnull, fd)
     atexit._clear()  # the controller's exit handlers are the controller's
@@ -328,17 +358,18 @@ def _child(
     )
     for name in ("stdin", "stdout", "stderr"):  # the controller's would write to the log too
         setattr(sys, f"__{name}__", getattr(sys, name))
-    os.chdir(cwd)
+    os.chdir(plan.cwd)
     os.environ.clear()
-    os.environ.update(env)
-    sys.argv = [sys.argv[0], *args]
+    os.environ.update(plan.env)
+    sys.argv = [sys.argv[0], *plan.args]
     # As `python -m pytest` starts in `cwd`: that directory first where the controller had its
     # script's or working directory, unless -P (safe_path) left both out.
     safe_path = getattr(sys.flags, "safe_path", False)  # Python 3.11's -P
-    sys.path[:] = PRISTINE_SYS_PATH if safe_path else [str(cwd), *PRISTINE_SYS_PATH[1:]]
-    for name in cache.users:
+    sys.path[:] = PRISTINE_SYS_PATH if safe_path else [str(plan.cwd), *PRISTINE_SYS_PATH[1:]]
+    for name in plan.cache.users:
         sys.modules.pop(name, None)
     importlib.invalidate_caches()
+    before = set(sys.modules)
     import pytest
 
     try:
@@ -349,6 +380,11 @@ def _child(
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
+    imported = {
+        name: _location(module) for name, module in list(sys.modules.items()) if name not in before
+    }
+    with contextlib.suppress(OSError):
+        os.write(plan.learned, encode(learnable(imported, plan.installed)))
     return int(code)
 
 

@@ -9,6 +9,7 @@ module therefore imports only what that takes; the rest comes with `loop_control
 
 from __future__ import annotations
 
+import gc
 import os
 import tempfile
 import threading
@@ -41,6 +42,10 @@ def run_loop(config: pytest.Config) -> int:
         raise
     except Exception as exc:
         return _crash_before_the_run(exc)
+    finally:
+        # The process ends with the run: what the loop holds is never collected again, so
+        # the interpreter's collections at exit pass over its heap (~30 ms of each run).
+        gc.freeze()
 
 
 def _crash_before_the_run(exc: Exception) -> int:

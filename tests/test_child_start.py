@@ -23,7 +23,6 @@ from pytest_fwloop.child_start import (
     ModuleCache,
     changed_since,
     fork_refusal,
-    is_users,
 )
 from pytest_fwloop.redaction import Redactor
 from pytest_fwloop.rundir import RunRecorder
@@ -91,19 +90,6 @@ def test_why_a_child_is_spawned(
     setting: str, linux: bool, threads: int, changed: list[str], why: str | None
 ) -> None:
     assert fork_refusal(setting=setting, linux=linux, threads=threads, changed=changed) == why
-
-
-@pytest.mark.parametrize(
-    ("location", "users"),
-    [
-        ("/venv/lib/python3.11/site-packages/serial/__init__.py", False),
-        ("/venv/lib/python3.11/site-packages", False),
-        ("/venv/lib/python3.11/site-packages-extra/x.py", True),  # a prefix, not the folder
-        ("/home/me/fw/conftest.py", True),
-    ],
-)
-def test_the_users_modules_are_those_outside_the_installation(location: str, users: bool) -> None:
-    assert is_users(location, ["/venv/lib/python3.11/site-packages"]) is users
 
 
 def _module(name: str, file: str | None) -> ModuleType:
@@ -183,6 +169,16 @@ def pytest_sessionfinish(session):
             fds[name] = os.readlink(f"/proc/self/fd/{name}")
         except OSError:
             pass
+    # The run's watchdog holds the read end of the controller's pipe as its stdin.
+    token = os.environ["FWLOOP_RUN_OWNER"]
+    watchdog = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            if token in (entry / "cmdline").read_text() and entry.name != str(os.getpid()):
+                watchdog.add(os.readlink(entry / "fd" / "0"))
+        except OSError:
+            pass
+    assert watchdog, "the run's watchdog was not found"
     null = os.stat(os.devnull)
     stdin = os.fstat(0)
     record = {
@@ -198,7 +194,7 @@ def pytest_sessionfinish(session):
         "console_log_dir": os.environ.get("FWLOOP_CONSOLE_LOG_DIR", ""),
         "addopts": os.environ.get("PYTEST_ADDOPTS"),
         "holds": sorted(
-            t for t in fds.values() if t.endswith(("run.lock", "children.json")) or "pipe:" in t
+            t for t in fds.values() if t.endswith(("run.lock", "children.json")) or t in watchdog
         ),
         "forked": "pydantic" in sys.modules,  # only the controller imports it
     }

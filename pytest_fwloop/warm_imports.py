@@ -1,0 +1,98 @@
+"""What the forked children import from the installation, imported once by the controller so
+that the later forks start with it.
+
+Plugins import lazily: a session's end may import a whole library (a property-testing plugin's
+terminal summary does), and each child run would pay that again, in every focus run, gate and
+flaky rerun. A fork tells the controller which modules it imported; before the next fork the
+controller imports those it may, as a fresh interpreter would have found them:
+
+- only modules of the interpreter's installation (standard library, site-packages), never the
+  user's, which every child imports afresh, and found only on the installation's search path;
+- only pure Python: a top-level package that brought in an extension module is left out whole
+  (an extension may start native threads, and a controller with threads forks no more);
+- a warm-up that starts a thread anyway stops there: the next decision spawns instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable, Mapping
+
+#: What a child writes at most: below a pipe's buffer, so it never waits for the controller.
+LIMIT_BYTES = 60_000
+
+
+def is_users(location: str, installed: Iterable[str]) -> bool:
+    """Whether a file is the user's (imported afresh by each child) rather than the
+    installation's (kept in the fork's cache)."""
+    return not any(location == root or location.startswith(root + os.sep) for root in installed)
+
+
+def is_extension(location: str) -> bool:
+    return location.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
+
+
+def learnable(imported: Mapping[str, str | None], installed: Iterable[str]) -> list[str]:
+    """Of the modules a child imported (name -> file), those the controller may import for the
+    next forks; parents sort before their submodules."""
+    roots = tuple(installed)
+    found = {
+        name: location
+        for name, location in imported.items()
+        if location is not None and not is_users(location, roots)
+    }
+    native = {name.partition(".")[0] for name, location in found.items() if is_extension(location)}
+    return sorted(name for name in found if name.partition(".")[0] not in native)
+
+
+def encode(names: list[str]) -> bytes:
+    """The names as the child sends them, cut to LIMIT_BYTES (the last ones go first)."""
+    kept = list(names)
+    data = json.dumps(kept).encode()
+    while len(data) > LIMIT_BYTES:
+        del kept[len(kept) // 2 :]
+        data = json.dumps(kept).encode()
+    return data
+
+
+def decode(data: bytes) -> list[str]:
+    """What a child sent; nothing when it was cut short (killed while writing)."""
+    try:
+        names = json.loads(data)
+    except ValueError:
+        return []
+    if not isinstance(names, list):
+        return []
+    return [name for name in names if isinstance(name, str)]
+
+
+def warm(names: Iterable[str], installed: tuple[str, ...], threads: Callable[[], int]) -> int:
+    """Import `names` from the installation's search path; how many were imported. Stops at
+    the first import after which `threads()` counts more than one thread."""
+    imported = 0
+    for name in names:
+        if name in sys.modules:
+            continue
+        top = name.partition(".")[0]
+        if top in sys.modules:
+            origin = getattr(sys.modules[top], "__file__", None)
+        else:
+            try:  # where this process would find it (nothing is run to know)
+                spec = importlib.util.find_spec(top)
+            except (ImportError, ValueError):
+                continue
+            origin = spec.origin if spec is not None else None
+        if origin is None or is_users(os.path.abspath(origin), installed):
+            continue  # the user's, or a namespace: never imported here
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
+            imported += 1
+        if threads() > 1:
+            break
+    return imported
