@@ -38,6 +38,7 @@ import site
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -384,7 +385,9 @@ def _child(plan: _ForkPlan) -> int:  # pragma: no cover - runs in the fork
         name: _location(module) for name, module in list(sys.modules.items()) if name not in before
     }
     with contextlib.suppress(OSError):
-        os.write(plan.learned, encode(learnable(imported, plan.installed)))
+        native = thread_count() > threading.active_count()  # threads Python did not start
+        learned = learnable(imported, plan.installed, native_threads=native)
+        os.write(plan.learned, encode(learned))
     return int(code)
 
 

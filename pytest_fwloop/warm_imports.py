@@ -8,8 +8,9 @@ controller imports those it may, as a fresh interpreter would have found them:
 
 - only modules of the interpreter's installation (standard library, site-packages), never the
   user's, which every child imports afresh, and found only on the installation's search path;
-- only pure Python: a top-level package that brought in an extension module is left out whole
-  (an extension may start native threads, and a controller with threads forks no more);
+- a top-level package that loaded an extension module only when the child ended with no thread
+  that Python did not start (an extension may start native threads, and a controller with
+  threads forks no more);
 - a warm-up that starts a thread anyway stops there: the next decision spawns instead.
 """
 
@@ -38,9 +39,13 @@ def is_extension(location: str) -> bool:
     return location.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
 
 
-def learnable(imported: Mapping[str, str | None], installed: Iterable[str]) -> list[str]:
+def learnable(
+    imported: Mapping[str, str | None], installed: Iterable[str], *, native_threads: bool
+) -> list[str]:
     """Of the modules a child imported (name -> file), those the controller may import for the
-    next forks; parents sort before their submodules."""
+    next forks; parents sort before their submodules. A child that ended with no threads but
+    Python's own shows that no extension it loaded left one running; after one with
+    `native_threads`, packages that loaded an extension module are left out."""
     roots = tuple(installed)
     found = {
         name: location
@@ -48,7 +53,9 @@ def learnable(imported: Mapping[str, str | None], installed: Iterable[str]) -> l
         if location is not None and not is_users(location, roots)
     }
     native = {name.partition(".")[0] for name, location in found.items() if is_extension(location)}
-    return sorted(name for name in found if name.partition(".")[0] not in native)
+    return sorted(
+        name for name in found if not native_threads or name.partition(".")[0] not in native
+    )
 
 
 def encode(names: list[str]) -> bytes:
