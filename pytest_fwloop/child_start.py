@@ -18,6 +18,9 @@ the code under test imported afresh:
   run there; the kernel kills the fork if the controller dies (PR_SET_PDEATHSIG), as the watchdog
   does for everything the run starts.
 
+Each fork reports the installation's modules it imported, which the controller imports before
+the next fork (`warm_imports`), so a plugin's lazy imports are paid once per loop.
+
 The fork is refused (and the child spawned) off Linux, when the controller runs more than one
 thread (a lock held by another thread would stay held in the fork), when something the cache
 keeps changed, and with `fwloop_child_start = spawn`.
@@ -30,7 +33,6 @@ import contextlib
 import ctypes
 import gc
 import importlib
-import importlib.machinery
 import io
 import os
 import signal
