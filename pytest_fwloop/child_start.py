@@ -42,7 +42,7 @@ import sys
 import sysconfig
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -205,8 +205,14 @@ class ForkGuard:
     What the fork keeps is stamped at the first decision and compared at each later one, with
     the process's start time as the bound for files touched just before it."""
 
-    def __init__(self, setting: str, installed: tuple[str, ...] | None = None) -> None:
+    def __init__(
+        self,
+        setting: str,
+        installed: tuple[str, ...] | None = None,
+        mapped: Callable[[], tuple[list[str], list[str]]] = mapped_files,
+    ) -> None:
         self.setting = setting
+        self._mapped = mapped
         self.linux = sys.platform.startswith("linux") and hasattr(os, "fork")
         self.started_ns = process_started_ns() if self.linux else 0
         self.installed = installed if installed is not None else installed_roots()
@@ -236,7 +242,7 @@ class ForkGuard:
         """What the fork would keep that is no longer what the controller loaded. A mapping
         whose file is gone without a replacement (libffi's trampolines) cannot be loaded
         again by anyone and is passed over."""
-        present, deleted = mapped_files()
+        present, deleted = self._mapped()
         files = [*cache.kept_files, *present]
         now = {path: stamp(path) for path in files}
         for path in files:

@@ -117,15 +117,26 @@ def test_a_fork_drops_the_users_modules_and_keeps_the_rest_checked() -> None:
     )
 
 
-def test_the_guard_refuses_a_fork_once_a_kept_module_changed(tmp_path: Path) -> None:
+def test_the_guard_refuses_a_fork_once_a_kept_module_or_mapped_library_changed(
+    tmp_path: Path,
+) -> None:
     """Stamped at the first decision, compared at each later one; the start time bounds a
-    file touched just before the controller started."""
+    file touched just before the controller started. A mapping whose file is gone for good
+    (libffi's trampolines) cannot be loaded again and is passed over; one whose path holds a
+    new file (a rebuilt library) counts."""
     kept = tmp_path / "site" / "lib.py"
     kept.parent.mkdir()
     kept.write_text("A = 1\n")
     long_ago = time.time() - 3600
     os.utime(kept, (long_ago, long_ago))
-    guard = ForkGuard("auto", installed=(str(tmp_path / "site"),))
+    library = tmp_path / "site" / "host.so"  # a mapped library, say a ctypes-loaded build
+    library.write_bytes(b"\x7fELF")
+    os.utime(library, (long_ago, long_ago))
+    replaced = tmp_path / "site" / "old.so"  # mapped, then deleted and written again
+    replaced.write_bytes(b"\x7fELF")
+    gone = tmp_path / "site" / "trampoline"  # mapped, deleted, never written again (libffi)
+    mapped = ([str(library)], [str(gone)])
+    guard = ForkGuard("auto", installed=(str(tmp_path / "site"),), mapped=lambda: mapped)
     cache = ModuleCache((), (str(kept),))
     assert guard.changed(cache) == []
     kept.write_text("A = 22\n")
@@ -135,6 +146,11 @@ def test_the_guard_refuses_a_fork_once_a_kept_module_changed(tmp_path: Path) -> 
     fresh = tmp_path / "site" / "new.py"
     fresh.write_text("B = 1\n")  # written now, after the start: first seen already suspect
     assert guard.changed(ModuleCache((), (str(fresh),))) == [str(fresh)]
+
+    library.write_bytes(b"\x7fELF rebuilt")
+    os.utime(library, (long_ago, long_ago))
+    mapped = ([str(library)], [str(gone), str(replaced)])
+    assert guard.changed(ModuleCache((), ())) == [str(library), str(replaced)]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks only on Linux")
