@@ -385,6 +385,10 @@ def _child(plan: _ForkPlan) -> int:  # pragma: no cover - runs in the fork
         code = pytest.console_main()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
+    # As an interpreter's exit: its non-daemon threads are waited for, then its exit handlers.
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is not None:
+        shutdown()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):

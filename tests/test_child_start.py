@@ -170,7 +170,7 @@ def test_the_guard_refuses_a_fork_while_another_thread_runs() -> None:
 
 # What the child itself sees, dumped by the suite's conftest in every child session.
 PROBE_CONFTEST = """\
-import json, os, signal, stat, sys
+import json, os, signal, stat, sys, threading, time
 from pathlib import Path
 
 from fw import calc  # imported by the controller too, when pytest loads this conftest
@@ -216,6 +216,13 @@ def pytest_sessionfinish(session):
     }
     with open(Path(__file__).parent / "children.jsonl", "a") as stream:
         stream.write(json.dumps(record) + "\\n")
+
+    # A thread still working at the end: an interpreter's exit waits for it.
+    def late():
+        time.sleep(0.2)
+        (Path(__file__).parent / f"late-{os.getpid()}").write_text("done")
+
+    threading.Thread(target=late).start()
 """
 
 
@@ -264,6 +271,8 @@ def test_a_forked_child_imports_the_patched_code_afresh_and_starts_as_a_spawned_
         return same
 
     assert [seen(c) for c in forked] == [seen(c) for c in spawned]
+    waited = {c["pid"]: (project.root / "tests" / f"late-{c['pid']}").exists() for c in forked}
+    assert waited == dict.fromkeys(waited, True)
     assert forked[0]["cwd"] == str(project.root)
     flags = ("own_session", "stdin_is_devnull", "sigint_default", "sigterm_default")
     assert {flag: forked[0][flag] for flag in flags} == dict.fromkeys(flags, True)
