@@ -1,7 +1,8 @@
-"""Each TEST_RUN's child `python -m pytest` (DESIGN.md §2): its environment, its log, its records.
+"""Each TEST_RUN's child pytest (DESIGN.md §2): its environment, its log, its records.
 
 The child runs the user's own arguments plus the reporting plugin's, from the directory pytest
-was invoked in, so patched code is imported afresh and a crash cannot take the loop down.
+was invoked in, in a process of its own (`child_start`: a fork or `python -m pytest`), so
+patched code is imported afresh and a crash cannot take the loop down.
 """
 
 from __future__ import annotations
@@ -137,8 +138,8 @@ class ChildRunner:
         timeout: float,
         results: Path | None = None,
     ) -> ProcessResult:
-        """One child `python -m pytest` with the user's arguments plus `args`; with `results`,
-        its progress stream is shown live on the terminal."""
+        """One child pytest with the user's arguments plus `args` (`child_start`: forked or
+        spawned); with `results`, its progress stream is shown live on the terminal."""
         running = self._take_head(args, log, review, plan)
         if running is None:
             running = self._start(iteration, args, log, review, plan)
@@ -185,8 +186,8 @@ class ChildRunner:
         env["PYTHONUNBUFFERED"] = "1"  # pytest.log fills as the tests run
         argv = [*self.settings.child_args, *args]
         cwd = self.settings.invocation_dir
+        refusal, cache = self.fork_guard.refusal()  # may first import what the last one did
         started = time.monotonic()
-        refusal, cache = self.fork_guard.refusal()
         process: Supervised
         if refusal is None:
             log.parent.mkdir(parents=True, exist_ok=True)

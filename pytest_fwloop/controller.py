@@ -2,7 +2,7 @@
 
 Each handler does its state's work and returns the event that leaves it; `fsm.next_state` decides
 where that leads, and every move is written to the decision trace with its reason and numbers.
-The controller never imports the code under test: each TEST_RUN is a child `python -m pytest`.
+The controller never imports the code under test: each TEST_RUN is a child pytest process.
 """
 
 from __future__ import annotations
