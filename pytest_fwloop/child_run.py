@@ -84,6 +84,8 @@ class ChildRunner:
         self.terminal = terminal
         self.fork_guard = ForkGuard(settings.child_start)
         self._head: tuple[Attempt, Running] | None = None
+        self._said: set[str] = set()
+        self._notes: list[str] = []
 
     def attempt_args(self, folder: Path, attempt: Attempt, selection: Path | None) -> list[str]:
         """The reporting arguments of one attempt: its records, JUnit XML and HTML report."""
@@ -121,6 +123,11 @@ class ChildRunner:
         if self._head is not None and self._head[0].log.parent == folder:
             return self._head[0]
         return None
+
+    def take_notes(self) -> list[str]:
+        """What the child runs since the last call want said in the trace."""
+        notes, self._notes = self._notes, []
+        return notes
 
     def stop_head_start(self) -> None:
         """Stop a child started ahead that no TEST_RUN took over (the run ended before it)."""
@@ -187,6 +194,10 @@ class ChildRunner:
         argv = [*self.settings.child_args, *args]
         cwd = self.settings.invocation_dir
         refusal, cache = self.fork_guard.refusal()  # may first import what the last one did
+        if refusal is not None and self.fork_guard.can_fork and refusal not in self._said:
+            # A run that could fork and does not is slower: the trace says why, once.
+            self._said.add(refusal)
+            self._notes.append(f"child pytest spawned, not forked: {refusal}")
         started = time.monotonic()
         process: Supervised
         if refusal is None:

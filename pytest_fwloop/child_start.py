@@ -219,20 +219,22 @@ class ForkGuard:
         self._loaded: dict[str, FileStamp | None] = {}
         self._learned: list[str] = []
 
+    @property
+    def can_fork(self) -> bool:
+        """Whether forks are wanted and possible here at all."""
+        return self.linux and self.setting != "spawn"
+
     def learn(self, names: list[str]) -> None:
         """Modules a fork imported from the installation: imported here before the next fork."""
         self._learned = sorted({*self._learned, *names})
 
     def refusal(self) -> tuple[str | None, ModuleCache]:
         """Why the next child must be spawned (None: fork), and what a fork would drop."""
-        if self._learned and self.setting != "spawn" and thread_count() <= 1:
+        if self._learned and self.can_fork and thread_count() <= 1:
             warm(self._learned, self.installed, thread_count)
         self._learned = []
         cache = ModuleCache.of(sys.modules, self.installed)
-        if self.setting == "spawn" or not self.linux:
-            changed: list[str] = []
-        else:
-            changed = self.changed(cache)
+        changed = self.changed(cache) if self.can_fork else []
         why = fork_refusal(
             setting=self.setting, linux=self.linux, threads=thread_count(), changed=changed
         )

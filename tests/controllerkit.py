@@ -101,6 +101,9 @@ class FakeChild:
     def head_attempt(self, folder: Path) -> Attempt | None:
         return None  # nothing is started ahead: every run starts when TEST_RUN asks
 
+    def take_notes(self) -> list[str]:
+        return []  # nothing to say about how a fake run started
+
     def __init__(self, root: Path, settings: LoopSettings, recorder: RunRecorder) -> None:
         self.root = root
         self.settings = settings

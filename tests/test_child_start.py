@@ -347,3 +347,25 @@ def test_a_child_started_ahead_that_is_not_the_one_asked_for_is_stopped(
     assert result.returncode == 0
     assert child.head is None
     assert "1 passed" in other.read_text()
+
+
+def test_a_run_that_cannot_fork_says_why_once_and_spawns(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A conftest that starts a thread when pytest loads it, in the controller too: no child
+    may be forked from a process with threads, so each is spawned, and the trace says why
+    once (the baseline and its two flaky reruns are three children)."""
+    project = LoopProject(pytester, monkeypatch)
+    project.calc_suite()
+    project.write(
+        "conftest.py",
+        "import threading, time\n\n"
+        "threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n",
+    )
+    result = project.run("--fwloop-coder=rules")
+    assert result.ret == 1  # the rules coder writes no patch
+    reasons = [e["reason"] for e in project.events() if e["from"] == "TEST_RUN"]
+    said = [r for r in reasons if "child pytest spawned, not forked" in r]
+    assert len(said) == 1, reasons
+    assert "child pytest spawned, not forked: the controller runs 2 threads" in said[0]
+    assert "flaky reruns: 5 new failure(s) rerun" in said[0]
