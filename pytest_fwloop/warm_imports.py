@@ -22,6 +22,7 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterable, Mapping
 
@@ -81,7 +82,20 @@ def decode(data: bytes) -> list[str]:
 
 def warm(names: Iterable[str], installed: tuple[str, ...], threads: Callable[[], int]) -> int:
     """Import `names` from the installation's search path; how many were imported. Stops at
-    the first import after which `threads()` counts more than one thread."""
+    the first import after which `threads()` counts more than one thread. The loop's own
+    SIGINT and SIGTERM handlers (its abort) are put back should an import replace them."""
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return _import_all(names, installed, threads)
+    finally:
+        for sig, handler in handlers.items():
+            if signal.getsignal(sig) is not handler and handler is not None:
+                signal.signal(sig, handler)
+
+
+def _import_all(
+    names: Iterable[str], installed: tuple[str, ...], threads: Callable[[], int]
+) -> int:
     imported = 0
     for name in names:
         if name in sys.modules:

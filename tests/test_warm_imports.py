@@ -4,6 +4,7 @@ learned by plain rules, imported only from the installation's search path."""
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,6 +92,20 @@ def test_warming_imports_from_the_installation_only(roots: tuple[Path, Path]) ->
     # The user's, found first here: not run in the controller (each child imports its own).
     assert "mine" not in sys.modules
     assert "shadowed" not in sys.modules
+
+
+def test_warming_keeps_the_loops_abort_handlers(roots: tuple[Path, Path]) -> None:
+    installed, _ = roots
+    (installed / "grabby.py").write_text(
+        "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+    )
+    mine = signal.getsignal(signal.SIGINT)
+    try:
+        assert warm(["grabby"], (str(installed),), lambda: 1) == 1
+        assert signal.getsignal(signal.SIGINT) is mine
+    finally:
+        signal.signal(signal.SIGINT, mine)
+        sys.modules.pop("grabby", None)
 
 
 def test_warming_stops_once_a_thread_was_started(roots: tuple[Path, Path]) -> None:
