@@ -233,8 +233,11 @@ class ForkGuard:
         if self._learned and self.can_fork and thread_count() <= 1:
             warm(self._learned, self.installed, thread_count)
         self._learned = []
-        cache = ModuleCache.of(sys.modules, self.installed)
-        changed = self.changed(cache) if self.can_fork else []
+        if not self.can_fork:  # nothing to weigh: every child is spawned
+            cache, changed = ModuleCache((), ()), []
+        else:
+            cache = ModuleCache.of(sys.modules, self.installed)
+            changed = self.changed(cache)
         why = fork_refusal(
             setting=self.setting, linux=self.linux, threads=thread_count(), changed=changed
         )
