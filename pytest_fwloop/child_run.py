@@ -15,18 +15,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_fwloop.child_files import progress_path
 from pytest_fwloop.child_start import ForkedChild, ForkGuard, fork_pytest
-from pytest_fwloop.flaky import rerun_candidates
 from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG, addopts_without_loop
 from pytest_fwloop.procs import ProcessResult, Supervised, spawn_logged, stop_group, supervise
 from pytest_fwloop.progress import ProgressWatcher
-from pytest_fwloop.results import IterationResults
 from pytest_fwloop.rundir import RunRecorder
 from pytest_fwloop.settings import LoopSettings
 from pytest_fwloop.terminal import Terminal
 from pytest_fwloop.verdicts import REVIEW_ENV, TEST_PLAN_ENV
+
+if TYPE_CHECKING:
+    from pytest_fwloop.results import IterationResults
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,15 @@ def next_attempt(folder: Path) -> Attempt:
         folder / f"junit{suffix}.xml",
         folder / f"report{suffix}.html",
     )
+
+
+def read_results(path: Path) -> IterationResults:
+    """A child's results file, validated. The models are imported on first use: pydantic's
+    import is not on the way to a baseline started ahead (`loop_main`), nor does a forked child
+    inherit it."""
+    from pytest_fwloop.results import IterationResults
+
+    return IterationResults.model_validate_json(path.read_text(encoding="utf-8"))
 
 
 @dataclass(frozen=True)
@@ -228,7 +239,7 @@ class ChildRunner:
             folder / "precheck.log",
         )
         try:
-            results = IterationResults.model_validate_json(results_path.read_text("utf-8"))
+            results = read_results(results_path)
         except (OSError, ValueError):
             return "tester pre-check wrote no results (see precheck.log)"
         return (
@@ -246,9 +257,11 @@ class ChildRunner:
         (`flaky-K.log`, `flaky-K-results.json`, `flaky-2-K…` for a second attempt): node id ->
         the rerun it passed on, and a note."""
         try:
-            first = IterationResults.model_validate_json(attempt.results.read_text("utf-8"))
+            first = read_results(attempt.results)
         except (OSError, ValueError):
             return {}, ""
+        from pytest_fwloop.flaky import rerun_candidates  # pydantic: see `read_results`
+
         failing = rerun_candidates(first, previous, str(self.settings.rootdir))
         asked, flaky = len(failing), {}
         prefix = "flaky" + attempt.log.stem.removeprefix("pytest")
@@ -265,7 +278,7 @@ class ChildRunner:
                 folder / f"{prefix}-{k}.log",
             )
             try:
-                rerun = IterationResults.model_validate_json(report.read_text(encoding="utf-8"))
+                rerun = read_results(report)
             except (OSError, ValueError):
                 break
             passed = {t.nodeid for t in rerun.tests if t.outcome in ("passed", "xfailed")}

@@ -80,6 +80,8 @@ def _run_loop(config: pytest.Config) -> int:
         setup_errors = (WorkspaceError, StateError, ThreadError)
     workspace = Workspace(settings.rootdir, settings.snapshot_exclude)
     run_id = order.run_id if order is not None else new_run_id()
+    # A new run with no build step starts its baseline's tests before it writes its journal.
+    head_start = order is None and settings.build is None
     continued: Continued | None = None
     opened = False
     try:
@@ -88,8 +90,10 @@ def _run_loop(config: pytest.Config) -> int:
         if order is not None:
             continued = Continued.of(order, settings.runs_root / run_id)
         reaped = children.reap_leftovers(workspace.shadow.state_dir)
-        recovered = workspace.open(run_id)
+        recovered = workspace.take_baseline(run_id)
         opened = True
+        if not head_start:
+            workspace.begin_journal(run_id)
         if continued is not None:
             state, resumption = continued.state, continued.resumption
             workspace.adopt(resumption.tree, resumption.paths, state.left_tree, resumption.watched)
@@ -101,16 +105,14 @@ def _run_loop(config: pytest.Config) -> int:
         return int(pytest.ExitCode.USAGE_ERROR)
     except OSError as exc:
         # Before the baseline nothing of the tree was changed: a setup problem, not a crash.
-        terminal.line(
-            f"fwloop: cannot keep the loop's state in {workspace.shadow.state_dir}: "
-            f"{exc.strerror or exc} ({exc.filename or 'no file'}); the tree and its .fwloop/ "
-            "must be writable"
-        )
+        terminal.line(_unwritable(workspace, exc))
         return int(pytest.ExitCode.USAGE_ERROR)
     if reaped:
         terminal.line(f"fwloop: stopped {reaped} process(es) left running by an interrupted run")
     try:
-        return _start(config, settings, workspace, run_id, recovered, terminal, redact, continued)
+        return _start(
+            config, settings, workspace, run_id, recovered, terminal, redact, continued, head_start
+        )
     finally:
         children.uninstall()
 
@@ -137,6 +139,7 @@ def _start(
     terminal: Terminal,
     redact: Redactor,
     continued: Continued | None,
+    head_start: bool,
 ) -> int:
     recorder = RunRecorder(settings.runs_root, run_id, redact, reopen=continued is not None)
     if recovered is not None:
@@ -153,8 +156,19 @@ def _start(
             },
         )
     child = ChildRunner(settings, recorder, threading.Event(), terminal)
-    if continued is None and settings.build is None:
+    if head_start:
         child.start_baseline()
+        # The journal's schema (pydantic) is imported while the tests run; the loop writes
+        # nothing to the tree before they end.
+        try:
+            workspace.begin_journal(run_id)
+        except (WorkspaceError, OSError) as exc:
+            child.stop_head_start()
+            terminal.line(
+                str(exc) if isinstance(exc, WorkspaceError) else _unwritable(workspace, exc)
+            )
+            workspace.close(keep_tree=True)
+            return int(pytest.ExitCode.USAGE_ERROR)
     try:
         # Imported now, while the baseline's tests may already run.
         from pytest_fwloop.loop_control import control
@@ -162,3 +176,11 @@ def _start(
         return control(config, settings, workspace, recorder, terminal, redact, continued, child)
     finally:
         child.stop_head_start()
+
+
+def _unwritable(workspace: Workspace, exc: OSError) -> str:
+    return (
+        f"fwloop: cannot keep the loop's state in {workspace.shadow.state_dir}: "
+        f"{exc.strerror or exc} ({exc.filename or 'no file'}); the tree and its .fwloop/ "
+        "must be writable"
+    )

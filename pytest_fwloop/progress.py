@@ -11,8 +11,10 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pytest_fwloop.results import ProgressLine
+if TYPE_CHECKING:
+    from pytest_fwloop.results import ProgressLine
 
 #: How often the stream is read while the child runs.
 POLL_SECONDS = 0.5
@@ -75,6 +77,8 @@ class ProgressWatcher:
             self._read()
 
     def _read(self) -> None:
+        from pytest_fwloop.results import ProgressLine  # pydantic: see `child_run.read_results`
+
         try:
             with self.path.open("rb") as stream:
                 stream.seek(self._offset)

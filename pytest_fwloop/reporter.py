@@ -130,11 +130,11 @@ class ResultsRecorder:
         self.records: dict[str, Record] = {}
         self.reruns: dict[str, int] = {}
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.progress = progress_path(path).open("w", encoding="utf-8")
+        self.progress = progress_path(path).open("wb")
 
     def _progress(self, **line: object) -> None:
-        self.progress.write(json.dumps(line) + "\n")
-        self.progress.flush()
+        self.progress.write(f"{json.dumps(line)}\n".encode())
+        self.progress.flush()  # on disk should the child die after this line
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if session.items:  # empty in pytest-xdist's controller, whose workers collect
@@ -196,7 +196,8 @@ class ResultsRecorder:
         results = {"exitstatus": int(exitstatus), "tests": list(self.records.values())}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         partial = self.path.with_suffix(".partial")
-        partial.write_text(json.dumps(results, indent=1), encoding="utf-8")
+        # Not indented: only then does `json` use its C encoder (~5x faster on 1,000 tests).
+        partial.write_text(json.dumps(results), encoding="utf-8")
         os.replace(partial, self.path)
 
 

@@ -19,18 +19,17 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_fwloop.agents.base import Provider
 from pytest_fwloop.agents.errors import SpecError
 from pytest_fwloop.agents.registry import PROVIDER_SYNTAX, ProviderOptions, parse_role_specs
 from pytest_fwloop.allowlist import Argv, parse_prefixes
 from pytest_fwloop.budget import Budget
 from pytest_fwloop.convergence import (
+    PRESETS,
     ConvergenceCriteria,
     CriteriaError,
     ExecutionMode,
     PlateauHandlingStrategy,
 )
-from pytest_fwloop.criteria_file import load_criteria
 from pytest_fwloop.options import origin, resolve, strip_controller_args
 from pytest_fwloop.preflight import missing_build_program, role_problems
 from pytest_fwloop.sandbox import SandboxUnavailable, find_bwrap
@@ -38,6 +37,7 @@ from pytest_fwloop.user_reports import UserReports
 from pytest_fwloop.workspace import DEFAULT_PROTECTED, PatchPolicy
 
 if TYPE_CHECKING:
+    from pytest_fwloop.agents.base import Provider
     from pytest_fwloop.flaky import FlakyPolicy
 
 
@@ -183,6 +183,19 @@ def knowledge_path(rootdir: Path, value: str) -> Path | None:
     return rootdir / Path(value).expanduser()
 
 
+def criteria_of(config: pytest.Config, rootdir: Path) -> ConvergenceCriteria:
+    spec = resolve(config, "criteria")
+    if spec in PRESETS:
+        return PRESETS[spec]
+    # A criteria file is validated with pydantic, which a preset's run never waits for.
+    from pytest_fwloop.criteria_file import load_criteria
+
+    try:
+        return load_criteria(spec, rootdir, origin(config, "criteria"))
+    except CriteriaError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
 def load_settings(config: pytest.Config) -> LoopSettings:
     rootdir = config.rootpath
     refuse_partial_runs(config)
@@ -219,10 +232,7 @@ def load_settings(config: pytest.Config) -> LoopSettings:
                 raise pytest.UsageError(unusable[0])
             preflight_notes += unusable
 
-    try:
-        criteria = load_criteria(resolve(config, "criteria"), rootdir, origin(config, "criteria"))
-    except CriteriaError as exc:
-        raise pytest.UsageError(str(exc)) from None
+    criteria = criteria_of(config, rootdir)
     confirm_runs = resolve(config, "confirm_runs")
     if confirm_runs is not None:
         criteria = dataclasses.replace(criteria, stable_iterations_required=confirm_runs + 1)

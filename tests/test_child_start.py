@@ -212,7 +212,7 @@ def pytest_sessionfinish(session):
         "holds": sorted(
             t for t in fds.values() if t.endswith(("run.lock", "children.json")) or t in watchdog
         ),
-        "forked": "pydantic" in sys.modules,  # only the controller imports it
+        "forked": "pytest_fwloop.loop_main" in sys.modules,  # only the controller imports it
     }
     with open(Path(__file__).parent / "children.jsonl", "a") as stream:
         stream.write(json.dumps(record) + "\\n")
@@ -285,7 +285,10 @@ from pathlib import Path
 
 def pytest_sessionstart(session):
     # A fork inherits the controller's modules as they were when it forked.
-    seen = {"controller_loaded": "pytest_fwloop.controller" in sys.modules}
+    seen = {
+        "controller_loaded": "pytest_fwloop.controller" in sys.modules,
+        "models_loaded": "pydantic" in sys.modules,
+    }
     (Path(__file__).parent / "seen.json").write_text(json.dumps(seen))
 """
 
@@ -300,8 +303,9 @@ def test_the_baseline_starts_before_the_controller_is_built_unless_a_build_comes
     controller_loaded: bool,
 ) -> None:
     """With no build step nothing comes between the baseline snapshot and the baseline's
-    tests, so its child is forked before the controller's machinery is imported: the imports
-    overlap the tests. With a build, the child starts at TEST_RUN, after BUILD_RUN."""
+    tests, so its child is forked before the controller's machinery is imported, pydantic's
+    models included (the run's journal is written after the fork): the imports overlap the
+    tests. With a build, the child starts at TEST_RUN, after BUILD_RUN."""
     project = LoopProject(pytester, monkeypatch)
     project.calc_suite()
     project.write("fw/calc.py", "def add(a, b):\n    return a + b\n")
@@ -313,7 +317,7 @@ def test_the_baseline_starts_before_the_controller_is_built_unless_a_build_comes
     result = project.run("--fwloop-coder=rules", *build)
     assert result.ret == 0, result.stdout.str()
     seen = json.loads((project.root / "tests" / "seen.json").read_text())
-    assert seen == {"controller_loaded": controller_loaded}
+    assert seen == {"controller_loaded": controller_loaded, "models_loaded": controller_loaded}
     assert project.replay().returncode == 0
 
 

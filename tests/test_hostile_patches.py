@@ -18,13 +18,13 @@ import pytest
 from loopkit import APPROVE, CALC, LoopProject, coder_answer, tree_state
 from pytest_fwloop.workspace import (
     DEFAULT_PROTECTED,
-    JournalRecord,
     PatchApplyError,
     PatchPolicy,
     ShadowRepo,
     Workspace,
     glob_match,
 )
+from pytest_fwloop.workspace.journal_record import JournalRecord
 
 STAMP = "2024-01-01 00:00:00 +0000"
 XFAIL_ALL = (

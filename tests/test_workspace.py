@@ -16,7 +16,6 @@ import pytest
 
 from pytest_fwloop.workspace import (
     Journal,
-    JournalRecord,
     PatchApplyError,
     PatchParseError,
     ShadowRepo,
@@ -24,6 +23,7 @@ from pytest_fwloop.workspace import (
     WorkspaceError,
     WorkspaceLocked,
 )
+from pytest_fwloop.workspace.journal_record import JournalRecord
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -223,6 +223,23 @@ def test_apply_then_restore_leaves_tree_and_user_git_untouched(
     if git_before is not None:
         assert user_git_state(root) == git_before
     assert (root / ".fwloop" / ".gitignore").read_text() == "*\n"
+
+
+def test_no_write_to_the_tree_before_the_journal_names_the_baseline(plain: Path) -> None:
+    """A new run's baseline tests start between the baseline snapshot and the journal: until
+    the journal exists the loop refuses to write, so a controller killed then has changed
+    nothing, and the next run has nothing to restore."""
+    workspace = Workspace(plain)
+    assert workspace.take_baseline("run-early") is None
+    assert not (plain / ".fwloop" / "journal.json").exists()
+    with pytest.raises(RuntimeError, match="begin"):
+        workspace.apply(PATCH)
+    assert (plain / "src" / "uart.c").read_text() == UART + LOCAL_EDIT
+    workspace.begin_journal("run-early")
+    record = JournalRecord.model_validate_json((plain / ".fwloop" / "journal.json").read_text())
+    assert (record.run_id, record.baseline) == ("run-early", workspace.baseline)
+    workspace.close(keep_tree=True)
+    assert Workspace(plain).open("run-next") is None
 
 
 def test_close_keeping_the_tree_keeps_the_fix(plain: Path) -> None:

@@ -20,20 +20,19 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
-from pytest_fwloop.agents.base import (
-    RawAnswer,
-    TokenUsage,
-    bare_schema,
-    find_cli,
-    has_json_object,
-    render_prompt,
-)
+from pytest_fwloop.agents.base import RawAnswer, find_cli
 from pytest_fwloop.agents.command import _exit_description, _last_line, run_agent_process
 from pytest_fwloop.agents.errors import (
     ProviderError,
     ProviderErrorKind,
     classify_failure,
     kind_of_status,
+)
+from pytest_fwloop.agents.model_io import (
+    TokenUsage,
+    bare_schema,
+    has_json_object,
+    render_prompt,
 )
 
 if TYPE_CHECKING:

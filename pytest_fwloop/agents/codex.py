@@ -18,15 +18,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from pytest_fwloop.agents.base import (
-    RawAnswer,
-    TokenUsage,
-    find_cli,
-    has_json_object,
-    render_prompt,
-)
+from pytest_fwloop.agents.base import RawAnswer, find_cli
 from pytest_fwloop.agents.command import _exit_description, run_agent_process
 from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind, classify_failure
+from pytest_fwloop.agents.model_io import TokenUsage, has_json_object, render_prompt
 
 if TYPE_CHECKING:
     from pytest_fwloop.agents.command import AgentProcessResult

@@ -18,13 +18,14 @@ from urllib.parse import parse_qsl, urlsplit
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pytest_fwloop.agents.base import RawAnswer, bare_schema, instructions, request_json
+from pytest_fwloop.agents.base import RawAnswer
 from pytest_fwloop.agents.errors import (
     ProviderError,
     ProviderErrorKind,
     SpecError,
     kind_of_status,
 )
+from pytest_fwloop.agents.model_io import bare_schema, instructions, request_json
 from pytest_fwloop.agents.retry import parse_retry_after
 
 if TYPE_CHECKING:

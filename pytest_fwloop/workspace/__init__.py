@@ -24,7 +24,7 @@ from pytest_fwloop.policy import (
     parse_patch,
     touched_paths,
 )
-from pytest_fwloop.workspace.journal import Journal, JournalEntry, JournalRecord, WorkspaceLocked
+from pytest_fwloop.workspace.journal import Journal, WorkspaceLocked
 from pytest_fwloop.workspace.lock import RunLock
 from pytest_fwloop.workspace.shadow import PatchApplyError, ShadowRepo, WorkspaceError
 
@@ -37,8 +37,6 @@ __all__ = [
     "FileChange",
     "GitReading",
     "Journal",
-    "JournalEntry",
-    "JournalRecord",
     "PatchApplyError",
     "PatchParseError",
     "PatchPolicy",
@@ -92,7 +90,14 @@ class Workspace:
         return self._baseline
 
     def open(self, run_id: str) -> RecoveryReport | None:
-        """Lock the workspace, recover a dead run's leftovers, snapshot the baseline.
+        """Lock the workspace, recover a dead run's leftovers, snapshot the baseline, and start
+        this run's journal."""
+        report = self.take_baseline(run_id)
+        self.begin_journal(run_id)
+        return report
+
+    def take_baseline(self, run_id: str) -> RecoveryReport | None:
+        """`open` up to the baseline snapshot: what the baseline's tests must wait for.
 
         The run lock comes first: no git call is made before this process owns the workspace,
         so git's own lock files found then were left by a dead process and are removed.
@@ -102,10 +107,16 @@ class Workspace:
         self.shadow.clear_stale_locks()
         self.shadow.ensure()
         report = self._recover()
-        baseline = self.shadow.snapshot(f"baseline of run {run_id}")
-        self.journal.begin(run_id, baseline)
-        self._baseline = baseline
+        self._baseline = self.shadow.snapshot(f"baseline of run {run_id}")
         return report
+
+    def begin_journal(self, run_id: str) -> None:
+        """Start this run's journal, naming the baseline: before the loop's first write to the
+        tree (the journal refuses any intent until then). Until it exists a dead controller
+        leaves nothing to recover, only its children to stop (`children.reap_leftovers`)."""
+        if self._baseline is None:
+            raise RuntimeError("Workspace.take_baseline() must come before begin_journal()")
+        self.journal.begin(run_id, self._baseline)
 
     def check_patch(self, patch: str, policy: PatchPolicy) -> list[Violation]:
         """Every rule the patch breaks, judged on its headers and on what git would write."""

@@ -3,6 +3,9 @@
 The journal names the run, its baseline snapshot and the controller's pid. While that process
 lives the journal is a lock; once it is dead the journal tells the next start which baseline to
 restore. `finish()` removes it when the tree is where it should be.
+
+Its schema (`journal_record`) is imported when a journal is first written or read: a new run
+starts its baseline's tests before it writes the journal, and need not wait for pydantic.
 """
 
 from __future__ import annotations
@@ -10,46 +13,19 @@ from __future__ import annotations
 import os
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from typing import TYPE_CHECKING
 
 from pytest_fwloop.children import proc_stat, process_start
 from pytest_fwloop.workspace.shadow import WorkspaceError
+
+if TYPE_CHECKING:
+    from pytest_fwloop.workspace.journal_record import JournalRecord
 
 JOURNAL_NAME = "journal.json"
 
 
 class WorkspaceLocked(WorkspaceError):
     """Another live controller holds the workspace."""
-
-
-class JournalEntry(BaseModel):
-    """One intended write: what is about to change, and whether it completed."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    action: str
-    paths: list[str]
-    done: bool = False
-    # `agent_edit`: the snapshot taken before an agent that may edit the tree was called; the
-    # paths it changed are not known in advance, so recovery compares the tree with it.
-    snapshot: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}([0-9a-f]{24})?$")
-
-
-class JournalRecord(BaseModel):
-    """The journal file's schema; validated whenever it is read."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    version: Literal[1] = 1
-    run_id: str = Field(min_length=1)
-    baseline: str = Field(pattern=r"^[0-9a-f]{40}([0-9a-f]{24})?$")
-    pid: int = Field(gt=0)
-    # The kernel's start time of `pid` where /proc has it: tells a reused pid from the writer.
-    process_start: int | None = None
-    started_at: datetime
-    entries: list[JournalEntry] = Field(default_factory=list)
 
 
 class Journal:
@@ -62,6 +38,8 @@ class Journal:
 
     def begin(self, run_id: str, baseline: str) -> None:
         """Start this process's journal; refuses while another run's journal is present."""
+        from pytest_fwloop.workspace.journal_record import JournalRecord
+
         record = JournalRecord(
             run_id=run_id,
             baseline=baseline,
@@ -106,6 +84,8 @@ class Journal:
     def intend(self, action: str, paths: list[str], snapshot: str | None = None) -> None:
         """Record, durably, that `action` is about to write `paths` (or, with `snapshot`, any
         path that differs from it)."""
+        from pytest_fwloop.workspace.journal_record import JournalEntry
+
         record = self._require()
         record.entries.append(JournalEntry(action=action, paths=list(paths), snapshot=snapshot))
         self._write(record, exclusive=False)
@@ -141,6 +121,10 @@ class Journal:
             raise WorkspaceError(
                 f"fwloop: cannot read {self.path} ({err.strerror}); fix its permissions"
             ) from err
+        from pydantic import ValidationError
+
+        from pytest_fwloop.workspace.journal_record import JournalRecord
+
         try:
             return JournalRecord.model_validate_json(raw)
         except ValidationError as err:

@@ -1,0 +1,113 @@
+"""What the model providers (claude, codex, openai) share: the one way a request is put to a
+model, so the three ask the same question and differ only in transport, and the token counts a
+CLI agent reports."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict
+
+from pytest_fwloop.agents.protocol import extract_json
+
+if TYPE_CHECKING:
+    from pytest_fwloop.agents.protocol import AgentRequest
+
+
+class TokenUsage(BaseModel):
+    """The token counts a CLI agent prints, in either vendor's terms: Anthropic's `input_tokens`
+    leaves out the prompt cache (`cache_creation_input_tokens`, `cache_read_input_tokens`),
+    OpenAI's includes its `cached_input_tokens`. A CLI uses one; the other's fields stay 0."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_write_input_tokens: int = 0  # Codex 0.169's name for prompt-cache writes
+
+    def report(self) -> dict[str, float]:
+        """The counts in RawAnswer.usage's terms, where `input_tokens` is every prompt token."""
+        return {
+            "input_tokens": self.input_tokens
+            + self.cache_creation_input_tokens
+            + self.cache_write_input_tokens
+            + self.cache_read_input_tokens,
+            "cached_input_tokens": self.cached_input_tokens + self.cache_read_input_tokens,
+            "output_tokens": self.output_tokens,
+        }
+
+
+def bare_schema(schema: dict[str, object]) -> dict[str, object]:
+    """The answer schema as a model API takes it: without `$schema` and `$id`, which only name
+    the draft and the document, and which some validators behind those APIs cannot resolve."""
+    return {key: value for key, value in schema.items() if key not in ("$schema", "$id")}
+
+
+def has_json_object(text: str) -> bool:
+    """Whether `text` holds an answer-shaped JSON object, valid or not: tells "answered badly"
+    (re-ask) from "never answered" (a CLI agent stuck on refused tools)."""
+    try:
+        extract_json(text)
+    except ValueError:
+        return False
+    return True
+
+
+_ROLE_TASKS = {
+    "coder": (
+        "You are the coder of a firmware repair loop. The tests in `failures` do not pass. "
+        "Find the root cause and fix the firmware source; never change tests, test "
+        "configuration or CI files. Address every `must_fix` item and every line of "
+        "`build_diagnostics`, obey `constraints`, and do not repeat a change that `history` "
+        "shows did not help. Put the fix in `patch` as a unified diff in `git apply` format, "
+        "paths relative to the workspace."
+    ),
+    "reviewer": (
+        "You are the reviewer of a firmware repair loop. Review the unified diff in `patch` "
+        "against the `goal` and the `failures`. Approve only a change that plausibly fixes "
+        "them without breaking other behaviour; otherwise request changes and name each "
+        "problem in `must_fix`. `risk` is your estimate from 0 (safe) to 1 (likely to break "
+        "the firmware)."
+    ),
+    "tester": (
+        "You are the tester of a firmware repair loop. Given the `patch` and the `failures`, "
+        "choose pytest node ids to run in `select` and extra checks in `commands`, each an argv "
+        "list (never a shell string) with its reason; commands outside the project's allowlist "
+        "are skipped."
+    ),
+}
+_MAY_EDIT = (
+    " You may instead edit the files in the workspace (your current directory) yourself; "
+    "then leave `patch` empty and describe the change in `summary`."
+)
+_ANSWER_FORMAT = (
+    "Answer with exactly one JSON object that satisfies the JSON Schema below: no prose before "
+    "or after it. If `validation_errors` is not empty, your previous answer was rejected for "
+    "those reasons; correct them."
+)
+
+
+def instructions(request: AgentRequest, *, may_edit: bool = False) -> str:
+    """The standing orders of a model: its role, the answer format, and the schema to satisfy.
+
+    `may_edit` says the coder may change the workspace itself (a CLI agent allowed to write).
+    """
+    task = _ROLE_TASKS[request.role] + (_MAY_EDIT if may_edit and request.role == "coder" else "")
+    schema = json.dumps(request.schema_, indent=2, ensure_ascii=False)
+    return f"{task}\n\n{_ANSWER_FORMAT}\n\nJSON Schema of the answer:\n{schema}\n"
+
+
+def request_json(request: AgentRequest) -> str:
+    """The request as a model reads it: the wire JSON, less the schema it was given above."""
+    wire = request.to_wire()
+    del wire["schema"]
+    return json.dumps(wire, indent=2, ensure_ascii=False)
+
+
+def render_prompt(request: AgentRequest, *, may_edit: bool = False) -> str:
+    """One prompt for a CLI agent: the instructions, then the request."""
+    return f"{instructions(request, may_edit=may_edit)}\nThe request:\n{request_json(request)}\n"
