@@ -19,7 +19,12 @@ from typing import TYPE_CHECKING
 
 from pytest_fwloop.child_files import progress_path
 from pytest_fwloop.child_start import ForkedChild, ForkGuard, fork_pytest
-from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG, addopts_without_loop
+from pytest_fwloop.options import (
+    CHILD_JUNIT_FLAG,
+    CHILD_REPORT_FLAG,
+    CHILD_SELECT_FLAG,
+    addopts_without_loop,
+)
 from pytest_fwloop.procs import ProcessResult, Supervised, spawn_logged, stop_group, supervise
 from pytest_fwloop.progress import ProgressWatcher
 from pytest_fwloop.rundir import RunRecorder
@@ -99,10 +104,13 @@ class ChildRunner:
         self._notes: list[str] = []
 
     def attempt_args(self, folder: Path, attempt: Attempt, selection: Path | None) -> list[str]:
-        """The reporting arguments of one attempt: its records, JUnit XML and HTML report."""
+        """The reporting arguments of one attempt: its records, JUnit XML and HTML report.
+        The JUnit XML is pytest's own when the user asked for one (it is delivered to them),
+        else the child writes it from its records, for a fraction of the cost."""
+        junit = CHILD_JUNIT_FLAG if self.settings.reports.junit is None else "--junitxml"
         args = [
             f"{CHILD_REPORT_FLAG}={attempt.results}",
-            f"--junitxml={attempt.junit}",
+            f"{junit}={attempt.junit}",
             *self.settings.reports.child_args(
                 attempt.html,
                 self.recorder.run_id,

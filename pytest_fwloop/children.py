@@ -54,14 +54,20 @@ class Guard:
             start_new_session=True,  # the terminal's Ctrl-C must not stop it before it acts
         )
 
-    def close(self) -> None:
-        """End of the run: the watchdog stops whatever is left, then the token is forgotten."""
+    def release(self) -> None:
+        """The run started its last child: the watchdog stops whatever is left now, while the
+        run writes its records. Processes started from here on (the end's git calls) do not
+        carry the token, so they are not stopped with the rest."""
+        os.environ.pop(OWNER_ENV, None)
         with contextlib.suppress(OSError):
             if self._watchdog.stdin is not None:
                 self._watchdog.stdin.close()
+
+    def close(self) -> None:
+        """End of the run: the watchdog has stopped whatever was left; the token is forgotten."""
+        self.release()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self._watchdog.wait(timeout=GRACE_SECONDS * 3)
-        os.environ.pop(OWNER_ENV, None)
         self.registry.unlink(missing_ok=True)
 
 
@@ -73,6 +79,12 @@ def install(state_dir: Path) -> Guard:
     global _active
     _active = Guard(state_dir)
     return _active
+
+
+def release() -> None:
+    """See `Guard.release`: call once the run will start no more children."""
+    if _active is not None:
+        _active.release()
 
 
 def uninstall() -> None:

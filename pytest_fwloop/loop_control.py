@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pytest_fwloop import run_context
+from pytest_fwloop import children, run_context
 from pytest_fwloop.child_run import ChildRunner
 from pytest_fwloop.continuation import Continued
 from pytest_fwloop.controller import Controller
@@ -88,6 +88,7 @@ def control(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    children.release()  # its sweep overlaps the records written below
     try:
         finalize(
             controller.loop,

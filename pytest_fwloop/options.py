@@ -455,6 +455,8 @@ _BY_NAME = {spec.name: spec for spec in OPTIONS}
 
 CHILD_REPORT_FLAG = "--fwloop-child-report"
 CHILD_SELECT_FLAG = "--fwloop-child-select"
+#: Where a child writes its round's JUnit XML from its records (`junit_writer`).
+CHILD_JUNIT_FLAG = "--fwloop-child-junit"
 #: The order file the `fwloop` command hands a controller that continues a run (DESIGN.md §11).
 OPERATOR_FLAG = "--fwloop-operator"
 OPERATOR_DEST = "fwloop_operator"
@@ -497,6 +499,7 @@ def add_options(parser: pytest.Parser) -> None:
     )
     group.addoption(CHILD_REPORT_FLAG, default="", help=argparse.SUPPRESS)
     group.addoption(CHILD_SELECT_FLAG, default="", help=argparse.SUPPRESS)
+    group.addoption(CHILD_JUNIT_FLAG, default="", help=argparse.SUPPRESS)
 
 
 def spec_of(name: str) -> OptionSpec:

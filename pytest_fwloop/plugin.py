@@ -12,7 +12,12 @@ import sys
 import pytest
 
 from pytest_fwloop import hookspecs
-from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG, add_options
+from pytest_fwloop.options import (
+    CHILD_JUNIT_FLAG,
+    CHILD_REPORT_FLAG,
+    CHILD_SELECT_FLAG,
+    add_options,
+)
 
 #: `python -m pytest`'s module search path before pytest's configuration (conftest folders,
 #: `pythonpath`) adds to it: what a forked child starts from (`child_start.py`).
@@ -49,7 +54,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if report or select:
         from pytest_fwloop.reporter import register_child_plugins
 
-        register_child_plugins(config, report, select)
+        register_child_plugins(config, report, select, config.getoption(_dest(CHILD_JUNIT_FLAG)))
 
 
 def _dest(flag: str) -> str:

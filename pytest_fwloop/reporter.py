@@ -13,6 +13,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import time
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -125,10 +126,14 @@ class ResultsRecorder:
     its end (pytest-timeout's thread method exits the process).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, junit: Path | None = None) -> None:
         self.path = path
+        self.junit = junit
         self.records: dict[str, Record] = {}
         self.reruns: dict[str, int] = {}
+        #: For `junit`: what pytest's writer would say of each test that did not pass.
+        self.notes: dict[str, tuple[str, str]] = {}
+        self.started = time.time()
         path.parent.mkdir(parents=True, exist_ok=True)
         self.progress = progress_path(path).open("wb")
 
@@ -148,8 +153,12 @@ class ResultsRecorder:
         if record is not None:
             self._progress(finished=record)
 
+    def pytest_sessionstart(self) -> None:
+        self.started = time.time()
+
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
+            self.notes[report.nodeid] = ("collection failure", "")
             self.records[report.nodeid] = _record(
                 nodeid=report.nodeid,
                 outcome="error",
@@ -175,6 +184,8 @@ class ResultsRecorder:
             return
         if report.when == "teardown" and report.failed:
             outcome = "error"
+        if outcome not in ("passed", "xpassed") or report.failed:
+            self.notes[report.nodeid] = _junit_note(report, outcome)
         self.records[report.nodeid] = _record(
             nodeid=report.nodeid,
             outcome=outcome,
@@ -199,6 +210,17 @@ class ResultsRecorder:
         # Not indented: only then does `json` use its C encoder (~5x faster on 1,000 tests).
         partial.write_text(json.dumps(results), encoding="utf-8")
         os.replace(partial, self.path)
+        if self.junit is not None:
+            from pytest_fwloop.junit_writer import render
+
+            document = render(
+                self.records.values(),
+                self.notes,
+                started=self.started,
+                duration=time.time() - self.started,
+            )
+            self.junit.parent.mkdir(parents=True, exist_ok=True)
+            self.junit.write_text(document, encoding="utf-8")
 
 
 def _record(*, nodeid: str, outcome: str, phase: str, duration: float = 0.0, **more: Any) -> Record:
@@ -221,6 +243,23 @@ def _outcome(report: pytest.TestReport) -> str:
     return "failed"
 
 
+def _junit_note(report: pytest.TestReport, outcome: str) -> tuple[str, str]:
+    """What pytest's JUnit writer says of a report that did not pass (`junit_writer.note`)."""
+    from pytest_fwloop.junit_writer import note
+
+    longrepr = report.longrepr
+    location = ""
+    if outcome == "xfailed":
+        reason = str(getattr(report, "wasxfail", "")).removeprefix("reason: ")
+    elif isinstance(longrepr, tuple):  # a skip: (path, line, reason)
+        location = f"{longrepr[0]}:{longrepr[1]}"
+        reason = str(longrepr[2]).removeprefix("Skipped: ")
+    else:
+        crash = getattr(longrepr, "reprcrash", None)
+        reason = crash.message if crash is not None else str(longrepr)
+    return note(outcome, report.when or "call", reason, location)
+
+
 def _crash(report: pytest.TestReport | pytest.CollectReport) -> str:
     crash = getattr(report.longrepr, "reprcrash", None)
     if crash is None:
@@ -233,7 +272,9 @@ def _sections(report: pytest.TestReport) -> str:
     return bounded(text, 0, SECTIONS_TAIL)
 
 
-def register_child_plugins(config: pytest.Config, report_path: str, select_path: str) -> None:
+def register_child_plugins(
+    config: pytest.Config, report_path: str, select_path: str, junit_path: str
+) -> None:
     """Called from the main plugin's pytest_configure when this process is a loop child."""
     manager = config.pluginmanager
     manager.register(ReportTags(), "fwloop-report-tags")
@@ -241,4 +282,5 @@ def register_child_plugins(config: pytest.Config, report_path: str, select_path:
         wanted = set(Path(select_path).read_text(encoding="utf-8").split("\n")) - {""}
         manager.register(Selection(wanted), "fwloop-selection")
     if report_path and not hasattr(config, "workerinput"):
-        manager.register(ResultsRecorder(Path(report_path)), "fwloop-results")
+        junit = Path(junit_path) if junit_path else None
+        manager.register(ResultsRecorder(Path(report_path), junit), "fwloop-results")
