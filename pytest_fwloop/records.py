@@ -455,7 +455,9 @@ _ROUND_FILES: tuple[tuple[str, str], ...] = (
     (
         "`pytest.log`, `junit.xml`, `results-1.json`",
         (
-            "the first child pytest run's output, JUnit XML and raw per-test record; each "
+            "the first child pytest run's output, JUnit XML and raw per-test record (the JUnit "
+            "XML is pytest's own when you pass `--junitxml`, which receives a copy of it; "
+            "otherwise the child writes it from its records, in pytest's default shape); each "
             "further run of the iteration (the regression gate after a focus run, an "
             "environment rerun) writes `pytest-2.log`, `junit-2.xml`, `results-2.json`, and so "
             "on. Next to each `results-K.json`, `results-K.jsonl`: the child's progress as it "

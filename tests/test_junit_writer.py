@@ -119,9 +119,10 @@ def test_the_childs_junit_matches_pytests_own_for_the_same_session(
         *workers,
     )
     theirs, ours = str(pytester.path / "pytest.xml"), str(pytester.path / "ours.xml")
-    assert totals(ours) == totals(theirs)
-    assert totals(ours)["tests"] == "12"
     assert cases(ours) == cases(theirs)
+    # pytest < 8 counts a test whose teardown errs after its call passed twice.
+    assert {**totals(ours), "tests": None} == {**totals(theirs), "tests": None}
+    assert totals(ours)["tests"] == str(len(cases(ours))) == "12"
     assert cases(ours)[("test_rig", 'test_param[9600 <"a" & b>]')][0] == ""
     assert cases(ours)[("test_rig", "test_fails")][2].startswith("AssertionError: bell #x07")
 
