@@ -12,8 +12,6 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from tabulate import tabulate
-
 if TYPE_CHECKING:
     from pytest_fwloop.fsm import State
     from pytest_fwloop.rundir import RunRecorder
@@ -107,6 +105,8 @@ class Terminal:
         failing: Sequence[tuple[str, str]] = (),
     ) -> None:
         """`failing`: (node id, one-line reason) of each test still failing at the end."""
+        from tabulate import tabulate  # only here: not on the way to the baseline's tests
+
         self.line("=" * 30 + " fwloop summary " + "=" * 30)
         self.line(f"outcome: {outcome} ({final_state})")
         self.line(f"reason: {reason}")

@@ -10,7 +10,6 @@ run and the iteration, so a CI dashboard shows where its numbers come from.
 from __future__ import annotations
 
 import shutil
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -49,6 +48,8 @@ class UserReports:
     def deliver(self, run: Attempt, run_id: str, iteration: int) -> list[str]:
         """Copy the reports of a whole-suite run to the user's paths; one line for each file
         written."""
+        import xml.etree.ElementTree as ET  # at the end only: not on the way to the tests
+
         written = []
         junit, html, round_folder = run.junit, run.html, run.log.parent
         if self.junit is not None and junit.is_file():
@@ -74,6 +75,8 @@ class UserReports:
 
 def with_properties(xml: bytes, run_id: str, iteration: int) -> bytes:
     """pytest's JUnit XML with `fwloop_run` and `fwloop_iteration` on every test suite."""
+    import xml.etree.ElementTree as ET
+
     root = ET.fromstring(xml)
     suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
     for suite in suites:
