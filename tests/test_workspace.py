@@ -242,6 +242,30 @@ def test_no_write_to_the_tree_before_the_journal_names_the_baseline(plain: Path)
     assert Workspace(plain).open("run-next") is None
 
 
+def test_a_journal_that_refused_to_begin_is_not_removed_at_close(plain: Path) -> None:
+    """Between the baseline and the journal a new run's tests start; should another live
+    controller's journal be there by then, ours refuses to begin, and closing the run leaves
+    that journal alone (it names that controller's baseline)."""
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        workspace = Workspace(plain)
+        workspace.take_baseline("run-mine")
+        record = JournalRecord(
+            run_id="run-other",
+            baseline="0" * 40,
+            pid=other.pid,
+            started_at=datetime.now(timezone.utc),
+        )
+        write(plain / ".fwloop" / "journal.json", record.model_dump_json())
+        with pytest.raises(WorkspaceLocked):
+            workspace.begin_journal("run-mine")
+        workspace.close(keep_tree=True)
+    finally:
+        other.kill()
+        other.wait()
+    assert Journal(plain / ".fwloop").pending() == record
+
+
 def test_close_keeping_the_tree_keeps_the_fix(plain: Path) -> None:
     workspace = Workspace(plain)
     workspace.open("run-ok")

@@ -257,11 +257,13 @@ class Workspace:
             self.restore(commit)
 
     def close(self, keep_tree: bool) -> None:
-        """End the run: keep the tree (success) or restore the baseline, then drop the journal."""
+        """End the run: keep the tree (success) or restore the baseline, then drop the journal,
+        if this run began one (a journal that refused to begin is another controller's)."""
         if not keep_tree:
             self.restore_baseline()
         # `baseline` stays readable for the run's report; further writes need a new open().
-        self.journal.finish()
+        if self.journal.began:
+            self.journal.finish()
         self.shadow.pack()
         self._lock.release()
 

@@ -61,6 +61,11 @@ class Journal:
             raise
         self._record = record
 
+    @property
+    def began(self) -> bool:
+        """Whether this process's journal is on disk (`begin` to `finish`)."""
+        return self._record is not None
+
     def check_lock(self) -> None:
         """Raise `WorkspaceLocked` if another live controller holds the journal."""
         existing = self._load()
