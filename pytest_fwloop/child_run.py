@@ -34,6 +34,7 @@ from pytest_fwloop.verdicts import REVIEW_ENV, TEST_PLAN_ENV
 
 if TYPE_CHECKING:
     from pytest_fwloop.results import IterationResults
+    from pytest_fwloop.rewrite_cache import RewriteCache
 
 
 @dataclass(frozen=True)
@@ -93,11 +94,13 @@ class ChildRunner:
         recorder: RunRecorder,
         abort: threading.Event,
         terminal: Terminal,
+        rewrites: RewriteCache | None = None,
     ) -> None:
         self.settings = settings
         self.recorder = recorder
         self.abort = abort
         self.terminal = terminal
+        self.rewrites = rewrites
         self.fork_guard = ForkGuard(settings.child_start)
         self._head: tuple[Attempt, Running] | None = None
         self._said: set[str] = set()
@@ -181,6 +184,8 @@ class ChildRunner:
                 self.terminal.end_progress()
         if isinstance(running.process, ForkedChild):
             self.fork_guard.learn(running.process.learned())
+            if self.rewrites is not None:
+                self.rewrites.learn(running.process.rewritten())
         return result
 
     def _take_head(
@@ -222,9 +227,18 @@ class ChildRunner:
         if refusal is None:
             log.parent.mkdir(parents=True, exist_ok=True)
             installed = self.fork_guard.installed
+            codes = self.rewrites.codes if self.rewrites is not None else None
             process = fork_pytest(
-                argv, cwd=cwd, env=env, log_path=log, cache=cache, installed=installed
+                argv,
+                cwd=cwd,
+                env=env,
+                log_path=log,
+                cache=cache,
+                installed=installed,
+                codes=codes,
             )
+            if self.rewrites is not None:
+                self.rewrites.fill()  # while the child runs: for the forks after it
         else:
             command = [sys.executable, "-m", "pytest", *argv]
             process = spawn_logged(command, cwd=cwd, log_path=log, env=env)

@@ -47,8 +47,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from pytest_fwloop.child_report import decode, encode
 from pytest_fwloop.plugin import PRISTINE_SYS_PATH
-from pytest_fwloop.warm_imports import decode, encode, is_extension, is_users, learnable, warm
+from pytest_fwloop.rewrite_cache import Rewritten, serve
+from pytest_fwloop.warm_imports import is_extension, is_users, learnable, warm
 
 #: A file changed this close before the controller started may have changed after it loaded the
 #: file: file systems with coarse timestamps round down.
@@ -267,21 +269,25 @@ class ForkedChild:
         self.args = args
         self.returncode: int | None = None
         self._pipe = learned
-        self._learned: list[str] = []
+        self._report: dict[str, list[str]] = {}
 
     def poll(self) -> int | None:
         if self.returncode is None:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
             if pid:
                 self.returncode = os.waitstatus_to_exitcode(status)
-                self._learned = self._read_learned()
+                self._report = self._read_report()
         return self.returncode
 
     def learned(self) -> list[str]:
         """The installation's modules the child imported (`warm_imports`), once it has ended."""
-        return self._learned
+        return self._report.get("modules", [])
 
-    def _read_learned(self) -> list[str]:
+    def rewritten(self) -> list[str]:
+        """The test files the child rewrote itself (`rewrite_cache`), once it has ended."""
+        return self._report.get("rewritten", [])
+
+    def _read_report(self) -> dict[str, list[str]]:
         chunks = []
         os.set_blocking(self._pipe, False)  # what a grandchild keeps open must not block
         with contextlib.suppress(BlockingIOError):
@@ -312,6 +318,7 @@ class _ForkPlan:
     log: int
     learned: int
     controller: int
+    codes: Mapping[str, Rewritten]
 
 
 def fork_pytest(
@@ -322,14 +329,16 @@ def fork_pytest(
     log_path: Path,
     cache: ModuleCache,
     installed: tuple[str, ...],
+    codes: Mapping[str, Rewritten] | None = None,
 ) -> ForkedChild:
-    """Fork and run `python -m pytest ARGS` in the fork; its stdout and stderr go to `log_path`."""
+    """Fork and run `python -m pytest ARGS` in the fork; its stdout and stderr go to `log_path`;
+    `codes`: test files already rewritten (`rewrite_cache`)."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()  # else the fork would write the controller's buffered text again
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     reader, writer = os.pipe()
-    plan = _ForkPlan(args, cwd, env, cache, installed, log, writer, os.getpid())
+    plan = _ForkPlan(args, cwd, env, cache, installed, log, writer, os.getpid(), codes or {})
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the fork, which never returns here
         code = 3
@@ -386,6 +395,8 @@ def _child(plan: _ForkPlan) -> int:  # pragma: no cover - runs in the fork
     before = set(sys.modules)
     import pytest
 
+    rewritten: list[str] = []
+    serve(plan.codes, rewritten, plan.installed)
     try:
         code = pytest.console_main()
     except SystemExit as exc:
@@ -404,7 +415,7 @@ def _child(plan: _ForkPlan) -> int:  # pragma: no cover - runs in the fork
     with contextlib.suppress(OSError):
         native = thread_count() > threading.active_count()  # threads Python did not start
         learned = learnable(imported, plan.installed, native_threads=native)
-        os.write(plan.learned, encode(learned))
+        os.write(plan.learned, encode({"modules": learned, "rewritten": rewritten}))
     return int(code)
 
 

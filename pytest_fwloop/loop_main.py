@@ -23,6 +23,7 @@ from pytest_fwloop.child_run import ChildRunner
 from pytest_fwloop.options import OPERATOR_DEST
 from pytest_fwloop.outcomes import describe_crash
 from pytest_fwloop.redaction import Redactor
+from pytest_fwloop.rewrite_cache import RewriteCache
 from pytest_fwloop.rundir import RunRecorder, new_run_id
 from pytest_fwloop.settings import LoopSettings, load_settings
 from pytest_fwloop.terminal import PREFIX, Terminal
@@ -155,7 +156,7 @@ def _start(
                 "restored_paths": recovered.restored_paths,
             },
         )
-    child = ChildRunner(settings, recorder, threading.Event(), terminal)
+    child = ChildRunner(settings, recorder, threading.Event(), terminal, RewriteCache(config))
     if head_start:
         child.start_baseline()
         # The journal's schema (pydantic) is imported while the tests run; the loop writes

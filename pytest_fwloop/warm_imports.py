@@ -20,14 +20,10 @@ import contextlib
 import importlib
 import importlib.machinery
 import importlib.util
-import json
 import os
 import signal
 import sys
 from collections.abc import Callable, Iterable, Mapping
-
-#: What a child writes at most: below a pipe's buffer, so it never waits for the controller.
-LIMIT_BYTES = 60_000
 
 
 def is_users(location: str, installed: Iterable[str]) -> bool:
@@ -57,27 +53,6 @@ def learnable(
     return sorted(
         name for name in found if not native_threads or name.partition(".")[0] not in native
     )
-
-
-def encode(names: list[str]) -> bytes:
-    """The names as the child sends them, cut to LIMIT_BYTES (the last ones go first)."""
-    kept = list(names)
-    data = json.dumps(kept).encode()
-    while len(data) > LIMIT_BYTES:
-        del kept[len(kept) // 2 :]
-        data = json.dumps(kept).encode()
-    return data
-
-
-def decode(data: bytes) -> list[str]:
-    """What a child sent; nothing when it was cut short (killed while writing)."""
-    try:
-        names = json.loads(data)
-    except ValueError:
-        return []
-    if not isinstance(names, list):
-        return []
-    return [name for name in names if isinstance(name, str)]
 
 
 def warm(names: Iterable[str], installed: tuple[str, ...], threads: Callable[[], int]) -> int:
