@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -164,6 +165,24 @@ def make_checkout(root: Path) -> None:
     git(root, "status", "--porcelain")  # settle the index's stat cache before the test reads it
 
 
+@contextlib.contextmanager
+def other_controller(root: Path) -> Iterator[JournalRecord]:
+    """The journal of another controller that is alive (a sleeping process) until the end."""
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        record = JournalRecord(
+            run_id="run-other",
+            baseline="0" * 40,
+            pid=other.pid,
+            started_at=datetime.now(timezone.utc),
+        )
+        write(root / ".fwloop" / "journal.json", record.model_dump_json())
+        yield record
+    finally:
+        other.kill()
+        other.wait()
+
+
 @pytest.fixture
 def checkout(tmp_path: Path) -> Path:
     root = tmp_path / "repo"
@@ -246,23 +265,12 @@ def test_a_journal_that_refused_to_begin_is_not_removed_at_close(plain: Path) ->
     """Between the baseline and the journal a new run's tests start; should another live
     controller's journal be there by then, ours refuses to begin, and closing the run leaves
     that journal alone (it names that controller's baseline)."""
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    try:
-        workspace = Workspace(plain)
-        workspace.take_baseline("run-mine")
-        record = JournalRecord(
-            run_id="run-other",
-            baseline="0" * 40,
-            pid=other.pid,
-            started_at=datetime.now(timezone.utc),
-        )
-        write(plain / ".fwloop" / "journal.json", record.model_dump_json())
+    workspace = Workspace(plain)
+    workspace.take_baseline("run-mine")
+    with other_controller(plain) as record:
         with pytest.raises(WorkspaceLocked):
             workspace.begin_journal("run-mine")
         workspace.close(keep_tree=True)
-    finally:
-        other.kill()
-        other.wait()
     assert Journal(plain / ".fwloop").pending() == record
 
 
@@ -356,23 +364,11 @@ def test_killed_controller_is_recovered_on_next_open(
 
 
 def test_live_controller_locks_the_workspace(plain: Path) -> None:
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    try:
-        record = JournalRecord(
-            run_id="run-other",
-            baseline="0" * 40,
-            pid=other.pid,
-            started_at=datetime.now(timezone.utc),
-        )
-        write(plain / ".fwloop" / "journal.json", record.model_dump_json())
-        with pytest.raises(WorkspaceLocked) as caught:
-            Workspace(plain).open("run-mine")
-    finally:
-        other.kill()
-        other.wait()
+    with other_controller(plain) as record, pytest.raises(WorkspaceLocked) as caught:
+        Workspace(plain).open("run-mine")
     message = str(caught.value)
     assert "\n" not in message
-    assert f"pid {other.pid}" in message
+    assert f"pid {record.pid}" in message
     assert "run-other" in message
     assert "use `fwloop cancel` or wait" in message
     assert not (plain / ".fwloop" / "shadow.git").exists()
