@@ -41,9 +41,16 @@ def terminate_children(pid: int) -> None:
 
 def stop_server(pid: int) -> None:
     """Stop a server and its sessions; the sessions go first, so that the server is still
-    there to reap them (PID 1 on these machines may not), then the server itself."""
+    there to reap them (PID 1 on these machines may not), then the server itself, waited for:
+    the next test must find its port closed, not race the server's exit (on two busy cores
+    a server can still accept a connection well after SIGTERM was sent)."""
     terminate_children(pid)
     os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + EXIT_SECONDS
+    while alive(pid):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"server {pid} did not exit")
+        time.sleep(0.01)
 
 
 def alive(pid: int) -> bool:
