@@ -50,21 +50,25 @@ class RewriteCache:
         self._pending.update(paths)
 
     def fill(self) -> None:
-        """Rewrite what the forks named. A file that cannot be read or rewritten, or that
-        changed meanwhile, is left to the children, which report it as pytest does."""
-        from _pytest.assertion.rewrite import _rewrite_test
+        """Rewrite what the forks named. A file that cannot be read or rewritten here, or that
+        changed meanwhile, is left to the children, which rewrite and report it as pytest
+        does; so is everything, should this pytest lack the private function used."""
+        from _pytest.assertion import rewrite
 
-        for name in sorted(self._pending):
+        pending, self._pending = sorted(self._pending), set()
+        rewrite_test = getattr(rewrite, "_rewrite_test", None)
+        if not callable(rewrite_test):
+            return
+        for name in pending:
             path = Path(name)
             try:
                 source = path.read_bytes()
-                code = _rewrite_test(path, self.config)[1]
+                code = rewrite_test(path, self.config)[1]
                 unchanged = path.read_bytes() == source
-            except (OSError, SyntaxError, ValueError):
+            except Exception:  # only an optimisation: the child does it as it always did
                 continue
-            if unchanged:
+            if unchanged and isinstance(code, CodeType):
                 self.codes[name] = Rewritten(_digest(source), code)
-        self._pending.clear()
 
 
 def serve(
@@ -75,8 +79,12 @@ def serve(
     to `rewritten` (a plugin's module is imported once by the controller, `warm_imports`)."""
     from _pytest.assertion import rewrite
 
-    read_pyc: Callable[..., CodeType | None] = rewrite._read_pyc
-    rewrite_test: Callable[..., tuple[Any, CodeType]] = rewrite._rewrite_test
+    read_pyc: Callable[..., CodeType | None] | None = getattr(rewrite, "_read_pyc", None)
+    rewrite_test: Callable[..., tuple[Any, CodeType]] | None = getattr(
+        rewrite, "_rewrite_test", None
+    )
+    if read_pyc is None or rewrite_test is None:
+        return  # a pytest without them: its children rewrite as it does
 
     def held_or_read(source: Path, pyc: Path, *rest: Any) -> CodeType | None:
         held = codes.get(str(source))

@@ -12,6 +12,7 @@ import pytest
 
 from loopkit import APPROVE, LoopProject, coder_answer, unified_diff
 from pytest_fwloop.child_report import LIMIT_BYTES, decode, encode
+from pytest_fwloop.rewrite_cache import RewriteCache, serve
 
 #: Runs in its own interpreter (`serve` patches pytest's rewriting for the whole process): the
 #: controller's side rewrites test_uart.py, then two sessions run with the forks' side served.
@@ -112,3 +113,22 @@ def test_the_loop_converges_when_a_rewritten_helper_is_patched(
     result = project.run(f"--fwloop-coder={coder.spec}", "--fwloop-confirm-runs=1")
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(["*outcome: success*"])
+
+
+def test_a_pytest_without_the_private_functions_rewrites_as_it_always_did(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pytestconfig: pytest.Config
+) -> None:
+    """The cache leans on pytest's private `_read_pyc` and `_rewrite_test`: should a pytest
+    rename them, nothing is held and nothing is patched, instead of a child that cannot start."""
+    from _pytest.assertion import rewrite
+
+    test = tmp_path / "test_uart.py"
+    test.write_text("def test_reply():\n    assert 1\n")
+    read_pyc = rewrite._read_pyc
+    monkeypatch.delattr(rewrite, "_rewrite_test")
+    cache = RewriteCache(pytestconfig)
+    cache.learn([str(test)])
+    cache.fill()
+    assert cache.codes == {}
+    serve({}, [], ())
+    assert rewrite._read_pyc is read_pyc
