@@ -60,19 +60,21 @@ def note(outcome: str, phase: str, reason: str, location: str) -> tuple[str, str
     return reason, ""
 
 
-def _element(record: Mapping[str, Any], noted: tuple[str, str]) -> str:
+def _element(record: Mapping[str, Any], noted: tuple[str, str]) -> tuple[str, str]:
+    """What the suite counts the test as (`passed`, `failure`, `error`, `skipped`), and the
+    element inside its test case."""
     outcome = record["outcome"]
     message = _attribute(noted[0][:MESSAGE_LIMIT])
     detail = _text(noted[1] or record.get("longrepr", ""))
     if outcome == "failed" or (outcome == "xpassed" and record.get("strict_xpass")):
-        return f'<failure message="{message}">{detail}</failure>'
+        return "failure", f'<failure message="{message}">{detail}</failure>'
     if outcome == "error":
-        return f'<error message="{message}">{detail}</error>'
+        return "error", f'<error message="{message}">{detail}</error>'
     if outcome == "skipped":
-        return f'<skipped type="pytest.skip" message="{message}">{detail}</skipped>'
+        return "skipped", f'<skipped type="pytest.skip" message="{message}">{detail}</skipped>'
     if outcome == "xfailed":
-        return f'<skipped type="pytest.xfail" message="{message}" />'
-    return ""
+        return "skipped", f'<skipped type="pytest.xfail" message="{message}" />'
+    return "passed", ""
 
 
 def render(
@@ -88,8 +90,8 @@ def render(
     cases = []
     for record in records:
         classname, name = classname_and_name(record["nodeid"])
-        inner = _element(record, notes.get(record["nodeid"], ("", "")))
-        kinds[inner[1 : inner.find(" ")] if inner else "passed"] += 1
+        kind, inner = _element(record, notes.get(record["nodeid"], ("", "")))
+        kinds[kind] += 1
         head = (
             f'<testcase classname="{_attribute(classname)}" name="{_attribute(name)}" '
             f'time="{record["duration"]:.3f}"'
