@@ -237,8 +237,8 @@ class ChildRunner:
                 installed=installed,
                 codes=codes,
             )
-            if self.rewrites is not None:
-                self.rewrites.fill()  # while the child runs: for the forks after it
+            if self.rewrites is not None:  # while the child runs: for the forks after it
+                self.rewrites.fill(stop=lambda: process.poll() is not None)
         else:
             command = [sys.executable, "-m", "pytest", *argv]
             process = spawn_logged(command, cwd=cwd, log_path=log, env=env)

@@ -49,17 +49,21 @@ class RewriteCache:
         """Files a fork rewrote itself: new ones, or ones changed since they were held."""
         self._pending.update(paths)
 
-    def fill(self) -> None:
-        """Rewrite what the forks named. A file that cannot be read or rewritten here, or that
+    def fill(self, stop: Callable[[], bool] = lambda: False) -> None:
+        """Rewrite what the forks named, until `stop()` (the child it overlaps has ended: the
+        rest waits for the next one). A file that cannot be read or rewritten here, or that
         changed meanwhile, is left to the children, which rewrite and report it as pytest
         does; so is everything, should this pytest lack the private function used."""
         from _pytest.assertion import rewrite
 
-        pending, self._pending = sorted(self._pending), set()
         rewrite_test = getattr(rewrite, "_rewrite_test", None)
         if not callable(rewrite_test):
+            self._pending.clear()
             return
-        for name in pending:
+        for name in sorted(self._pending):
+            if stop():
+                return
+            self._pending.discard(name)
             path = Path(name)
             try:
                 source = path.read_bytes()

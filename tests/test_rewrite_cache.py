@@ -132,3 +132,20 @@ def test_a_pytest_without_the_private_functions_rewrites_as_it_always_did(
     assert cache.codes == {}
     serve({}, [], ())
     assert rewrite._read_pyc is read_pyc
+
+
+def test_the_controller_stops_rewriting_when_the_child_it_overlaps_ends(
+    tmp_path: Path, pytestconfig: pytest.Config
+) -> None:
+    """Rewriting overlaps a child run; once that child has ended, what is left waits for the
+    next one instead of holding up the loop."""
+    files = [tmp_path / f"test_{n}.py" for n in range(3)]
+    for path in files:
+        path.write_text("def test_ok():\n    assert 1\n")
+    cache = RewriteCache(pytestconfig)
+    cache.learn(str(path) for path in files)
+    checks = iter([False, True])
+    cache.fill(stop=lambda: next(checks, True))
+    assert sorted(cache.codes) == [str(files[0])]
+    cache.fill()
+    assert sorted(cache.codes) == sorted(str(path) for path in files)
