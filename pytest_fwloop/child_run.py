@@ -68,7 +68,7 @@ def read_results(path: Path) -> IterationResults:
     inherit it."""
     from pytest_fwloop.results import IterationResults
 
-    return IterationResults.model_validate_json(path.read_text(encoding="utf-8"))
+    return IterationResults.read(path)
 
 
 @dataclass(frozen=True)

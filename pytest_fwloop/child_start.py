@@ -18,8 +18,10 @@ the code under test imported afresh:
   run there; the kernel kills the fork if the controller dies (PR_SET_PDEATHSIG), as the watchdog
   does for everything the run starts.
 
-Each fork reports the installation's modules it imported, which the controller imports before
-the next fork (`warm_imports`), so a plugin's lazy imports are paid once per loop.
+Each fork reports (`child_report`) the installation's modules it imported, which the controller
+imports before the next fork (`warm_imports`), so a plugin's lazy imports are paid once per
+loop, and the test files it rewrote, which the controller rewrites once for the forks after it
+(`rewrite_cache`).
 
 The fork is refused (and the child spawned) off Linux, when the controller runs more than one
 thread (a lock held by another thread would stay held in the fork), when something the cache
@@ -264,11 +266,11 @@ class ForkGuard:
 class ForkedChild:
     """A forked child pytest, with the part of `subprocess.Popen` the supervisor uses."""
 
-    def __init__(self, pid: int, args: list[str], learned: int) -> None:
+    def __init__(self, pid: int, args: list[str], report: int) -> None:
         self.pid = pid
         self.args = args
         self.returncode: int | None = None
-        self._pipe = learned
+        self._pipe = report
         self._report: dict[str, list[str]] = {}
 
     def poll(self) -> int | None:
@@ -316,7 +318,7 @@ class _ForkPlan:
     cache: ModuleCache
     installed: tuple[str, ...]
     log: int
-    learned: int
+    report: int
     controller: int
     codes: Mapping[str, Rewritten]
 
@@ -365,7 +367,7 @@ def _child(plan: _ForkPlan) -> int:  # pragma: no cover - runs in the fork
         # The numbers stay taken, so no stale object of the controller can close one the
         # child opens later; the files behind them (the run lock, the watchdog's pipe) are
         # no longer held by the fork.
-        if fd > 2 and fd not in (devnull, plan.learned):
+        if fd > 2 and fd not in (devnull, plan.report):
             with contextlib.suppress(OSError):
                 os.dup2(devnull, fd)
     atexit._clear()  # the controller's exit handlers are the controller's
@@ -415,7 +417,7 @@ def _child(plan: _ForkPlan) -> int:  # pragma: no cover - runs in the fork
     with contextlib.suppress(OSError):
         native = thread_count() > threading.active_count()  # threads Python did not start
         learned = learnable(imported, plan.installed, native_threads=native)
-        os.write(plan.learned, encode({"modules": learned, "rewritten": rewritten}))
+        os.write(plan.report, encode({"modules": learned, "rewritten": rewritten}))
     return int(code)
 
 

@@ -84,7 +84,7 @@ class IterationEnd:
             self.loop.test_run_result.returncode,
         )
         try:
-            results = IterationResults.model_validate_json(path.read_text(encoding="utf-8"))
+            results = IterationResults.read(path)
         except (OSError, ValueError):
             tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:]
             died = f"exit {returncode}: {tail[-1] if tail else 'no output'}"

@@ -60,6 +60,11 @@ class IterationResults(BaseModel):
     exitstatus: int = Field(description="the child pytest's exit status")
     tests: list[TestRecord] = Field(default_factory=list, description="one record per test")
 
+    @classmethod
+    def read(cls, path: Path) -> IterationResults:
+        """A results file, validated; OSError or ValueError (pydantic's) when it cannot be."""
+        return cls.model_validate_json(path.read_text(encoding="utf-8"))
+
     def counts(self) -> dict[str, int]:
         totals = dict.fromkeys(("passed", "failed", "error", "skipped", "xfailed", "xpassed"), 0)
         for record in self.tests:
@@ -131,7 +136,7 @@ def executed_in(folder: Path) -> int:
         if path.name == "results.json":
             continue
         try:
-            results = IterationResults.model_validate_json(path.read_text(encoding="utf-8"))
+            results = IterationResults.read(path)
         except (OSError, ValueError):
             continue
         executed += sum(1 for t in results.tests if not t.carried)

@@ -87,7 +87,7 @@ class SuiteRun:
         if focused.result.timed_out:
             return focused
         try:
-            raw = IterationResults.model_validate_json(focused.attempt.results.read_text("utf-8"))
+            raw = IterationResults.read(focused.attempt.results)
         except (OSError, ValueError):
             return focused  # RESULT_COLLECTION reports what the child left
         ran = with_flaky(raw, focused.flaky, self.settings.flaky_policy)
