@@ -188,6 +188,22 @@ def thread_count() -> int:
         return 0
 
 
+#: How long a thread Python has joined may still be counted: `join` returns once the thread's
+#: lock is released, just before the kernel ends it (seen after ~3% of joins here).
+SETTLE_SECONDS = 0.1
+
+
+def settled_thread_count() -> int:
+    """`thread_count` once the threads Python has already joined are gone from /proc too; a
+    thread Python did not start still counts, after SETTLE_SECONDS."""
+    deadline = time.monotonic() + SETTLE_SECONDS
+    count = thread_count()
+    while count > threading.active_count() and time.monotonic() < deadline:
+        time.sleep(0.001)
+        count = thread_count()
+    return count
+
+
 def process_started_ns() -> int:
     """When the controller's process started, from /proc (boot time + start ticks)."""
     try:
@@ -234,17 +250,18 @@ class ForkGuard:
 
     def refusal(self) -> tuple[str | None, ModuleCache]:
         """Why the next child must be spawned (None: fork), and what a fork would drop."""
-        if self._learned and self.can_fork and thread_count() <= 1:
+        # The progress watcher's thread was joined just now: it may not have ended yet.
+        threads = settled_thread_count()
+        if self._learned and self.can_fork and threads <= 1:
             warm(self._learned, self.installed, thread_count)
+            threads = thread_count()  # a warmed module may have started one
         self._learned = []
         if not self.can_fork:  # nothing to weigh: every child is spawned
             cache, changed = ModuleCache((), ()), []
         else:
             cache = ModuleCache.of(sys.modules, self.installed)
             changed = self.changed(cache)
-        why = fork_refusal(
-            setting=self.setting, linux=self.linux, threads=thread_count(), changed=changed
-        )
+        why = fork_refusal(setting=self.setting, linux=self.linux, threads=threads, changed=changed)
         return why, cache
 
     def changed(self, cache: ModuleCache) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -151,6 +152,28 @@ def test_the_guard_refuses_a_fork_once_a_kept_module_or_mapped_library_changed(
     os.utime(library, (long_ago, long_ago))
     mapped = ([str(library)], [str(gone), str(replaced)])
     assert guard.changed(ModuleCache((), ())) == [str(library), str(replaced)]
+
+
+JOINS = """
+import threading
+from pytest_fwloop.child_start import settled_thread_count
+counted = []
+for _ in range(2000):
+    thread = threading.Thread(target=lambda: None)
+    thread.start()
+    thread.join()
+    counted.append(settled_thread_count())
+print(max(counted))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks only on Linux")
+def test_a_thread_python_has_joined_no_longer_counts() -> None:
+    """`join` returns a moment before the kernel ends the thread: counted from /proc at once it
+    is still there after some joins, and the fork would be refused, the warm-up skipped. (In a
+    fresh interpreter: pytest's and xdist's own threads would count here.)"""
+    done = subprocess.run([sys.executable, "-c", JOINS], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "1"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks only on Linux")
