@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_fwloop.knowledge import KnowledgeBase, StoredFix
+from pytest_fwloop.knowledge.store import KnowledgeBase, StoredFix
 
 AREAS = ["uart", "crc8", "ringbuf", "adc", "gpio", "fan", "sensor", "flash", "boot", "dma", "i2c"]
 ERRORS = ["AssertionError", "TimeoutError", "ValueError", "EnvironmentFailure", "KeyError"]

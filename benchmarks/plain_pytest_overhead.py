@@ -27,7 +27,7 @@ HEAVY = (
     "paramiko",
     "pexpect",
     "serial",
-    "pytest_fwloop.loop_main",
+    "pytest_fwloop.loop.entry",
 )
 PROBE = """
 import sys

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pytest_fwloop import hookspecs
-    from pytest_fwloop.convergence import (
+    from pytest_fwloop.core.convergence import (
         ConvergenceChecker,
         ConvergenceCriteria,
         ConvergenceType,
@@ -20,23 +20,23 @@ if TYPE_CHECKING:
         convergence_score,
         determine_convergence,
     )
+    from pytest_fwloop.core.outcomes import Outcome, exit_status
     from pytest_fwloop.envs.errors import ConsoleTimeout, EnvironmentFailure
-    from pytest_fwloop.outcomes import Outcome, exit_status
 
 __version__ = "0.1.0"
 
 _HOMES = {
-    "ConvergenceChecker": "pytest_fwloop.convergence",
-    "ConvergenceCriteria": "pytest_fwloop.convergence",
-    "ConvergenceType": "pytest_fwloop.convergence",
-    "ExecutionMode": "pytest_fwloop.convergence",
-    "PlateauHandlingStrategy": "pytest_fwloop.convergence",
-    "convergence_score": "pytest_fwloop.convergence",
-    "determine_convergence": "pytest_fwloop.convergence",
+    "ConvergenceChecker": "pytest_fwloop.core.convergence",
+    "ConvergenceCriteria": "pytest_fwloop.core.convergence",
+    "ConvergenceType": "pytest_fwloop.core.convergence",
+    "ExecutionMode": "pytest_fwloop.core.convergence",
+    "PlateauHandlingStrategy": "pytest_fwloop.core.convergence",
+    "convergence_score": "pytest_fwloop.core.convergence",
+    "determine_convergence": "pytest_fwloop.core.convergence",
     "ConsoleTimeout": "pytest_fwloop.envs.errors",
     "EnvironmentFailure": "pytest_fwloop.envs.errors",
-    "Outcome": "pytest_fwloop.outcomes",
-    "exit_status": "pytest_fwloop.outcomes",
+    "Outcome": "pytest_fwloop.core.outcomes",
+    "exit_status": "pytest_fwloop.core.outcomes",
 }
 
 __all__ = [

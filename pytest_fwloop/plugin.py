@@ -7,24 +7,20 @@ runs exactly as with `-p no:fwloop`. With `--fwloop` the process becomes the loo
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
+# Loaded with the plugin, so it records the search path before pytest's configuration adds to it.
+import pytest_fwloop.child.pristine  # noqa: F401
 from pytest_fwloop import hookspecs
-from pytest_fwloop.options import (
+from pytest_fwloop.config.options import (
     CHILD_JUNIT_FLAG,
     CHILD_REPORT_FLAG,
     CHILD_SELECT_FLAG,
     add_options,
 )
 
-#: `python -m pytest`'s module search path before pytest's configuration (conftest folders,
-#: `pythonpath`) adds to it: what a forked child starts from (`child_start.py`).
-PRISTINE_SYS_PATH: tuple[str, ...] = tuple(sys.path)
-
 #: Fixture modules: inert until a test requests one of their fixtures.
-pytest_plugins = ["pytest_fwloop.verdicts", "pytest_fwloop.envs.fixtures"]
+pytest_plugins = ["pytest_fwloop.child.verdict_fixtures", "pytest_fwloop.envs.fixtures"]
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -43,7 +39,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         # A loop's own child, which met `--fwloop` in the ini's addopts: it runs the tests.
         return None
     # Imported here so that plain pytest never pays for the controller's imports.
-    from pytest_fwloop.loop_main import run_loop
+    from pytest_fwloop.loop.entry import run_loop
 
     return int(run_loop(config))
 
@@ -52,7 +48,7 @@ def pytest_configure(config: pytest.Config) -> None:
     report = config.getoption(_dest(CHILD_REPORT_FLAG))
     select = config.getoption(_dest(CHILD_SELECT_FLAG))
     if report or select:
-        from pytest_fwloop.reporter import register_child_plugins
+        from pytest_fwloop.child.plugin import register_child_plugins
 
         register_child_plugins(config, report, select, config.getoption(_dest(CHILD_JUNIT_FLAG)))
 

@@ -13,10 +13,10 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from pytest_fwloop.agents.protocol import AgentRequest, Role, load_schema
 from pytest_fwloop.agents.registry import parse_role_specs
 from pytest_fwloop.agents.retry import RetryPolicy
 from pytest_fwloop.agents.role import RoleAgent
+from pytest_fwloop.core.agent_protocol import AgentRequest, Role, load_schema
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

@@ -20,24 +20,25 @@ from typing import Any
 import pytest
 
 from loopkit import APPROVE, check_records, coder_answer, unified_diff
-from pytest_fwloop import run_context
 from pytest_fwloop.agents.base import RawAnswer
 from pytest_fwloop.agents.errors import ProviderError
-from pytest_fwloop.agents.protocol import AgentRequest
-from pytest_fwloop.child_run import Attempt, ChildRunner
-from pytest_fwloop.continuation import Continued, Order
-from pytest_fwloop.controller import Controller
-from pytest_fwloop.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG
-from pytest_fwloop.outcomes import Outcome
-from pytest_fwloop.procs import ProcessResult
-from pytest_fwloop.redaction import Redactor
-from pytest_fwloop.report import finalize
-from pytest_fwloop.results import IterationResults, TestRecord
-from pytest_fwloop.run_state import Invocation, StateKeeper
-from pytest_fwloop.rundir import RunRecorder
-from pytest_fwloop.settings import LoopSettings, load_settings
-from pytest_fwloop.state_clock import StateClock
-from pytest_fwloop.terminal import Terminal
+from pytest_fwloop.child.files import Attempt
+from pytest_fwloop.child.run import ChildRunner
+from pytest_fwloop.config.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG
+from pytest_fwloop.config.settings import LoopSettings, load_settings
+from pytest_fwloop.core.agent_protocol import AgentRequest
+from pytest_fwloop.core.outcomes import Outcome
+from pytest_fwloop.core.redaction import Redactor
+from pytest_fwloop.core.results import IterationResults, TestRecord
+from pytest_fwloop.core.run_state import Invocation
+from pytest_fwloop.core.state_clock import StateClock
+from pytest_fwloop.loop import run_context
+from pytest_fwloop.loop.continuation import Continued, Order, StateKeeper
+from pytest_fwloop.loop.controller import Controller
+from pytest_fwloop.loop.finish import finalize
+from pytest_fwloop.loop.rundir import RunRecorder
+from pytest_fwloop.loop.terminal import Terminal
+from pytest_fwloop.procs.supervision import ProcessResult
 from pytest_fwloop.workspace import Workspace
 
 #: The firmware under test: one word per test; `ok` passes, `down` fails on the environment.

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from pytest_fwloop import records
-from pytest_fwloop.results import IterationResults
+from pytest_fwloop.core import records
+from pytest_fwloop.core.results import IterationResults
 
 CALC = '''\
 """A tiny stand-in for firmware logic: three functions, three seeded bugs."""
@@ -255,7 +255,7 @@ class LoopProject:
     def fwloop(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         """The `fwloop` command run in the project, as an operator types it (no terminal)."""
         return subprocess.run(
-            [sys.executable, "-m", "pytest_fwloop.cli", *args],
+            [sys.executable, "-m", "pytest_fwloop.cli.main", *args],
             cwd=self.root,
             capture_output=True,
             text=True,

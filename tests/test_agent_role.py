@@ -13,7 +13,9 @@ import pytest
 
 from pytest_fwloop.agents.base import RawAnswer
 from pytest_fwloop.agents.errors import AnswerInvalid, ProviderError, ProviderErrorKind
-from pytest_fwloop.agents.protocol import (
+from pytest_fwloop.agents.retry import RetryPolicy
+from pytest_fwloop.agents.role import CallRecord, RoleAgent
+from pytest_fwloop.core.agent_protocol import (
     AgentRequest,
     CoderAnswer,
     ReviewerAnswer,
@@ -21,9 +23,7 @@ from pytest_fwloop.agents.protocol import (
     TesterAnswer,
     load_schema,
 )
-from pytest_fwloop.agents.retry import RetryPolicy
-from pytest_fwloop.agents.role import CallRecord, RoleAgent
-from pytest_fwloop.state_clock import DeadlinePassed
+from pytest_fwloop.core.state_clock import DeadlinePassed
 
 APPROVE = json.dumps({"decision": "approve", "must_fix": [], "risk": 0.1, "summary": "ok"})
 TOO_RISKY = json.dumps({"decision": "approve", "must_fix": [], "risk": 1.5, "summary": "ok"})

@@ -20,7 +20,11 @@ from pytest_fwloop.agents.errors import (
     ProviderErrorKind,
     SpecError,
 )
-from pytest_fwloop.agents.protocol import (
+from pytest_fwloop.agents.registry import PROVIDER_SYNTAX, PROVIDERS, parse_role_specs
+from pytest_fwloop.agents.role import CallRecord, RoleAgent
+from pytest_fwloop.agents.rules import RulesProvider
+from pytest_fwloop.agents.scripted import ScriptedProvider
+from pytest_fwloop.core.agent_protocol import (
     AgentRequest,
     CoderAnswer,
     Failure,
@@ -31,10 +35,6 @@ from pytest_fwloop.agents.protocol import (
     load_schema,
     validate_answer,
 )
-from pytest_fwloop.agents.registry import PROVIDER_SYNTAX, PROVIDERS, parse_role_specs
-from pytest_fwloop.agents.role import CallRecord, RoleAgent
-from pytest_fwloop.agents.rules import RulesProvider
-from pytest_fwloop.agents.scripted import ScriptedProvider
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_fwloop.allowlist import (
+from pytest_fwloop.config.options import OPTIONS
+from pytest_fwloop.procs.allowlist import (
     GRAMMARS,
     OUTPUT_TAIL_BYTES,
     AllowlistRunner,
@@ -23,7 +24,6 @@ from pytest_fwloop.allowlist import (
     output_tail,
     parse_prefixes,
 )
-from pytest_fwloop.options import OPTIONS
 
 DEFAULTS = parse_prefixes(next(o for o in OPTIONS if o.name == "allowed_commands").default)
 

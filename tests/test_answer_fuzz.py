@@ -27,12 +27,12 @@ from hypothesis import strategies as st
 from agentkit import CODER, TESTER
 from pytest_fwloop.agents.base import RawAnswer
 from pytest_fwloop.agents.errors import AnswerInvalid
-from pytest_fwloop.agents.protocol import AgentRequest, Role, load_schema
 from pytest_fwloop.agents.retry import RetryPolicy
 from pytest_fwloop.agents.role import CallRecord, RoleAgent
-from pytest_fwloop.redaction import Redactor
-from pytest_fwloop.rundir import RunRecorder, utc_now
-from pytest_fwloop.terminal import Terminal
+from pytest_fwloop.core.agent_protocol import AgentRequest, Role, load_schema
+from pytest_fwloop.core.redaction import Redactor
+from pytest_fwloop.loop.rundir import RunRecorder, utc_now
+from pytest_fwloop.loop.terminal import Terminal
 
 SEED = 20240611
 CASES_PER_ROLE = 200

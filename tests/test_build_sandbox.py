@@ -21,7 +21,7 @@ from loopkit import (
     tree_state,
     unified_diff,
 )
-from pytest_fwloop.sandbox import bwrap_argv, parse_sandbox
+from pytest_fwloop.procs.sandbox import bwrap_argv, parse_sandbox
 
 BUILD = "import py_compile\npy_compile.compile('fw/calc.py', doraise=True)\n"
 

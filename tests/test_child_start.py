@@ -16,8 +16,9 @@ from types import ModuleType
 import pytest
 
 from loopkit import APPROVE, CALC, LoopProject, calc_fix_patches, coder_answer
-from pytest_fwloop.child_run import Attempt, ChildRunner
-from pytest_fwloop.child_start import (
+from pytest_fwloop.child.files import Attempt
+from pytest_fwloop.child.run import ChildRunner
+from pytest_fwloop.child.start import (
     MTIME_MARGIN_NS,
     FileStamp,
     ForkGuard,
@@ -25,10 +26,10 @@ from pytest_fwloop.child_start import (
     changed_since,
     fork_refusal,
 )
-from pytest_fwloop.redaction import Redactor
-from pytest_fwloop.rundir import RunRecorder
-from pytest_fwloop.settings import load_settings
-from pytest_fwloop.terminal import Terminal
+from pytest_fwloop.config.settings import load_settings
+from pytest_fwloop.core.redaction import Redactor
+from pytest_fwloop.loop.rundir import RunRecorder
+from pytest_fwloop.loop.terminal import Terminal
 
 STARTED = 1_000_000_000_000_000_000
 OLD = FileStamp(device=1, inode=7, size=100, mtime_ns=STARTED - 3600 * 10**9)
@@ -156,7 +157,7 @@ def test_the_guard_refuses_a_fork_once_a_kept_module_or_mapped_library_changed(
 
 JOINS = """
 import threading
-from pytest_fwloop.child_start import settled_thread_count
+from pytest_fwloop.child.start import settled_thread_count
 counted = []
 for _ in range(2000):
     thread = threading.Thread(target=lambda: None)
@@ -235,7 +236,7 @@ def pytest_sessionfinish(session):
         "holds": sorted(
             t for t in fds.values() if t.endswith(("run.lock", "children.json")) or t in watchdog
         ),
-        "forked": "pytest_fwloop.loop_main" in sys.modules,  # only the controller imports it
+        "forked": "pytest_fwloop.loop.entry" in sys.modules,  # only the controller imports it
     }
     with open(Path(__file__).parent / "children.jsonl", "a") as stream:
         stream.write(json.dumps(record) + "\\n")
@@ -309,7 +310,7 @@ from pathlib import Path
 def pytest_sessionstart(session):
     # A fork inherits the controller's modules as they were when it forked.
     seen = {
-        "controller_loaded": "pytest_fwloop.controller" in sys.modules,
+        "controller_loaded": "pytest_fwloop.loop.controller" in sys.modules,
         "models_loaded": "pydantic" in sys.modules,
     }
     (Path(__file__).parent / "seen.json").write_text(json.dumps(seen))

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_fwloop.agents.protocol import Failure
-from pytest_fwloop.context import (
+from pytest_fwloop.core.agent_protocol import Failure
+from pytest_fwloop.core.context import (
     EXCERPT_FLOOR,
     MIN_EXCERPT,
     MIN_NODEID_BYTES,
@@ -23,7 +23,7 @@ from pytest_fwloop.context import (
     scrub,
     signature,
 )
-from pytest_fwloop.results import Phase, TestRecord
+from pytest_fwloop.core.results import Phase, TestRecord
 
 ROOT = "/work/board-fw"
 CAP = 32768

@@ -15,16 +15,23 @@ import pytest
 
 from controllerkit import ControllerKit, fixing
 from loopkit import APPROVE
-from pytest_fwloop.agents.protocol import AgentRequest
 from pytest_fwloop.agents.scripted import ScriptedProvider
-from pytest_fwloop.continuation import Action, Order, answered, iteration_limit, refusal, restore
-from pytest_fwloop.fsm import LoopEvent
-from pytest_fwloop.loop_state import LoopState
-from pytest_fwloop.outcomes import Outcome
-from pytest_fwloop.records import Event
-from pytest_fwloop.replay import check_transitions
-from pytest_fwloop.run_commands import show_run
-from pytest_fwloop.run_state import STATE_SCHEMA, RunState, StateError, load_state
+from pytest_fwloop.cli.replay import check_transitions
+from pytest_fwloop.cli.runs import show_run
+from pytest_fwloop.core.agent_protocol import AgentRequest
+from pytest_fwloop.core.fsm import LoopEvent
+from pytest_fwloop.core.outcomes import Outcome
+from pytest_fwloop.core.records import Event
+from pytest_fwloop.core.run_state import STATE_SCHEMA, RunState, StateError, load_state
+from pytest_fwloop.loop.continuation import (
+    Action,
+    Order,
+    answered,
+    iteration_limit,
+    refusal,
+    restore,
+)
+from pytest_fwloop.loop.state import LoopState
 from pytest_fwloop.workspace import WorkspaceError
 
 

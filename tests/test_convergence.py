@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_fwloop.convergence import (
+from pytest_fwloop.config.criteria_file import load_criteria
+from pytest_fwloop.core.convergence import (
     PRESETS,
     ConvergenceChecker,
     ConvergenceCriteria,
@@ -28,7 +29,6 @@ from pytest_fwloop.convergence import (
     stability_delta,
     stable_for_last_n_iterations,
 )
-from pytest_fwloop.criteria_file import load_criteria
 
 if TYPE_CHECKING:
     from pathlib import Path

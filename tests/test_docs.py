@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
-from pytest_fwloop import options, records
-from pytest_fwloop.outcomes import Outcome
+import pytest
+
+from pytest_fwloop.config import options
+from pytest_fwloop.core.outcomes import Outcome
+from pytest_fwloop.docgen.__main__ import PAGES
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
-def test_configuration_reference_is_generated_from_the_options() -> None:
-    assert (DOCS / "configuration.md").read_text(encoding="utf-8") == options.render_markdown(), (
-        "regenerate with `python -m pytest_fwloop.options > docs/configuration.md`"
-    )
-
-
-def test_run_directory_reference_is_generated_from_the_records() -> None:
-    assert (DOCS / "run-directory.md").read_text(encoding="utf-8") == records.render_markdown(), (
-        "regenerate with `python -m pytest_fwloop.records > docs/run-directory.md`"
+@pytest.mark.parametrize(("page", "render"), PAGES.items(), ids=list(PAGES))
+def test_generated_pages_match_what_they_document(page: str, render: Callable[[], str]) -> None:
+    """The FSM, configuration and run-directory pages are renderings of the code's data."""
+    assert (DOCS / page).read_text(encoding="utf-8") == render(), (
+        f"docs/{page} drifted from the code; regenerate with `python -m pytest_fwloop.docgen docs`"
     )
 
 
@@ -46,7 +46,7 @@ def test_every_provider_error_kind_is_an_outcome_of_the_same_name() -> None:
 def test_the_cores_exit_statuses_are_pytests() -> None:
     import pytest
 
-    from pytest_fwloop.outcomes import ExitStatus
+    from pytest_fwloop.core.outcomes import ExitStatus
 
     assert {s.name: s.value for s in ExitStatus} == {
         s.name: pytest.ExitCode[s.name].value for s in ExitStatus

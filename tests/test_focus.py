@@ -1,9 +1,9 @@
-"""Focus reruns' decisions (pytest_fwloop/focus.py), on recorded results."""
+"""Focus reruns' decisions (pytest_fwloop/core/focus.py), on recorded results."""
 
 from __future__ import annotations
 
-from pytest_fwloop.focus import WHOLE_SUITE, carry, gate_due, plan_iteration
-from pytest_fwloop.results import IterationResults, TestOutcome, TestRecord
+from pytest_fwloop.core.focus import WHOLE_SUITE, carry, gate_due, plan_iteration
+from pytest_fwloop.core.results import IterationResults, TestOutcome, TestRecord
 
 
 def run(**outcomes: TestOutcome) -> IterationResults:

@@ -7,12 +7,12 @@ from typing import NoReturn
 
 import pytest
 
-from pytest_fwloop.agents.protocol import CoderAnswer, MustFix, ReviewerAnswer
-from pytest_fwloop.fsm import ErrorType
-from pytest_fwloop.gate_rules import Refusal, apply_failure, first_refusal, review_refusal
-from pytest_fwloop.outcomes import Outcome
-from pytest_fwloop.policy import Violation
-from pytest_fwloop.repeats import RepeatedPatch
+from pytest_fwloop.core.agent_protocol import CoderAnswer, MustFix, ReviewerAnswer
+from pytest_fwloop.core.fsm import ErrorType
+from pytest_fwloop.core.gate_rules import Refusal, apply_failure, first_refusal, review_refusal
+from pytest_fwloop.core.outcomes import Outcome
+from pytest_fwloop.core.policy import Violation
+from pytest_fwloop.core.repeats import RepeatedPatch
 
 ANSWER = CoderAnswer.model_validate(
     {

@@ -18,20 +18,20 @@ import pytest
 from loopkit import CALC, FIXES, LoopProject, coder_answer, tree_state, unified_diff
 from pytest_fwloop.agents.base import RawAnswer
 from pytest_fwloop.agents.errors import AnswerInvalid
-from pytest_fwloop.agents.protocol import (
+from pytest_fwloop.agents.retry import RetryPolicy
+from pytest_fwloop.agents.role import CallRecord, RoleAgent
+from pytest_fwloop.core.agent_protocol import (
     MAX_JSON_DEPTH,
     AgentRequest,
     ReviewerAnswer,
     extract_json,
     load_schema,
 )
-from pytest_fwloop.agents.retry import RetryPolicy
-from pytest_fwloop.agents.role import CallRecord, RoleAgent
-from pytest_fwloop.outcomes import Outcome, exit_status
-from pytest_fwloop.redaction import Redactor
-from pytest_fwloop.report import final_state_of
-from pytest_fwloop.rundir import RunRecorder
-from pytest_fwloop.terminal import Terminal
+from pytest_fwloop.core.outcomes import Outcome, exit_status
+from pytest_fwloop.core.redaction import Redactor
+from pytest_fwloop.loop.finish import final_state_of
+from pytest_fwloop.loop.rundir import RunRecorder
+from pytest_fwloop.loop.terminal import Terminal
 
 APPROVE = '{"decision": "approve", "must_fix": [], "risk": 0.1, "summary": "ok"}'
 # What a model might send to slip an approval past a reader that keeps the last key.

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from loopkit import LoopProject, calc_fix_patches, coder_answer
-from pytest_fwloop.allowlist import AllowlistRunner, CommandBlocked, CommandResult
+from pytest_fwloop.procs.allowlist import AllowlistRunner, CommandBlocked, CommandResult
 
 pytestmark = pytest.mark.slow
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from controllerkit import ControllerKit, fixing
-from pytest_fwloop.cli import main
-from pytest_fwloop.outcomes import Outcome
+from pytest_fwloop.cli.main import main
+from pytest_fwloop.core.outcomes import Outcome
 
 HOSTILE = "<script>alert('fw')</script><img src=x onerror=alert(1)>"
 

@@ -8,12 +8,12 @@ import sys
 
 import pytest
 
-from pytest_fwloop.results import IterationResults
+from pytest_fwloop.core.results import IterationResults
 
 SUITE = """
 import pytest
 
-from pytest_fwloop.results import IterationResults
+from pytest_fwloop.core.results import IterationResults
 
 def test_pass():
     assert 1 + 1 == 2
@@ -90,15 +90,19 @@ def test_a_plain_run_imports_none_of_the_loop(pytester: pytest.Pytester) -> None
     loaded = set(line.split("LOADED ", 1)[1].split())
     assert loaded <= {
         "pytest_fwloop",
+        "pytest_fwloop.child",
+        "pytest_fwloop.child.verdict_fixtures",
+        "pytest_fwloop.config",
+        "pytest_fwloop.config.options",
         "pytest_fwloop.envs",
         "pytest_fwloop.envs.errors",
         "pytest_fwloop.envs.fixtures",
         "pytest_fwloop.envs.pool",
         "pytest_fwloop.hookspecs",
-        "pytest_fwloop.options",
         "pytest_fwloop.plugin",
-        "pytest_fwloop.sandbox",
-        "pytest_fwloop.verdicts",
+        "pytest_fwloop.child.pristine",
+        "pytest_fwloop.procs",
+        "pytest_fwloop.procs.sandbox",
     }, loaded
 
 
@@ -107,7 +111,7 @@ def test_a_loop_without_an_openai_provider_never_loads_the_http_client() -> None
     probe = (
         "import sys\n"
         "from pathlib import Path\n"
-        "import pytest_fwloop.loop_main\n"
+        "import pytest_fwloop.loop.entry\n"
         "from pytest_fwloop.agents.registry import parse_role_specs\n"
         "parse_role_specs('rules,command:agent.py,claude,codex', 'coder', Path('.'))\n"
         "print(sorted(m for m in ('httpx', 'httpcore') if m in sys.modules))\n"

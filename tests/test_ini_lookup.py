@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_fwloop.cli import main
-from pytest_fwloop.ini_lookup import IniError, option_value
+from pytest_fwloop.cli.main import main
+from pytest_fwloop.config.ini_lookup import IniError, option_value
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The knowledge base (pytest_fwloop/knowledge.py, memory.py): a real SQLite file, real
+"""The knowledge base (pytest_fwloop/knowledge/store.py, memory.py): a real SQLite file, real
 concurrent writer processes, and the `fwloop kb` command."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_fwloop.cli import main
-from pytest_fwloop.knowledge import KnowledgeBase, KnowledgeError, StoredFix
-from pytest_fwloop.loop_state import Iteration
-from pytest_fwloop.memory import remember, similar_fixes
-from pytest_fwloop.redaction import Redactor
-from pytest_fwloop.results import IterationResults, TestRecord
+from pytest_fwloop.cli.main import main
+from pytest_fwloop.core.redaction import Redactor
+from pytest_fwloop.core.results import IterationResults, TestRecord
+from pytest_fwloop.knowledge.fixes import remember, similar_fixes
+from pytest_fwloop.knowledge.store import KnowledgeBase, KnowledgeError, StoredFix
+from pytest_fwloop.loop.state import Iteration
 
 
 def fix(summary: str, *signatures: str, run_id: str = "run-1") -> StoredFix:
@@ -75,7 +75,7 @@ def test_a_file_that_is_not_a_knowledge_base_is_refused(tmp_path: Path) -> None:
 WRITER = """
 import sys
 from pathlib import Path
-from pytest_fwloop.knowledge import KnowledgeBase, StoredFix
+from pytest_fwloop.knowledge.store import KnowledgeBase, StoredFix
 base = KnowledgeBase(Path(sys.argv[1]))
 for n in range(int(sys.argv[3])):
     base.store(StoredFix(run_id=sys.argv[2], iteration=n, outcome="x",

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from pytest_fwloop.policy import (
+from pytest_fwloop.core.policy import (
     FileChange,
     PatchParseError,
     PatchPolicy,

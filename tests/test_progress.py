@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_fwloop.progress import ProgressWatcher, Tally
-from pytest_fwloop.results import ProgressLine, TestRecord
-from pytest_fwloop.terminal import Terminal
+from pytest_fwloop.child.progress import ProgressWatcher, Tally
+from pytest_fwloop.core.results import ProgressLine, TestRecord
+from pytest_fwloop.loop.terminal import Terminal
 
 
 def finished(nodeid: str, outcome: str) -> ProgressLine:

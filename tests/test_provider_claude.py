@@ -16,13 +16,13 @@ import pytest
 from agentkit import FakeCli, command_coder, make_request, role_agent
 from pytest_fwloop.agents.claude import ClaudeProvider
 from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind, SpecError
-from pytest_fwloop.agents.protocol import (
+from pytest_fwloop.agents.registry import parse_role_specs
+from pytest_fwloop.agents.role import CallRecord
+from pytest_fwloop.core.agent_protocol import (
     CoderAnswer,
     Failure,
     ReviewerAnswer,
 )
-from pytest_fwloop.agents.registry import parse_role_specs
-from pytest_fwloop.agents.role import CallRecord
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -18,9 +18,9 @@ import pytest
 from agentkit import FakeCli, command_coder, make_request, role_agent
 from pytest_fwloop.agents.codex import CodexProvider
 from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind, SpecError
-from pytest_fwloop.agents.protocol import CoderAnswer, Failure
 from pytest_fwloop.agents.registry import parse_role_specs
 from pytest_fwloop.agents.role import CallRecord
+from pytest_fwloop.core.agent_protocol import CoderAnswer, Failure
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -21,10 +21,10 @@ import pytest
 
 from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind, SpecError
 from pytest_fwloop.agents.openai import OpenAIProvider, parse_openai_argument
-from pytest_fwloop.agents.protocol import AgentRequest, ReviewerAnswer, Role, load_schema
 from pytest_fwloop.agents.registry import ProviderOptions, parse_role_specs
 from pytest_fwloop.agents.retry import RetryPolicy
 from pytest_fwloop.agents.role import CallRecord, RoleAgent
+from pytest_fwloop.core.agent_protocol import AgentRequest, ReviewerAnswer, Role, load_schema
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

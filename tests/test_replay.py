@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from controllerkit import ControllerKit, fixing
-from pytest_fwloop.cli import main
-from pytest_fwloop.outcomes import Outcome
+from pytest_fwloop.cli.main import main
+from pytest_fwloop.core.outcomes import Outcome
 
 
 @pytest.fixture

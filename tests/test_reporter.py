@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_fwloop.results import IterationResults
+from pytest_fwloop.core.results import IterationResults
 
 SUITE = """
 import pytest

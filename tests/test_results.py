@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_fwloop.results import (
+from pytest_fwloop.core.results import (
     IterationResults,
     TestRecord,
     collection_errors,

@@ -22,9 +22,9 @@ from pytest_fwloop.agents.errors import (
     ProviderErrorKind,
     classify_failure,
 )
-from pytest_fwloop.agents.protocol import AgentRequest, ReviewerAnswer, load_schema
 from pytest_fwloop.agents.retry import RetryBudget, RetryPolicy, parse_retry_after
 from pytest_fwloop.agents.role import CallRecord, RoleAgent
+from pytest_fwloop.core.agent_protocol import AgentRequest, ReviewerAnswer, load_schema
 
 APPROVE = json.dumps({"decision": "approve", "must_fix": [], "risk": 0.1, "summary": "ok"})
 TOO_RISKY = json.dumps({"decision": "approve", "must_fix": [], "risk": 1.5, "summary": "ok"})

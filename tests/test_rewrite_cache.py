@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from loopkit import APPROVE, LoopProject, coder_answer, unified_diff
-from pytest_fwloop.child_report import LIMIT_BYTES, decode, encode
-from pytest_fwloop.rewrite_cache import RewriteCache, serve
+from pytest_fwloop.child.fork_pipe import LIMIT_BYTES, decode, encode
+from pytest_fwloop.child.rewrite_cache import RewriteCache, serve
 
 #: Runs in its own interpreter (`serve` patches pytest's rewriting for the whole process): the
 #: controller's side rewrites test_uart.py, then two sessions run with the forks' side served.
@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 from _pytest.config import _prepareconfig
 
-from pytest_fwloop.child_start import installed_roots
-from pytest_fwloop.rewrite_cache import RewriteCache, serve
+from pytest_fwloop.child.start import installed_roots
+from pytest_fwloop.child.rewrite_cache import RewriteCache, serve
 
 ARGS = ["-q", "-p", "no:randomly", "-p", "no:cacheprovider"]
 test = Path("test_uart.py").resolve()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_fwloop.settings import build_directories
+from pytest_fwloop.config.settings import build_directories
 from pytest_fwloop.workspace import PatchPolicy, Workspace
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from pytest_fwloop.child_run import next_attempt
-from pytest_fwloop.user_reports import UserReports, with_properties
+from pytest_fwloop.child.files import next_attempt
+from pytest_fwloop.reports.user_files import UserReports, with_properties
 
 JUNIT = b'<?xml version="1.0"?><testsuites><testsuite name="pytest" tests="1"/></testsuites>'
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from loopkit import LoopProject
-from pytest_fwloop.warm_imports import is_users, learnable, warm
+from pytest_fwloop.child.warm_imports import is_users, learnable, warm
 
 SITE = "/venv/lib/python3.11/site-packages"
 

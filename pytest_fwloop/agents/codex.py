@@ -25,7 +25,7 @@ from pytest_fwloop.agents.model_io import TokenUsage, has_json_object, render_pr
 
 if TYPE_CHECKING:
     from pytest_fwloop.agents.command import AgentProcessResult
-    from pytest_fwloop.agents.protocol import AgentRequest
+    from pytest_fwloop.core.agent_protocol import AgentRequest
 
 
 class CodexItem(BaseModel):

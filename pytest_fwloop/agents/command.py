@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 
 from pytest_fwloop.agents.base import RawAnswer
 from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind
-from pytest_fwloop.procs import stop_group
+from pytest_fwloop.procs.supervision import stop_group
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from pytest_fwloop.agents.protocol import AgentRequest
+    from pytest_fwloop.core.agent_protocol import AgentRequest
 
 #: An answer is one JSON object; more than this is a runaway process, not an answer.
 MAX_STDOUT_BYTES = 4 * 1024 * 1024

@@ -29,7 +29,7 @@ from pytest_fwloop.agents.model_io import bare_schema, instructions, request_jso
 from pytest_fwloop.agents.retry import parse_retry_after
 
 if TYPE_CHECKING:
-    from pytest_fwloop.agents.protocol import AgentRequest
+    from pytest_fwloop.core.agent_protocol import AgentRequest
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 #: Names the variable that holds the key, for teams whose key is not in $OPENAI_API_KEY.

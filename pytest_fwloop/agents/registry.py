@@ -18,7 +18,7 @@ from pytest_fwloop.agents.errors import SpecError
 
 if TYPE_CHECKING:
     from pytest_fwloop.agents.base import Provider
-    from pytest_fwloop.agents.protocol import Role
+    from pytest_fwloop.core.agent_protocol import Role
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import pytest
 
+from pytest_fwloop.config.options import KNOWN_HOSTS_ACCEPT_NEW, resolve, spec_of
 from pytest_fwloop.envs.pool import CONTROLLER_ID, PoolError, pick_for_worker
-from pytest_fwloop.options import KNOWN_HOSTS_ACCEPT_NEW, resolve, spec_of
 
 if TYPE_CHECKING:
     from collections.abc import Generator, Iterator

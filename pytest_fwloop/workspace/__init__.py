@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pytest_fwloop.policy import (
+from pytest_fwloop.core.policy import (
     DEFAULT_PROTECTED,
     FileChange,
     GitReading,

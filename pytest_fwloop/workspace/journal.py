@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_fwloop.children import proc_stat, process_start
+from pytest_fwloop.procs.reaper import proc_stat, process_start
 from pytest_fwloop.workspace.shadow import WorkspaceError
 
 if TYPE_CHECKING:

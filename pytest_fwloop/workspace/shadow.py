@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pytest_fwloop.policy import (
+from pytest_fwloop.core.policy import (
     GitReading,
     PatchParseError,
     normalize_path,

@@ -1,0 +1,298 @@
+"""Each TEST_RUN's child pytest (DESIGN.md §2): its environment, its log, its records.
+
+The child runs the user's own arguments plus the reporting plugin's, from the directory pytest
+was invoked in, in a process of its own (`child_start`: a fork or `python -m pytest`), so
+patched code is imported afresh and a crash cannot take the loop down.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pytest_fwloop.child.files import Attempt, next_attempt, progress_path
+from pytest_fwloop.child.progress import ProgressWatcher
+from pytest_fwloop.child.start import ForkedChild, ForkGuard, fork_pytest
+from pytest_fwloop.child.verdict_fixtures import REVIEW_ENV, TEST_PLAN_ENV
+from pytest_fwloop.config.options import (
+    CHILD_JUNIT_FLAG,
+    CHILD_REPORT_FLAG,
+    CHILD_SELECT_FLAG,
+    addopts_without_loop,
+)
+from pytest_fwloop.config.settings import LoopSettings
+from pytest_fwloop.loop.rundir import RunRecorder
+from pytest_fwloop.loop.terminal import Terminal
+from pytest_fwloop.procs.supervision import (
+    ProcessResult,
+    Supervised,
+    spawn_logged,
+    stop_group,
+    supervise,
+)
+
+if TYPE_CHECKING:
+    from pytest_fwloop.child.rewrite_cache import RewriteCache
+    from pytest_fwloop.core.results import IterationResults
+
+
+def read_results(path: Path) -> IterationResults:
+    """A child's results file, validated. The models are imported on first use: pydantic's
+    import is not on the way to a baseline started ahead (`loop_main`), nor does a forked child
+    inherit it."""
+    from pytest_fwloop.core.results import IterationResults
+
+    return IterationResults.read(path)
+
+
+@dataclass(frozen=True)
+class Running:
+    """A child pytest started and not yet waited for."""
+
+    args: list[str]
+    log: Path
+    process: Supervised
+    started: float
+
+
+class ChildRunner:
+    """Starts child runs for one loop run; every file they write is redacted afterwards.
+
+    The baseline's child may be started before the controller is built (`start_baseline`), so
+    that the controller's own imports and set-up overlap the tests; the run that asks for
+    exactly that child then takes it over instead of starting one."""
+
+    def __init__(
+        self,
+        settings: LoopSettings,
+        recorder: RunRecorder,
+        abort: threading.Event,
+        terminal: Terminal,
+        rewrites: RewriteCache | None = None,
+    ) -> None:
+        self.settings = settings
+        self.recorder = recorder
+        self.abort = abort
+        self.terminal = terminal
+        self.rewrites = rewrites
+        self.fork_guard = ForkGuard(settings.child_start)
+        self._head: tuple[Attempt, Running] | None = None
+        self._said: set[str] = set()
+        self._notes: list[str] = []
+
+    def attempt_args(self, folder: Path, attempt: Attempt, selection: Path | None) -> list[str]:
+        """The reporting arguments of one attempt: its records, JUnit XML and HTML report.
+        The JUnit XML is pytest's own when the user asked for one (it is delivered to them),
+        else the child writes it from its records, for a fraction of the cost."""
+        junit = CHILD_JUNIT_FLAG if self.settings.reports.junit is None else "--junitxml"
+        args = [
+            f"{CHILD_REPORT_FLAG}={attempt.results}",
+            f"{junit}={attempt.junit}",
+            *self.settings.reports.child_args(
+                attempt.html,
+                self.recorder.run_id,
+                int(folder.name),  # rounds/NN
+            ),
+        ]
+        if selection is not None:
+            args.append(f"{CHILD_SELECT_FLAG}={selection}")
+        return args
+
+    def start_baseline(self) -> None:
+        """Start iteration 1's whole-suite child now, as TEST_RUN will ask for it: for a new run
+        with no build step nothing comes between the baseline snapshot and these tests."""
+        folder = self.recorder.round_path(1)
+        attempt = next_attempt(folder)
+        args = self.attempt_args(folder, attempt, None)
+        try:
+            self._head = (attempt, self._start(1, args, attempt.log, None, None))
+        except OSError:
+            self._head = None  # TEST_RUN starts it, and reports what stops it
+
+    @property
+    def head(self) -> Running | None:
+        """The child started ahead that no TEST_RUN has taken over yet."""
+        return self._head[1] if self._head is not None else None
+
+    def head_attempt(self, folder: Path) -> Attempt | None:
+        """The files of the child started ahead for this round, if one is waiting."""
+        if self._head is not None and self._head[0].log.parent == folder:
+            return self._head[0]
+        return None
+
+    def take_notes(self) -> list[str]:
+        """What the child runs since the last call want said in the trace."""
+        notes, self._notes = self._notes, []
+        return notes
+
+    def stop_head_start(self) -> None:
+        """Stop a child started ahead that no TEST_RUN took over (the run ended before it)."""
+        if self._head is not None:
+            stop_group(self._head[1].process)
+            self._head = None
+
+    def run(
+        self,
+        iteration: int,
+        args: list[str],
+        log: Path,
+        review: Path | None,
+        plan: Path | None,
+        timeout: float,
+        results: Path | None = None,
+    ) -> ProcessResult:
+        """One child pytest with the user's arguments plus `args` (`child_start`: forked or
+        spawned); with `results`, its progress stream is shown live on the terminal."""
+        running = self._take_head(args, log, review, plan)
+        if running is None:
+            running = self._start(iteration, args, log, review, plan)
+        if results is None:
+            result = supervise(running.process, running.started, timeout, self.abort)
+        else:
+            # The watcher's thread starts after the child: a fork must find one thread only.
+            show = functools.partial(self.terminal.progress, iteration)
+            try:
+                with ProgressWatcher(progress_path(results), show):
+                    result = supervise(running.process, running.started, timeout, self.abort)
+            finally:
+                self.terminal.end_progress()
+        if isinstance(running.process, ForkedChild):
+            self.fork_guard.learn(running.process.learned())
+            if self.rewrites is not None:
+                self.rewrites.learn(running.process.rewritten())
+        return result
+
+    def _take_head(
+        self, args: list[str], log: Path, review: Path | None, plan: Path | None
+    ) -> Running | None:
+        if self._head is None:
+            return None
+        running = self._head[1]
+        if (running.args, running.log, review, plan) != (args, log, None, None):
+            self.stop_head_start()  # not the child asked for: never two at once
+            return None
+        self._head = None
+        return running
+
+    def _start(
+        self, iteration: int, args: list[str], log: Path, review: Path | None, plan: Path | None
+    ) -> Running:
+        folder = self.recorder.round_path(iteration)
+        env = dict(os.environ)
+        env["FWLOOP_CONSOLE_LOG_DIR"] = str(folder / "console")
+        # A controller started inside a pytest-xdist worker must not make its child one too.
+        for name in (REVIEW_ENV, TEST_PLAN_ENV, "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):
+            env.pop(name, None)
+        if review is not None:
+            env[REVIEW_ENV] = str(review)
+        if plan is not None:
+            env[TEST_PLAN_ENV] = str(plan)
+        env["PYTEST_ADDOPTS"] = addopts_without_loop(env.get("PYTEST_ADDOPTS", ""))
+        env["PYTHONUNBUFFERED"] = "1"  # pytest.log fills as the tests run
+        argv = [*self.settings.child_args, *args]
+        cwd = self.settings.invocation_dir
+        refusal, cache = self.fork_guard.refusal()  # may first import what the last one did
+        if refusal is not None and self.fork_guard.can_fork and refusal not in self._said:
+            # A run that could fork and does not is slower: the trace says why, once.
+            self._said.add(refusal)
+            self._notes.append(f"child pytest spawned, not forked: {refusal}")
+        started = time.monotonic()
+        process: Supervised
+        if refusal is None:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            installed = self.fork_guard.installed
+            codes = self.rewrites.codes if self.rewrites is not None else None
+            process = fork_pytest(
+                argv,
+                cwd=cwd,
+                env=env,
+                log_path=log,
+                cache=cache,
+                installed=installed,
+                codes=codes,
+            )
+            if self.rewrites is not None:  # while the child runs: for the forks after it
+                self.rewrites.fill(stop=lambda: process.poll() is not None)
+        else:
+            command = [sys.executable, "-m", "pytest", *argv]
+            process = spawn_logged(command, cwd=cwd, log_path=log, env=env)
+        return Running(args, log, process, started)
+
+    def precheck(
+        self,
+        folder: Path,
+        select: list[str],
+        run: Callable[[list[str], Path], ProcessResult],
+    ) -> str:
+        """Run the tester's selection first, as a quick signal; a one-line note of how it went.
+        It never replaces the full run after it, which is the one that counts."""
+        selection = self.recorder.write_text(
+            f"{self.recorder.relative(folder)}/tester-select.txt", "\n".join(select) + "\n"
+        )
+        results_path = folder / "precheck-results.json"
+        run(
+            [f"{CHILD_REPORT_FLAG}={results_path}", f"{CHILD_SELECT_FLAG}={selection}"],
+            folder / "precheck.log",
+        )
+        try:
+            results = read_results(results_path)
+        except (OSError, ValueError):
+            return "tester pre-check wrote no results (see precheck.log)"
+        return (
+            f"tester pre-check: {results.pass_count}/{results.total_count} selected test(s) passed"
+        )
+
+    def rerun_failures(
+        self,
+        folder: Path,
+        attempt: Attempt,
+        previous: IterationResults | None,
+        run: Callable[[list[str], Path], ProcessResult],
+    ) -> tuple[dict[str, int], str]:
+        """Rerun the attempt's new failures up to `fwloop_flaky_reruns` times with no code change
+        (`flaky-K.log`, `flaky-K-results.json`, `flaky-2-K…` for a second attempt): node id ->
+        the rerun it passed on, and a note."""
+        try:
+            first = read_results(attempt.results)
+        except (OSError, ValueError):
+            return {}, ""
+        from pytest_fwloop.core.flaky import rerun_candidates  # pydantic: see `read_results`
+
+        failing = rerun_candidates(first, previous, str(self.settings.rootdir))
+        asked, flaky = len(failing), {}
+        prefix = "flaky" + attempt.log.stem.removeprefix("pytest")
+        for k in range(1, self.settings.flaky_reruns + 1):
+            if not failing:
+                break
+            selection = self.recorder.write_text(
+                f"{self.recorder.relative(folder)}/{prefix}-{k}-select.txt",
+                "\n".join(failing) + "\n",
+            )
+            report = folder / f"{prefix}-{k}-results.json"
+            run(
+                [f"{CHILD_REPORT_FLAG}={report}", f"{CHILD_SELECT_FLAG}={selection}"],
+                folder / f"{prefix}-{k}.log",
+            )
+            try:
+                rerun = read_results(report)
+            except (OSError, ValueError):
+                break
+            passed = {t.nodeid for t in rerun.tests if t.outcome in ("passed", "xfailed")}
+            flaky.update({nodeid: k for nodeid in failing if nodeid in passed})
+            failing = [nodeid for nodeid in failing if nodeid not in passed]
+        if not asked:
+            return {}, ""
+        return flaky, f"flaky reruns: {asked} new failure(s) rerun, {len(flaky)} passed (flaky)"
+
+    def scrub(self, folder: Path) -> None:
+        """Redact what the child runs and commands wrote themselves: logs, results, JUnit XML
+        and console transcripts carry the tests' own output, which may print a secret."""
+        for path in folder.rglob("*"):
+            self.recorder.scrub(path)

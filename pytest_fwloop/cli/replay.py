@@ -1,0 +1,259 @@
+"""`fwloop replay RUN`: re-walk a recorded run and check every decision against its evidence
+(DESIGN.md §12; seed 001 §2.2 "usable for audit and replay").
+
+Three kinds of decision are re-derived from the run directory alone, with the same code the loop
+used (`fsm.next_state`, `convergence.determine_convergence`, `history.baseline_regressions`):
+
+- every transition of `task-events.jsonl` is a row of the table, and each starts where the one
+  before it ended, from IDLE to a terminal state: a line removed or edited breaks the chain (a
+  run continued by `fwloop confirm|resume|followup` walks from IDLE again after each end);
+- every `rounds/NN/convergence.json` verdict follows from its counts and criteria, and its counts
+  are the ones the iterations' `results.json` give;
+- every applied `patch.diff` is the patch the reviewer approved in that iteration.
+
+The first decision that does not reproduce is named with its iteration. The checks are pure
+functions of the loaded records; `load_run` is the only part that reads files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from pytest_fwloop.core import fsm
+from pytest_fwloop.core.convergence import (
+    ConvergenceCriteria,
+    ConvergenceType,
+    CriteriaError,
+    determine_convergence,
+)
+from pytest_fwloop.core.history import baseline_regressions
+from pytest_fwloop.core.records import ConvergenceRecord, Event, Summary, Timeline
+from pytest_fwloop.core.results import IterationResults
+from pytest_fwloop.loop.rundir import call_files
+
+
+class ReplayError(Exception):
+    """The run directory cannot be replayed at all (missing or unreadable records)."""
+
+
+@dataclass(frozen=True)
+class Difference:
+    """The first decision that does not follow from the records."""
+
+    iteration: int
+    decision: str  # "transition", "convergence" or "patch"
+    detail: str
+
+    def __str__(self) -> str:
+        return f"iteration {self.iteration}, {self.decision}: {self.detail}"
+
+
+@dataclass
+class Round:
+    """What one `rounds/NN/` holds that the checks read."""
+
+    results: IterationResults | None = None
+    convergence: ConvergenceRecord | None = None
+    patch: str | None = None
+    review: dict[str, object] | None = None
+    reviewed: list[str] = field(default_factory=list)  # each reviewer request's patch, in order
+
+
+@dataclass
+class RecordedRun:
+    summary: Summary
+    events: list[Event]
+    timeline: Timeline
+    rounds: dict[int, Round]
+
+
+def load_run(path: Path) -> RecordedRun:
+    """The run directory's records, validated by their models; ReplayError names what is wrong."""
+    try:
+        summary = Summary.model_validate_json(_read(path / "summary.json"))
+        timeline = Timeline.model_validate_json(_read(path / "task-timeline.json"))
+        lines = _read(path / "task-events.jsonl").splitlines()
+        events = [Event.model_validate_json(line) for line in lines if line.strip()]
+        rounds = {int(folder.name): _round(folder) for folder in _round_folders(path)}
+    except (ValidationError, ValueError) as exc:
+        raise ReplayError(f"{path}: a record does not validate: {_first_error(exc)}") from None
+    return RecordedRun(summary, events, timeline, rounds)
+
+
+def _round_folders(path: Path) -> list[Path]:
+    rounds = path / "rounds"
+    return sorted(p for p in rounds.iterdir() if p.name.isdigit()) if rounds.is_dir() else []
+
+
+def _round(folder: Path) -> Round:
+    found = Round()
+    if (folder / "results.json").is_file():
+        found.results = IterationResults.model_validate_json(_read(folder / "results.json"))
+    if (folder / "convergence.json").is_file():
+        found.convergence = ConvergenceRecord.model_validate_json(
+            _read(folder / "convergence.json")
+        )
+    if (folder / "patch.diff").is_file():
+        found.patch = _read(folder / "patch.diff")
+    if (folder / "review.json").is_file():
+        found.review = json.loads(_read(folder / "review.json"))
+    requests = call_files(folder, "reviewer", "request.json")
+    found.reviewed = [str(json.loads(_read(p)).get("patch", "")) for p in requests]
+    return found
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ReplayError(f"{path}: {exc.strerror or exc}") from None
+
+
+def _first_error(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        error = exc.errors()[0]
+        return f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}"
+    return str(exc).splitlines()[0]
+
+
+# -- the checks (pure) ---------------------------------------------------------------------------
+
+
+def check_transitions(events: list[Event]) -> Difference | None:
+    """The trace is one unbroken walk of the transition table from IDLE to a terminal state;
+    a continued run's next controller starts from IDLE again."""
+    state = fsm.State.IDLE
+    iteration = 1
+    for event in events:
+        iteration = event.iteration
+        if event.kind == "agent_call":
+            continue
+        if state in fsm.TERMINAL_STATES and event.from_state == fsm.State.IDLE.value:
+            state = fsm.State.IDLE
+        if event.from_state != state.value:
+            return Difference(
+                iteration,
+                "transition",
+                f"{event.from_state} --{event.event}--> {event.to_state} starts where the trace "
+                f"is not (it was in {state.value}): a move is missing or edited",
+            )
+        if event.kind == "rollback":
+            if event.to_state != state.value or state is not fsm.State.CONVERGENCE_CHECK:
+                return Difference(iteration, "transition", "a rollback outside CONVERGENCE_CHECK")
+            continue
+        if event.kind == "internal_error":
+            state = fsm.State.FAILURE  # an exception ends the loop from any state
+            continue
+        if event.kind == "interrupted":
+            state = fsm.State.ABORTED  # a killed controller, as its resumer found it
+            continue
+        try:
+            target = fsm.next_state(state, fsm.LoopEvent(event.event))
+        except (ValueError, fsm.IllegalTransition) as exc:
+            return Difference(iteration, "transition", f"not a row of the table: {exc}")
+        if target.value != event.to_state:
+            return Difference(
+                iteration,
+                "transition",
+                f"{state.value} --{event.event}--> leads to {target.value}, the trace says "
+                f"{event.to_state}",
+            )
+        state = target
+    if state not in fsm.TERMINAL_STATES:
+        return Difference(iteration, "transition", f"the trace ends in {state.value}, not terminal")
+    return None
+
+
+def check_verdicts(
+    rounds: dict[int, Round], kinds: dict[int, str], max_iter: int
+) -> Difference | None:
+    """Each recorded verdict is what the convergence rules give for the recorded counts, and the
+    counts are the ones the iterations' results give."""
+    attempts: list[tuple[int, IterationResults]] = []
+    for number in sorted(rounds):
+        recorded = rounds[number]
+        if recorded.convergence is None:
+            continue
+        if recorded.results is None:
+            return Difference(number, "convergence", "a verdict with no results.json")
+        attempts.append((number, recorded.results))
+        counted = ([r.pass_count for _, r in attempts], [r.total_count for _, r in attempts])
+        record = recorded.convergence
+        if (record.pass_counts, record.total_counts) != counted:
+            return Difference(
+                number,
+                "convergence",
+                f"the verdict was taken on pass/total counts {record.pass_counts}/"
+                f"{record.total_counts}; the results give {counted[0]}/{counted[1]}",
+            )
+        try:
+            criteria = _criteria(record.criteria)
+        except (TypeError, CriteriaError) as exc:
+            return Difference(number, "convergence", f"unusable criteria: {exc}")
+        limit = record.max_iter if record.max_iter is not None else max_iter
+        verdict, reason = determine_convergence(*counted, criteria, number, limit)
+        measured = [(n, r) for n, r in attempts if kinds.get(n) != "rollback"]
+        if verdict is ConvergenceType.SUCCESS and baseline_regressions(measured):
+            verdict = None  # DESIGN.md §13: withheld while a baseline-passing test fails
+        expected = verdict.value if verdict is not None else None
+        if expected != record.convergence_type:
+            return Difference(
+                number,
+                "convergence",
+                f"the record says {record.convergence_type or 'continue'}, the rules give "
+                f"{expected or 'continue'} ({reason})",
+            )
+    return None
+
+
+def _criteria(values: dict[str, float]) -> ConvergenceCriteria:
+    """The criteria a record names; its counts come back from JSON as numbers, made whole."""
+    counts = {f.name for f in dataclasses.fields(ConvergenceCriteria) if type(f.default) is int}
+    return ConvergenceCriteria(
+        **{
+            name: int(v) if name in counts and float(v).is_integer() else v
+            for name, v in values.items()
+        }  # type: ignore[arg-type]
+    )
+
+
+def check_patches(rounds: dict[int, Round]) -> Difference | None:
+    """Every applied patch is the one the reviewer approved in its iteration."""
+    for number in sorted(rounds):
+        recorded = rounds[number]
+        if recorded.patch is None:
+            continue
+        if recorded.review is None or recorded.review.get("decision") != "approve":
+            decision = recorded.review.get("decision") if recorded.review else "no review.json"
+            return Difference(number, "patch", f"applied without an approval ({decision})")
+        if not recorded.reviewed or recorded.reviewed[-1] != recorded.patch:
+            return Difference(number, "patch", "patch.diff is not the patch the reviewer approved")
+    return None
+
+
+def replay(run: RecordedRun) -> Difference | None:
+    """The first decision of `run` that does not reproduce, or None."""
+    kinds = {entry.iteration: entry.kind for entry in run.timeline.iterations}
+    return (
+        check_transitions(run.events)
+        or check_verdicts(run.rounds, kinds, run.summary.max_iter)
+        or check_patches(run.rounds)
+    )
+
+
+def timeline_lines(run: RecordedRun) -> list[str]:
+    """The run's iterations, one line each, as `fwloop replay` prints them."""
+    lines = [f"run {run.summary.run_id}: {run.summary.outcome.value} ({run.summary.reason})"]
+    for entry in run.timeline.iterations:
+        counts = f"{entry.pass_count}/{entry.total_count}" if entry.counts is not None else "-"
+        verdict = entry.convergence_type or "continue"
+        lines.append(
+            f"  [{entry.iteration}] {entry.kind:<12} {counts:>11}  {verdict:<26} "
+            f"{entry.patch_summary[:60]}".rstrip()
+        )
+    return lines

@@ -1,0 +1,582 @@
+"""Every fwloop option, once: command line flag, ini twin, environment variable, default, validator.
+
+Precedence is command line > environment (`FWLOOP_<NAME>`) > ini > default, and every bad value
+is a `pytest.UsageError` naming the value and where it came from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from pytest_fwloop.procs.sandbox import parse_sandbox
+
+
+def _whole(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError("must be a whole number") from None
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError("must be a number") from None
+
+
+def _positive_int(text: str) -> int:
+    value = _whole(text)
+    if value < 1:
+        raise ValueError("must be a whole number >= 1")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = _whole(text)
+    if value < 0:
+        raise ValueError("must be a whole number >= 0")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = _number(text)
+    if not value > 0:
+        raise ValueError("must be a number > 0")
+    return value
+
+
+def _unit_float(text: str) -> float:
+    value = _number(text)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError("must be a number between 0 and 1")
+    return value
+
+
+def _context_cap(text: str) -> int:
+    value = _whole(text)
+    if value < 1024:
+        raise ValueError("must be at least 1024 bytes; below that no failure excerpt fits")
+    return value
+
+
+def _mode(text: str) -> str:
+    if text not in ("interactive", "ci", "auto"):
+        raise ValueError("must be one of interactive, ci, auto")
+    return text
+
+
+def _terminate_as(text: str) -> str:
+    if text not in ("warning", "failure"):
+        raise ValueError("must be 'warning' or 'failure'")
+    return text
+
+
+def _flaky_policy(text: str) -> str:
+    if text not in ("exclude", "pass", "fail"):
+        raise ValueError("must be one of exclude, pass, fail")
+    return text
+
+
+def _propose(text: str) -> str:
+    lowered = text.strip().lower()
+    if lowered not in ("off", "first", "every"):
+        raise ValueError("must be one of off, first, every")
+    return lowered
+
+
+def _child_start(text: str) -> str:
+    lowered = text.strip().lower()
+    if lowered not in ("auto", "spawn"):
+        raise ValueError("must be 'auto' or 'spawn'")
+    return lowered
+
+
+def _on_off(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered not in ("on", "off"):
+        raise ValueError("must be 'on' or 'off'")
+    return lowered == "on"
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("must be true or false")
+
+
+def _text(text: str) -> str:
+    return text
+
+
+#: The fwloop_ssh_known_hosts value that turns strict host key checking off for unknown hosts.
+KNOWN_HOSTS_ACCEPT_NEW = "insecure-accept-new"
+QEMU_COMMAND_EXAMPLE = (
+    "qemu-system-arm -M mps2-an385 -display none -monitor none -serial stdio -kernel {firmware}"
+)
+
+#: Kept literal so plain pytest never imports the providers; a test checks it against the registry.
+PROVIDER_CHOICES = "claude, codex, openai:MODEL@URL, command:PATH, scripted:DIR, rules"
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One option. `flag` None means ini/environment only; `kind` 'linelist' reads a list."""
+
+    name: str
+    help: str
+    default: Any
+    parse: Callable[[str], Any] = _text
+    flag: str | None = None
+    kind: str = "string"
+    metavar: str = "VALUE"
+    #: A value shown in error messages (`e.g. fwloop_x = …`); set for the environment options.
+    example: str = ""
+
+    @property
+    def ini(self) -> str:
+        return f"fwloop_{self.name}"
+
+    @property
+    def env(self) -> str:
+        return f"FWLOOP_{self.name.upper()}"
+
+    @property
+    def dest(self) -> str:
+        return f"fwloop_{self.name}"
+
+
+OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec(
+        "max_iter",
+        "stop after N iterations (the baseline is iteration 1)",
+        10,
+        _positive_int,
+        "--max-iter",
+        metavar="N",
+    ),
+    OptionSpec(
+        "goal",
+        "what the loop is asked to achieve, sent to every agent",
+        "make every selected test pass",
+        flag="--fwloop-goal",
+        metavar="TEXT",
+    ),
+    OptionSpec(
+        "coder",
+        f"coder provider(s), comma-separated failover list of {PROVIDER_CHOICES}",
+        "",
+        flag="--fwloop-coder",
+        metavar="SPEC",
+    ),
+    OptionSpec(
+        "reviewer",
+        "reviewer provider(s); default: the coder's",
+        "",
+        flag="--fwloop-reviewer",
+        metavar="SPEC",
+    ),
+    OptionSpec(
+        "tester", "tester provider(s); default: none", "", flag="--fwloop-tester", metavar="SPEC"
+    ),
+    OptionSpec(
+        "build",
+        "command that rebuilds the firmware after each patch (no shell unless "
+        "fwloop_build_shell is true); default: no build step",
+        "",
+        flag="--fwloop-build",
+        metavar="CMD",
+    ),
+    OptionSpec("build_shell", "run fwloop_build through /bin/sh", False, _bool, kind="bool"),
+    OptionSpec(
+        "build_sandbox",
+        "run the build confined: 'bwrap' (bubblewrap: no network, read-only outside the tree, "
+        "the tree's .git and .fwloop read-only) or 'none'; see docs/security.md",
+        "none",
+        parse_sandbox,
+        "--fwloop-build-sandbox",
+        metavar="none|bwrap",
+    ),
+    OptionSpec(
+        "mode",
+        "plateau handling: interactive, ci or auto; default ci when $CI is set or "
+        "stdin is not a terminal, else interactive",
+        "",
+        _mode,
+        "--fwloop-mode",
+        metavar="MODE",
+    ),
+    OptionSpec(
+        "criteria",
+        "convergence criteria: standard, strict, balanced, aggressive, or a "
+        "TOML/JSON file of ConvergenceCriteria fields",
+        "standard",
+        flag="--fwloop-criteria",
+        metavar="PRESET|FILE",
+    ),
+    OptionSpec(
+        "confirm_runs",
+        "extra runs with no new patch that must stay green before SUCCESS "
+        "(0 turns confirmation off); default: from the criteria (1 for standard)",
+        None,
+        _non_negative_int,
+        "--fwloop-confirm-runs",
+        metavar="N",
+    ),
+    OptionSpec(
+        "knowledge",
+        "the knowledge base of fixes that worked (SQLite), relative to the rootdir; a file a "
+        "team shares across repositories may be named here; 'off' keeps none",
+        ".fwloop/knowledge.sqlite",
+        flag="--fwloop-knowledge",
+        metavar="FILE|off",
+    ),
+    OptionSpec(
+        "run_dir",
+        "where run records go, relative to the rootdir",
+        ".fwloop/runs",
+        flag="--fwloop-run-dir",
+        metavar="DIR",
+    ),
+    OptionSpec(
+        "flaky_reruns",
+        "times a failing test is rerun in the same iteration, with no code change, before it "
+        "counts as failed (0: never); one that passes on a rerun is flaky",
+        2,
+        _non_negative_int,
+    ),
+    OptionSpec(
+        "propose",
+        "'first': stop before the first patch with a proposal for the operator "
+        "(outcome awaiting_operator_confirm, the tree untouched; interactive mode asks at the "
+        "terminal); 'every': before each patch; 'off': patches are applied once the gates pass",
+        "off",
+        _propose,
+        "--fwloop-propose",
+        metavar="off|first|every",
+    ),
+    OptionSpec(
+        "focus",
+        "'on': after a patch, run first only the tests that did not pass (plus the tester's "
+        "selection), then the whole suite as the regression gate once they pass; 'off': the "
+        "whole suite every iteration",
+        "on",
+        _on_off,
+        "--fwloop-focus",
+        metavar="on|off",
+    ),
+    OptionSpec(
+        "child_start",
+        "how each test run's child pytest starts: 'auto' forks the controller when the fork sees "
+        "what a fresh interpreter would (Linux, one thread, nothing it keeps imported changed; "
+        "the user's modules are imported afresh), else runs `python -m pytest`; 'spawn' always "
+        "runs `python -m pytest`",
+        "auto",
+        _child_start,
+    ),
+    OptionSpec(
+        "flaky_policy",
+        "how a flaky test counts: 'exclude' (in neither count, like a skip), 'pass' or 'fail'; "
+        "it is never sent to the coder",
+        "exclude",
+        _flaky_policy,
+    ),
+    OptionSpec(
+        "ci_terminate_as",
+        "in ci mode a plateau ends as 'failure' (exit 1) or 'warning' (exit 0 with a warning line)",
+        "failure",
+        _terminate_as,
+    ),
+    OptionSpec(
+        "protect",
+        "extra protected globs the coder may not touch (added to the defaults: "
+        "tests, conftest.py, pytest/CI configuration, .git, .fwloop)",
+        [],
+        kind="linelist",
+    ),
+    OptionSpec("allow_paths", "if set, the only globs a patch may touch", [], kind="linelist"),
+    OptionSpec(
+        "snapshot_exclude",
+        "build outputs kept out of the loop's snapshots, one gitignore pattern per line (the "
+        "build directory of `cmake --build DIR`, `cmake -B DIR`, `ninja -C DIR` or "
+        "`meson compile -C DIR` is added by itself); what the loop writes is snapshotted anyway",
+        [],
+        kind="linelist",
+    ),
+    OptionSpec(
+        "allowed_commands",
+        "argv prefixes the tester's commands must start with, one per line, split like a "
+        "shell would (commands never run through one); a line is trusted as written, what a "
+        "command adds after it must fit that tool's grammar (docs/security.md); a list given "
+        "replaces the defaults",
+        ["make test", "make check", "ctest", "pytest", "python -m pytest"],
+        kind="linelist",
+    ),
+    OptionSpec("command_timeout", "seconds one tester command may take", 600.0, _positive_float),
+    OptionSpec(
+        "budget_usd",
+        "stop the run (outcome budget_exhausted) once the cost the agents report exceeds X "
+        "US dollars; default: no limit",
+        None,
+        _positive_float,
+        "--fwloop-budget-usd",
+        metavar="X",
+    ),
+    OptionSpec(
+        "budget_tokens",
+        "stop the run (outcome budget_exhausted) once the tokens the agents report (input "
+        "plus output) exceed N; default: no limit",
+        None,
+        _positive_int,
+        "--fwloop-budget-tokens",
+        metavar="N",
+    ),
+    OptionSpec(
+        "api_key_env",
+        "environment variable holding the API key of openai: providers "
+        "(default OPENAI_API_KEY); keys never go on the command line",
+        "",
+    ),
+    OptionSpec(
+        "claude_permission_mode",
+        "--permission-mode passed to claude as coder (e.g. "
+        "acceptEdits to let it edit the workspace itself)",
+        "",
+    ),
+    OptionSpec("claude_max_turns", "--max-turns passed to claude", None, _positive_int),
+    OptionSpec("max_risk", "highest reviewer risk (0..1) a patch may carry", 0.7, _unit_float),
+    OptionSpec("max_patch_files", "most files one patch may touch", 20, _positive_int),
+    OptionSpec("max_patch_lines", "most lines one patch may add plus remove", 500, _positive_int),
+    OptionSpec(
+        "review_rounds",
+        "reviewer rejections allowed per iteration before the run stops",
+        3,
+        _positive_int,
+    ),
+    OptionSpec("agent_timeout", "seconds one agent call may take", 600.0, _positive_float),
+    OptionSpec("build_timeout", "seconds the build may take", 1800.0, _positive_float),
+    OptionSpec("test_timeout", "seconds one test run may take", 3600.0, _positive_float),
+    OptionSpec(
+        "state_timeout",
+        "seconds any other state may take: an agent state's calls, retries and failovers "
+        "together (each call within fwloop_agent_timeout); see docs/fsm.md",
+        3600.0,
+        _positive_float,
+    ),
+    OptionSpec(
+        "context_bytes",
+        "cap in bytes on the failure context sent to the coder (at least 1024; every distinct "
+        "failure signature is kept up to cap/128 of them)",
+        32768,
+        _context_cap,
+    ),
+    # The environment fixtures' options (DESIGN.md §7): read, and checked, only by a test that
+    # requests the fixture, so each has an example for its error message.
+    OptionSpec(
+        "qemu_cmd",
+        "QEMU command for fwloop_qemu with {firmware} and {port} placeholders; split like a "
+        "shell line, never run by a shell",
+        "",
+        example=QEMU_COMMAND_EXAMPLE,
+    ),
+    OptionSpec(
+        "firmware",
+        "firmware image for {firmware} in fwloop_qemu_cmd, relative to the rootdir",
+        "",
+        example="build/firmware.elf",
+    ),
+    OptionSpec(
+        "console_ready",
+        "regex the console must show at setup (QEMU: the banner; serial: the prompt after a "
+        "newline); ini drops a trailing space, write it as [ ]; empty: no health check",
+        "",
+        example=r"FW \S+ ready",
+    ),
+    OptionSpec(
+        "console_timeout",
+        "seconds to wait for the ready regex, and the default expect/run timeout",
+        "10",
+        example="10",
+    ),
+    OptionSpec(
+        "serial_url",
+        "pyserial URL of the board's console for fwloop_serial (/dev/ttyUSB0, socket://, "
+        "rfc2217://, loop://)",
+        "",
+        example="/dev/ttyUSB0",
+    ),
+    OptionSpec("serial_baudrate", "baud rate for fwloop_serial_url", "115200", example="115200"),
+    OptionSpec(
+        "serial_pool",
+        "one serial URL per pytest-xdist worker (gwN takes line N); overrides fwloop_serial_url",
+        [],
+        kind="linelist",
+        example="/dev/ttyUSB0",
+    ),
+    OptionSpec(
+        "ssh_target",
+        "user@host:port of the target for fwloop_ssh",
+        "",
+        example="root@192.168.0.20:22",
+    ),
+    OptionSpec(
+        "ssh_key",
+        "private key file for fwloop_ssh, relative to the rootdir; empty: your default keys",
+        "",
+        example="keys/id_ed25519",
+    ),
+    OptionSpec(
+        "ssh_known_hosts",
+        "known_hosts file checked strictly (empty: ~/.ssh/known_hosts), or "
+        f"{KNOWN_HOSTS_ACCEPT_NEW} to accept unknown host keys on a trusted network",
+        "",
+        example="keys/known_hosts",
+    ),
+    OptionSpec(
+        "ssh_pool",
+        "one user@host:port per pytest-xdist worker (gwN takes line N); overrides "
+        "fwloop_ssh_target",
+        [],
+        kind="linelist",
+        example="root@192.168.0.20:22",
+    ),
+)
+
+_BY_NAME = {spec.name: spec for spec in OPTIONS}
+
+CHILD_REPORT_FLAG = "--fwloop-child-report"
+CHILD_SELECT_FLAG = "--fwloop-child-select"
+#: Where a child writes its round's JUnit XML from its records (`junit_writer`).
+CHILD_JUNIT_FLAG = "--fwloop-child-junit"
+#: The order file the `fwloop` command hands a controller that continues a run (DESIGN.md §11).
+OPERATOR_FLAG = "--fwloop-operator"
+OPERATOR_DEST = "fwloop_operator"
+#: Flags whose value is the next argument unless written `--flag=value`.
+VALUE_FLAGS = frozenset(spec.flag for spec in OPTIONS if spec.flag is not None) | {OPERATOR_FLAG}
+
+
+#: The ini type of every scalar option. pytest >= 9.2 takes a union, so a native `[tool.pytest]`
+#: table may write `fwloop_max_iter = 10` as TOML gives it; older pytests read ini text only.
+#: Either way `resolve` parses the value's text, with the option's own error messages.
+SCALAR_INI_TYPE: Any = str | int | float if pytest.version_tuple >= (9, 2) else "string"
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("fwloop", "closed-loop firmware repair (pytest-fwloop)")
+    group.addoption(
+        "--fwloop",
+        action="store_true",
+        default=False,
+        help="run the suite as a coder/reviewer repair loop; without it the plugin is inert",
+    )
+    for spec in OPTIONS:
+        if spec.flag is not None:
+            group.addoption(
+                spec.flag,
+                dest=spec.dest,
+                default=None,
+                metavar=spec.metavar,
+                help=f"{spec.help} (ini: {spec.ini})",
+            )
+        ini_type = {"linelist": "linelist", "bool": "bool"}.get(spec.kind, SCALAR_INI_TYPE)
+        parser.addini(spec.ini, spec.help, type=ini_type, default=spec.default)
+    group.addoption(
+        OPERATOR_FLAG,
+        dest=OPERATOR_DEST,
+        default="",
+        metavar="FILE",
+        help="continue a recorded run as an operator's order says (written by `fwloop confirm`, "
+        "`followup`, `resume` and `chat`, which start pytest with it; not for direct use)",
+    )
+    group.addoption(CHILD_REPORT_FLAG, default="", help=argparse.SUPPRESS)
+    group.addoption(CHILD_SELECT_FLAG, default="", help=argparse.SUPPRESS)
+    group.addoption(CHILD_JUNIT_FLAG, default="", help=argparse.SUPPRESS)
+
+
+def spec_of(name: str) -> OptionSpec:
+    """The option called `name` (without its `fwloop_` prefix)."""
+    return _BY_NAME[name]
+
+
+def resolve(config: pytest.Config, name: str) -> Any:
+    """The option's value by precedence, parsed and validated."""
+    spec = _BY_NAME[name]
+    cli = config.getoption(spec.dest) if spec.flag is not None else None
+    if cli is not None:
+        return _parse(spec, cli, spec.flag or "")
+    env = os.environ.get(spec.env)
+    if env is not None and env != "":
+        if spec.kind == "linelist":
+            return [line.strip() for line in env.splitlines() if line.strip()]
+        return _parse(spec, env, f"${spec.env}")
+    raw = config.getini(spec.ini)
+    if spec.kind == "linelist":
+        return list(raw)
+    if spec.kind == "bool" or raw is None:
+        return raw
+    if raw == []:  # pytest < 8 gives [] for an unset option registered with default None
+        return _default(spec)
+    if raw == spec.default or (isinstance(raw, str) and raw.strip() == ""):
+        return _default(spec)
+    return _parse(spec, str(raw), f"ini {spec.ini}")
+
+
+def _default(spec: OptionSpec) -> Any:
+    """The default as its parser reads it: a default written as the user would (`on`) is
+    typed like a value the user gave."""
+    if isinstance(spec.default, str) and spec.default:
+        return spec.parse(spec.default)
+    return spec.default
+
+
+def origin(config: pytest.Config, name: str) -> str:
+    """Where the option's value comes from, as an error message should name it: the flag, the
+    environment variable, or the ini key (a user who wrote the ini must not be sent to a flag)."""
+    spec = _BY_NAME[name]
+    if spec.flag is not None and config.getoption(spec.dest) is not None:
+        return spec.flag
+    if os.environ.get(spec.env):
+        return f"${spec.env}"
+    return f"ini {spec.ini}"
+
+
+def _parse(spec: OptionSpec, text: str, source: str) -> Any:
+    try:
+        return spec.parse(text.strip())
+    except ValueError as exc:
+        reason = str(exc)
+        where = f"{source}={text}" if source.startswith("-") else f"{source} = {text!r}"
+        raise pytest.UsageError(f"fwloop: {where}: {reason}") from None
+
+
+def strip_controller_args(args: list[str]) -> list[str]:
+    """The user's arguments minus the controller's own, for the child runs."""
+    kept: list[str] = []
+    skip_next = False
+    for arg in args:
+        if skip_next:
+            skip_next = False
+            continue
+        if arg == "--fwloop":
+            continue
+        flag = arg.split("=", 1)[0]
+        if flag in VALUE_FLAGS:
+            skip_next = "=" not in arg
+            continue
+        kept.append(arg)
+    return kept
+
+
+def addopts_without_loop(addopts: str) -> str:
+    """PYTEST_ADDOPTS for a process the loop starts: without `--fwloop`, so it cannot start
+    another loop (the `--fwloop-*` options are inert without it)."""
+    return " ".join(arg for arg in addopts.split() if arg != "--fwloop")

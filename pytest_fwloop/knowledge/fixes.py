@@ -1,0 +1,78 @@
+"""What the loop remembers across runs (DESIGN.md §12): each fix that raised the pass count goes to
+the knowledge base, and the coder is shown the fixes of failures like its own.
+
+The knowledge base is a help, never a condition: a file that cannot be read or written costs the
+run one note, not its outcome.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from pytest_fwloop.core.agent_protocol import SimilarFix
+from pytest_fwloop.core.context import excerpt, scrub, signature
+from pytest_fwloop.core.redaction import Redactor
+from pytest_fwloop.core.results import IterationResults, not_passing
+from pytest_fwloop.knowledge.store import KnowledgeBase, KnowledgeError, StoredFix
+from pytest_fwloop.loop.state import Iteration
+
+#: Failures whose excerpts are stored with a fix, and bytes of each.
+STORED_EXCERPTS = 5
+EXCERPT_BYTES = 1024
+_CHANGED_FILE = re.compile(r"^\+\+\+ b/(.+)$", re.MULTILINE)
+
+
+def similar_fixes(
+    knowledge: KnowledgeBase, signatures: Sequence[str], run_id: str, budget: int
+) -> tuple[list[SimilarFix], str]:
+    """Earlier fixes, from other runs, for failures with these signatures, within `budget`
+    bytes of JSON; a note when the knowledge base could not be read."""
+    if not signatures:
+        return [], ""
+    try:
+        found = knowledge.similar(signatures, run_id)
+    except KnowledgeError as exc:
+        return [], f"knowledge base not used: {exc}"
+    kept: list[SimilarFix] = []
+    for fix in found:
+        if sum(len(f.model_dump_json()) for f in [*kept, fix]) > budget:
+            break
+        kept.append(fix)
+    return kept, ""
+
+
+def remember(
+    knowledge: KnowledgeBase | None,
+    run_id: str,
+    before: IterationResults,
+    iteration: Iteration,
+    analysis: str,
+    redact: Redactor,
+    root: str,
+) -> str:
+    """Store the iteration's patch if it raised the pass count; a note of what happened."""
+    after = iteration.results
+    if knowledge is None or after is None or iteration.pass_count <= before.pass_count:
+        return ""
+    passing = {t.nodeid for t in after.tests if t.outcome in ("passed", "xfailed")}
+    fixed = [t for t in before.tests if not_passing(t) and t.nodeid in passing]
+    fix = StoredFix(
+        run_id=run_id,
+        iteration=iteration.number,
+        outcome=f"pass count {before.pass_count} -> {iteration.pass_count}",
+        signatures=list(dict.fromkeys(redact(signature(t, root)) for t in fixed)),
+        nodeids=[t.nodeid for t in fixed],
+        excerpts=[
+            redact(excerpt(scrub(t.longrepr, root), EXCERPT_BYTES)) for t in fixed[:STORED_EXCERPTS]
+        ],
+        analysis=redact(analysis),
+        summary=redact(iteration.patch_summary),
+        patch=redact(iteration.patch),
+        files=sorted(set(_CHANGED_FILE.findall(iteration.patch))),
+    )
+    try:
+        stored = knowledge.store(fix)
+    except KnowledgeError as exc:
+        return f"knowledge base not written: {exc}"
+    return f"fix stored in the knowledge base as #{stored}"

@@ -1,0 +1,65 @@
+"""What every agent is sent (DESIGN.md §5): the `command:` protocol's request, bounded.
+
+Failures are packed by signature within `fwloop_context_bytes` (less what the coder's
+`similar_fixes` from the knowledge base take, a quarter at most); the history carries earlier
+iterations' counts, patch summaries and outcomes; never a whole log.
+"""
+
+from __future__ import annotations
+
+from pytest_fwloop.config.settings import LoopSettings
+from pytest_fwloop.core.agent_protocol import AgentRequest, HistoryEntry, SimilarFix
+from pytest_fwloop.core.context import pack_failures, signature
+from pytest_fwloop.core.history import open_regressions
+from pytest_fwloop.knowledge.fixes import similar_fixes
+from pytest_fwloop.knowledge.store import KnowledgeBase
+from pytest_fwloop.loop.state import LoopState
+
+
+def agent_request(
+    loop: LoopState, settings: LoopSettings, role: str, patch: str = "", **extra: object
+) -> AgentRequest:
+    """The request for `role`; `extra` adds protocol fields or replaces the defaults."""
+    latest = loop.latest_results()
+    failing = [t for t in latest.not_passing() if not t.flaky] if latest else []
+    root = str(settings.rootdir)
+    similar: list[SimilarFix] = []
+    if role == "coder" and settings.knowledge is not None:
+        # A quarter of the context at most, taken from what the failures may fill.
+        similar, note = similar_fixes(
+            KnowledgeBase(settings.knowledge),
+            [signature(t, root) for t in failing],
+            loop.run_id,
+            settings.context_bytes // 4,
+        )
+        if note and note not in loop.current.notes:
+            loop.current.notes.append(note)
+    used = sum(len(fix.model_dump_json()) for fix in similar)
+    failures = pack_failures(failing, settings.context_bytes - used, root=root)
+    history = [
+        HistoryEntry(
+            iteration=it.number,
+            pass_count=it.pass_count,
+            total_count=it.total_count,
+            patch_summary=it.patch_summary,
+            outcome="; ".join([it.kind, *it.notes]),
+        )
+        for it in loop.iterations
+        if it.results is not None
+    ]
+    fields: dict[str, object] = {
+        "role": role,
+        "iteration": loop.current.number,
+        "goal": settings.goal,
+        "workspace": str(settings.rootdir),
+        "failures": failures,
+        "history": history,
+        "must_fix": list(loop.must_fix),
+        "patch": patch,
+        "build_diagnostics": loop.build_diagnostics,
+        "constraints": list(loop.constraints),
+        "regressions": open_regressions(loop.measured(), root),
+        "similar_fixes": similar,
+        "operator_messages": list(loop.operator_messages),
+    }
+    return AgentRequest.model_validate({**fields, **extra})

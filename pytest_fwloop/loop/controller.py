@@ -1,0 +1,390 @@
+"""The loop's controller: walks the transition table, one state handler per state.
+
+Each handler does its state's work and returns the event that leaves it; `fsm.next_state` decides
+where that leads, and every move is written to the decision trace with its reason and numbers.
+The controller never imports the code under test: each TEST_RUN is a child pytest process.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from pytest_fwloop.agents.errors import AnswerInvalid, ProviderError
+from pytest_fwloop.child.run import ChildRunner
+from pytest_fwloop.config.settings import LoopSettings
+from pytest_fwloop.core import fsm, recovery
+from pytest_fwloop.core.agent_protocol import AgentRequest, CoderAnswer, TesterAnswer
+from pytest_fwloop.core.budget import BudgetExhausted
+from pytest_fwloop.core.convergence import ExecutionMode
+from pytest_fwloop.core.fsm import LoopEvent, State
+from pytest_fwloop.core.outcomes import Outcome
+from pytest_fwloop.core.redaction import Redactor
+from pytest_fwloop.core.state_clock import DeadlinePassed, StateClock
+from pytest_fwloop.loop.agent_calls import CallLog, role_agent
+from pytest_fwloop.loop.agent_request import agent_request
+from pytest_fwloop.loop.rundir import RunRecorder
+from pytest_fwloop.loop.state import ChildOutput, LoopState, Step, Verdict, provider_error
+from pytest_fwloop.loop.steps.build import BuildStep
+from pytest_fwloop.loop.steps.iteration_end import IterationEnd
+from pytest_fwloop.loop.steps.patch_gate import PatchGate
+from pytest_fwloop.loop.steps.proposal import ProposalDesk
+from pytest_fwloop.loop.steps.test_run import SuiteRun
+from pytest_fwloop.loop.steps.tester import (
+    TesterRound,
+    all_blocked,
+    ask_tester,
+    run_tester_commands,
+)
+from pytest_fwloop.loop.terminal import Terminal
+from pytest_fwloop.procs.allowlist import AllowlistRunner, CommandCheck
+from pytest_fwloop.procs.supervision import ProcessResult
+from pytest_fwloop.workspace import Workspace
+
+
+class Controller:
+    """Walks the transition table: each state's handler returns the event that leaves it; the
+    step modules decide, `LoopState` remembers, and every move goes to the decision trace."""
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        settings: LoopSettings,
+        recorder: RunRecorder,
+        workspace: Workspace,
+        terminal: Terminal,
+        abort: threading.Event,
+        redact: Redactor,
+        clock: StateClock | None = None,
+        loop: LoopState | None = None,
+        child: ChildRunner | None = None,
+    ) -> None:
+        self.config = config
+        self.settings = settings
+        self.recorder = recorder
+        self.workspace = workspace
+        self.terminal = terminal
+        self.abort = abort
+        self.redact = redact
+        self.abort_reason = ""
+        self.loop = loop or LoopState(run_id=recorder.run_id)
+        #: Called after every move with the loop as it stands (state.json is written so).
+        self.on_move: Callable[[LoopState], None] = lambda loop: None
+        self.clock = clock or StateClock()
+        self.runner = AllowlistRunner(
+            settings.allowed_commands,
+            cwd=settings.rootdir,
+            timeout=settings.command_timeout,
+            abort=abort,
+            environ=os.environ,
+        )
+        self.calls = CallLog(
+            recorder,
+            terminal,
+            redact,
+            settings.budget,
+            lambda: (self.loop.current, self.loop.state),
+        )
+        left = self.clock.remaining
+        self.coder = role_agent(config, settings, "coder", settings.coder, self.calls.record, left)
+        self.reviewer = role_agent(
+            config, settings, "reviewer", settings.reviewer, self.calls.record, left
+        )
+        self.tester = (
+            role_agent(config, settings, "tester", settings.tester, self.calls.record, left)
+            if settings.tester
+            else None
+        )
+        self.tester_schema = self.tester.schema if self.tester is not None else {}
+        self.child = child or ChildRunner(settings, recorder, abort, terminal)
+        self.suite = SuiteRun(settings, recorder, self.child)
+        self.build = BuildStep(settings, workspace, recorder, abort)
+        self.gate = PatchGate(settings, workspace, recorder, self.reviewer)
+        self.proposals = ProposalDesk(
+            settings, workspace, recorder, terminal, self.reviewer, self.tester
+        )
+        self.end = IterationEnd(
+            self.loop, config, settings, workspace, recorder, terminal, self.clock
+        )
+        self.handlers: dict[State, Callable[[], Step]] = {
+            State.IDLE: self.idle,
+            State.INIT: self.init,
+            State.CODE_ANALYSIS: self.code_analysis,
+            State.PATCH_GENERATION: self.patch_generation,
+            State.PATCH_APPLY: self.patch_apply,
+            State.BUILD_SETUP: self.build_setup,
+            State.BUILD_RUN: self.build_run,
+            State.TEST_SETUP: self.test_setup,
+            State.TEST_RUN: self.test_run,
+            State.RESULT_COLLECTION: self.end.collect,
+            State.RESULT_ANALYSIS: self.end.analyse,
+            State.CONVERGENCE_CHECK: self.end.check,
+            State.ERROR_RECOVERY: self.error_recovery,
+        }
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def move(self, step: Step) -> None:
+        source = self.loop.state
+        target = fsm.next_state(source, step.event)
+        self.recorder.append_event(self.loop.transition(source, target, step).to_json())
+        self.loop.current.states.append(target.value)
+        self.loop.state = target
+        self.on_move(self.loop)  # saved before it is shown: what the operator saw is on disk
+        self.terminal.transition(self.loop.current.number, source, target, self.redact(step.reason))
+
+    def run(self) -> Outcome:
+        while self.loop.state not in fsm.TERMINAL_STATES:
+            if self.abort.is_set():
+                self.loop.outcome = Outcome.CANCELED
+                self.loop.final_reason = f"aborted by the operator ({self.abort_reason})"
+                self.move(Step(LoopEvent.ABORT, self.loop.final_reason))
+                break
+            bound = fsm.STATE_TIMEOUTS[self.loop.state]
+            self.clock.start(float(getattr(self.settings, bound.option)))
+            try:
+                step = self.handlers[self.loop.state]()
+            except BudgetExhausted as exc:
+                self.loop.outcome = Outcome.BUDGET_EXHAUSTED
+                self.loop.final_reason = str(exc)
+                step = Step(LoopEvent.BUDGET_EXHAUSTED, self.loop.final_reason)
+            except DeadlinePassed as exc:
+                step = self.loop.timed_out(bound, self.clock.limit, str(exc))
+            else:
+                if bound.resume is None and self.clock.expired():
+                    ended = f"it took that long to end with {step.event.value}"
+                    step = self.loop.timed_out(bound, self.clock.limit, ended)
+            if self.abort.is_set():
+                continue
+            self.move(step)
+        assert self.loop.outcome is not None
+        return self.loop.outcome
+
+    # -- states ---------------------------------------------------------------------------------
+
+    def idle(self) -> Step:
+        started = Step(LoopEvent.START, f"run {self.recorder.run_id} in {self.settings.rootdir}")
+        return self.loop.resumed or started
+
+    def init(self) -> Step:
+        return Step(
+            LoopEvent.BASELINE,
+            f"baseline snapshot {self.workspace.baseline[:12]}; max_iter={self.settings.max_iter}, "
+            f"mode={self.settings.mode.value}",
+        )
+
+    def build_setup(self) -> Step:
+        return self._take(self.build.setup())
+
+    def build_run(self) -> Step:
+        return self._take(self.build.run(self.loop.current, self.loop.pre_patch_checkpoint))
+
+    def _take(self, verdict: Verdict) -> Step:
+        """Adopt what a step module decided: its error, must-fix items, diagnostics, note."""
+        if verdict.error is not None:
+            self.loop.error = verdict.error
+        if verdict.must_fix is not None:
+            self.loop.must_fix = verdict.must_fix
+        if verdict.diagnostics is not None:
+            self.loop.build_diagnostics = verdict.diagnostics
+        if verdict.note:
+            self.loop.current.notes.append(verdict.note)
+        return verdict.step
+
+    def test_setup(self) -> Step:
+        folder = self.recorder.round_path(self.loop.current.number)
+        selection = folder / "selection.txt"
+        if self.loop.env_rerun:
+            self.recorder.write_text(
+                selection.relative_to(self.recorder.path), "\n".join(self.loop.env_rerun) + "\n"
+            )
+            return Step(
+                LoopEvent.ENV_READY,
+                f"environment reset; rerunning {len(self.loop.env_rerun)} test(s)",
+            )
+        selection.unlink(missing_ok=True)
+        if self.loop.tester_due:
+            self.loop.tester_due = False
+            return self._plan_tests()
+        return Step(LoopEvent.ENV_READY, "child pytest prepared")
+
+    def _plan_tests(self) -> Step:
+        """Ask the tester for the applied patch's test plan (DESIGN.md §5, seed 004)."""
+        self.loop.previous_failed_commands, self.loop.failed_commands = (
+            self.loop.failed_commands,
+            frozenset(),
+        )
+        try:
+            plan, check = self._ask_tester()
+        except AnswerInvalid as exc:
+            # Not terminal (seed 004: iterate): the tests still run, only without the plan.
+            note = f"tester_schema_invalid: {'; '.join(exc.errors[:2])}"
+            self.loop.current.notes.append(note)
+            return Step(
+                LoopEvent.TESTER_SCHEMA_INVALID, f"{note}; the full suite runs without a plan"
+            )
+        except ProviderError as exc:
+            return self.loop.fail(provider_error("tester", exc), LoopEvent.TESTER_FAILED)
+        if check.only_blocked:
+            return self.loop.fail(all_blocked(check), LoopEvent.TESTER_COMMAND_BLOCKED)
+        folder = self.recorder.relative(self.recorder.round_path(self.loop.current.number))
+        path = self.recorder.write_json(f"{folder}/test-plan.json", plan.model_dump(mode="json"))
+        self.loop.tester_round = TesterRound(plan, path, check)
+        return Step(
+            LoopEvent.TEST_PLAN_READY,
+            f"tester: {len(plan.select)} test(s) to pre-check, {len(check.runnable)} command(s) "
+            f"to run, {len(check.blocked)} blocked",
+            (self.recorder.relative(path),),
+        )
+
+    def _ask_tester(self) -> tuple[TesterAnswer, CommandCheck]:
+        assert self.tester is not None
+        allowed = [shlex.join(prefix) for prefix in self.settings.allowed_commands]
+        request = self._request(
+            "tester", self.loop.current.patch, allowed_commands=allowed, constraints=[]
+        )
+        return ask_tester(
+            self.tester,
+            self.tester_schema,
+            request,
+            self.loop.latest_results(),
+            self.runner,
+            retry_blocked=self.settings.mode is ExecutionMode.AUTO,
+        )
+
+    def test_run(self) -> Step:
+        folder = self.recorder.round_path(self.loop.current.number)
+        tester = (
+            self.loop.tester_round
+            if self.loop.tester_round and not self.loop.tester_round.done
+            else None
+        )
+        notes: list[str] = []
+        if tester is not None and tester.plan.select:
+            notes.append(self.child.precheck(folder, tester.plan.select, self._run_child))
+            self.loop.current.notes.append(notes[-1])
+        picked = tester.plan.select if tester is not None else []
+        outcome = self.suite.iteration(folder, self.loop, picked, self._run_child)
+        result = outcome.result
+        notes += outcome.notes
+        self.loop.current.notes += outcome.notes
+        self.loop.flaky, self.loop.partial_results = outcome.flaky, outcome.carried
+        self.loop.test_run_result = ChildOutput(
+            outcome.attempt.results, outcome.attempt.log, result.returncode
+        )
+        if tester is not None:
+            tester.done = True
+            if not result.timed_out:
+                notes.append(self._run_tester_commands(folder, tester))
+        self.child.scrub(folder)
+        evidence = (self.recorder.relative(outcome.attempt.log),)
+        if result.timed_out:
+            bound = fsm.STATE_TIMEOUTS[State.TEST_RUN]
+            timeout = self.loop.timed_out(bound, self.clock.limit, "the child pytest was stopped")
+            return Step(timeout.event, timeout.reason, evidence)
+        return Step(
+            LoopEvent.TESTS_FINISHED,
+            "; ".join(
+                [f"child pytest exited {result.returncode} in {result.duration:.1f}s", *notes]
+            ),
+            evidence,
+        )
+
+    def _run_child(self, args: list[str], log: Path, results: Path | None = None) -> ProcessResult:
+        plan = self.loop.tester_round.path if self.loop.tester_round is not None else None
+        return self.child.run(
+            self.loop.current.number,
+            args,
+            log,
+            self.loop.review_path,
+            plan,
+            self.clock.remaining(),
+            results,
+        )
+
+    def _run_tester_commands(self, folder: Path, tester: TesterRound) -> str:
+        done = run_tester_commands(
+            folder,
+            tester,
+            self.runner,
+            self.workspace,
+            self.recorder,
+            self.abort,
+            self.settings.command_timeout,
+            self.build.protected_changed_since,
+            self.clock.remaining,
+        )
+        self.loop.failed_commands = frozenset(r.argv for r in done.failed)
+        self.loop.must_fix.extend(done.must_fix)
+        return done.note
+
+    def _request(self, role: str, patch: str = "", **extra: object) -> AgentRequest:
+        return agent_request(self.loop, self.settings, role, patch, **extra)
+
+    def code_analysis(self) -> Step:
+        before = self.workspace.expect_agent_edits(
+            f"before the coder's call in iteration {self.loop.current.number}"
+        )
+        try:
+            answer = self.coder.ask(self._request("coder"))
+        except ProviderError as exc:
+            return self.loop.fail(provider_error("coder", exc), LoopEvent.ANALYSIS_FAILED)
+        finally:
+            # A CLI coder's edits are a proposed patch like any other (DESIGN.md §5): nothing
+            # stays in the tree before the policy and the reviewer have passed it.
+            edits = self.workspace.take_agent_edits(before)
+        assert isinstance(answer, CoderAnswer)
+        reason = f"coder: {answer.summary[:120]} (confidence {answer.analysis.confidence:.2f})"
+        if edits and not answer.patch.strip():
+            answer = answer.model_copy(update={"patch": edits})
+            reason += "; its edits of the workspace are the proposed patch, undone until approved"
+        elif edits:
+            note = "the coder both edited the workspace and sent a patch: edits undone, patch used"
+            self.loop.current.notes.append(note)
+            reason += f"; {note}"
+        self.loop.coder_answer = answer
+        return Step(LoopEvent.ANALYSIS_READY, reason)
+
+    def patch_generation(self) -> Step:
+        assert self.loop.coder_answer is not None
+        paused = self.proposals.stop(len(self.gate.tried), self.loop, self._request)
+        if paused is not None:
+            return paused
+        verdict = self.gate.judge(
+            self.loop.coder_answer,
+            self.loop.current,
+            lambda patch: self._request("reviewer", patch),
+        )
+        if verdict.constraints is not None:
+            self.loop.constraints = verdict.constraints
+        if self.gate.review_path is not None:
+            self.loop.review_path = self.gate.review_path
+        return self._take(verdict)
+
+    def patch_apply(self) -> Step:
+        self.loop.pre_patch_checkpoint = self.workspace.checkpoint(
+            f"before iteration {self.loop.current.number}"
+        )
+        verdict = self.gate.apply(self.loop.current, self.loop.pre_patch_checkpoint)
+        if verdict.error is None:
+            self.loop.tester_due = self.tester is not None
+            self.loop.tester_round = None
+            self.loop.constraints = []
+        return self._take(verdict)
+
+    def error_recovery(self) -> Step:
+        error = self.loop.error
+        assert error is not None
+        used = self.loop.retries.get(error.type, 0)
+        decision = recovery.decide(error, used)
+        if decision.outcome is not None:
+            self.loop.outcome = decision.outcome
+            self.loop.final_reason = decision.reason
+        else:
+            self.loop.retries[error.type] = used + 1
+        return Step(decision.event, decision.reason)

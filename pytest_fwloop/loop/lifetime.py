@@ -1,0 +1,162 @@
+"""The run once its tree is safe: the controller built, run and ended (DESIGN.md §2, §10).
+
+From the controller's construction on, every exception is an internal error: outcome
+`internal_error`, exit status 3, the tree restored, the records written. `loop_main` imports this
+module only after the baseline's child may have started, so these imports overlap the tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import time
+from types import FrameType
+from typing import Any
+
+import pytest
+
+from pytest_fwloop.child.run import ChildRunner
+from pytest_fwloop.config.settings import LoopSettings
+from pytest_fwloop.core.fsm import State
+from pytest_fwloop.core.outcomes import Outcome, describe_crash, exit_status
+from pytest_fwloop.core.records import Event
+from pytest_fwloop.core.redaction import Redactor
+from pytest_fwloop.core.run_state import Invocation
+from pytest_fwloop.loop import run_context
+from pytest_fwloop.loop.continuation import Continued, StateKeeper
+from pytest_fwloop.loop.controller import Controller
+from pytest_fwloop.loop.finish import finalize, settle_crash
+from pytest_fwloop.loop.rundir import RunRecorder, utc_now
+from pytest_fwloop.loop.state import LoopState
+from pytest_fwloop.loop.terminal import PREFIX, Terminal
+from pytest_fwloop.procs import reaper
+from pytest_fwloop.workspace import Workspace
+
+
+def control(
+    config: pytest.Config,
+    settings: LoopSettings,
+    workspace: Workspace,
+    recorder: RunRecorder,
+    terminal: Terminal,
+    redact: Redactor,
+    continued: Continued | None,
+    child: ChildRunner,
+) -> int:
+    """Build the controller, run it, end the run; the exit status."""
+    # From here on every exception is an internal error (DESIGN.md §10): outcome
+    # internal_error, exit status 3, the tree restored, the records written, no traceback.
+    started = time.monotonic()
+    try:
+        context = run_context.gather(config, settings.rootdir, settings.randomly_seed)
+        controller = Controller(
+            config,
+            settings,
+            recorder,
+            workspace,
+            terminal,
+            child.abort,
+            redact,
+            loop=continued.loop if continued is not None else None,
+            child=child,
+        )
+        if continued is not None:
+            continued.prepare(controller)
+        keeper = StateKeeper(
+            recorder,
+            continued.state.invocation if continued is not None else _invocation(config),
+            settings.rootdir,
+            settings.max_iter,
+            workspace.baseline,
+            controller.calls.usage,
+            continued.state.revision if continued is not None else 0,
+        )
+        controller.on_move = keeper.save
+        keeper.save(controller.loop)
+        terminal.header(settings, recorder)
+    except Exception as exc:
+        return settle_crash(
+            workspace, recorder, terminal, redact, [exc], time.monotonic() - started
+        )
+    previous = _install_abort_handlers(controller)
+    crashes: list[Exception] = []
+    pointer = ""
+    try:
+        controller.run()
+    except Exception as exc:
+        crashes.append(exc)
+        pointer = _stop_on_internal_error(controller, exc)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    reaper.release()  # its sweep overlaps the records written below
+    try:
+        finalize(
+            controller.loop,
+            controller.calls,
+            settings=settings,
+            recorder=recorder,
+            workspace=workspace,
+            terminal=terminal,
+            redact=redact,
+            duration=time.monotonic() - started,
+            context=context,
+        )
+    except Exception as exc:
+        return settle_crash(
+            workspace, recorder, terminal, redact, [*crashes, exc], time.monotonic() - started
+        )
+    if crashes:
+        terminal.line(f"{PREFIX} internal error: {pointer}")
+    assert controller.loop.outcome is not None
+    _left(keeper, controller.loop)
+    return int(exit_status(controller.loop.outcome, advisory=settings.advisory))
+
+
+def _invocation(config: pytest.Config) -> Invocation:
+    params = config.invocation_params
+    return Invocation(args=[str(arg) for arg in params.args], dir=str(params.dir))
+
+
+def _left(keeper: StateKeeper, loop: LoopState) -> None:
+    """The state's last word: how the run ended and the tree it left (the fixed one on success,
+    else its baseline), which a continuation checks the operator has not changed since."""
+    kept = loop.kept()
+    if loop.outcome is Outcome.SUCCESS and kept:
+        keeper.left_tree = kept[-1].checkpoint
+    with contextlib.suppress(OSError):  # the records are written; a full disk loses only this
+        keeper.save(loop)
+
+
+def _stop_on_internal_error(controller: Controller, exc: Exception) -> str:
+    """End the run where an exception left it: outcome internal_error, the traceback in the run
+    directory and the move to FAILURE in the trace. Where the traceback is, for the terminal."""
+    from pytest_fwloop.loop.finish import INTERNAL_ERROR_FILE, record_internal_error
+
+    controller.loop.outcome = Outcome.INTERNAL_ERROR
+    controller.loop.final_reason = f"internal error: {describe_crash(exc)}"
+    pointer = record_internal_error(controller.recorder, [exc])
+    with contextlib.suppress(OSError):  # finalize will meet a failing disk too, and settle it
+        event = Event.note(
+            utc_now(),
+            "internal_error",
+            (controller.loop.state.value, State.FAILURE.value),
+            "internal_error",
+            controller.loop.final_reason,
+            controller.loop.current.number,
+            [INTERNAL_ERROR_FILE],
+        )
+        controller.recorder.append_event(event.to_json())
+    controller.loop.state = State.FAILURE
+    return pointer
+
+
+def _install_abort_handlers(controller: Controller) -> dict[int, Any]:
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        controller.abort_reason = signal.Signals(signum).name
+        controller.abort.set()
+
+    previous: dict[int, Any] = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        previous[sig] = signal.signal(sig, on_signal)
+    return previous

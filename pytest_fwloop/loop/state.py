@@ -1,0 +1,212 @@
+"""The loop's per-iteration record and the value each state handler returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pytest_fwloop.agents.errors import ProviderError
+from pytest_fwloop.core.agent_protocol import CoderAnswer, MustFix
+from pytest_fwloop.core.convergence import ConvergenceType
+from pytest_fwloop.core.fsm import ErrorType, LoopEvent, State, StateBound
+from pytest_fwloop.core.outcomes import Outcome
+from pytest_fwloop.core.records import Event
+from pytest_fwloop.core.recovery import ErrorState
+from pytest_fwloop.core.results import IterationResults
+from pytest_fwloop.loop.rundir import utc_now
+
+if TYPE_CHECKING:
+    from pytest_fwloop.child.files import Attempt
+    from pytest_fwloop.loop.steps.tester import TesterRound
+
+
+@dataclass
+class Iteration:
+    """One pass through the test run, and the patch that led to it."""
+
+    number: int
+    kind: str  # "baseline", "patch", "confirmation", or "rollback" (a patch undone)
+    patch: str = ""
+    patch_summary: str = ""
+    checkpoint: str = ""
+    results: IterationResults | None = None
+    coder_calls: int = 0
+    review_rounds: int = 0
+    convergence_type: str | None = None
+    reason: str = ""
+    score: float | None = None
+    states: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    #: Test executions in this iteration, reruns included (focus reruns leave most out).
+    executed: int = 0
+    #: The child run of the whole suite whose reports (JUnit XML, HTML) describe this
+    #: iteration's tree; None when the iteration ran only a focus.
+    full_run: Attempt | None = None
+
+    @property
+    def pass_count(self) -> int:
+        return self.results.pass_count if self.results else 0
+
+    @property
+    def total_count(self) -> int:
+        return self.results.total_count if self.results else 0
+
+
+@dataclass(frozen=True)
+class Step:
+    event: LoopEvent
+    reason: str
+    evidence: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a step module decided: the event, and what the loop must remember because of it.
+
+    `must_fix` None keeps the current must-fix list; a list replaces it. `diagnostics` None keeps
+    the build diagnostics sent to the coder.
+    """
+
+    step: Step
+    error: ErrorState | None = None
+    must_fix: list[MustFix] | None = None
+    diagnostics: str | None = None
+    constraints: list[str] | None = None
+    note: str = ""
+
+
+def failed(
+    error: ErrorState,
+    event: LoopEvent,
+    must_fix: list[MustFix] | None = None,
+    constraints: list[str] | None = None,
+) -> Verdict:
+    """The Verdict of a handler that hands `error` to ERROR_RECOVERY."""
+    return Verdict(
+        Step(event, f"{error.type.value}: {error.reason}"),
+        error=error,
+        must_fix=must_fix,
+        constraints=constraints,
+    )
+
+
+def provider_error(role: str, exc: ProviderError) -> ErrorState:
+    """A provider that failed for good: its kind is the outcome if recovery gives up."""
+    return ErrorState(
+        ErrorType.MODEL_FAILURE,
+        f"{role} provider {exc.provider}: {exc.message}",
+        LoopEvent.RECOVER_TO_ANALYSIS,
+        terminal_outcome=Outcome(exc.kind.value),
+    )
+
+
+@dataclass(frozen=True)
+class ChildOutput:
+    """Where the iteration's child pytest left its results and its log, and how it exited."""
+
+    results: Path
+    log: Path
+    returncode: int | None
+
+
+@dataclass
+class LoopState:
+    """Everything the loop remembers between states, typed, in one place (no handler keeps its
+    own copy): the state machine's position, the iterations, the error being recovered, what
+    the coder must be told next, and how the run ends."""
+
+    state: State = State.IDLE
+    run_id: str = ""
+    iterations: list[Iteration] = field(default_factory=lambda: [Iteration(1, "baseline")])
+    error: ErrorState | None = None
+    retries: dict[ErrorType, int] = field(default_factory=dict)
+    outcome: Outcome | None = None
+    final_reason: str = ""
+    convergence_type: ConvergenceType | None = None
+    # What the next coder request carries beyond the failures.
+    must_fix: list[MustFix] = field(default_factory=list)
+    constraints: list[str] = field(default_factory=list)
+    build_diagnostics: str = ""
+    coder_answer: CoderAnswer | None = None
+    #: The operator said yes to `coder_answer` (at the terminal or by `fwloop confirm`): it
+    #: goes to the strict gate without another proposal stop.
+    operator_approved: bool = False
+    #: What the operator said to the loop (follow-ups, confirm notes), for every agent request.
+    operator_messages: list[str] = field(default_factory=list)
+    #: A continued run's first move out of IDLE (continuation.restore), instead of `start`.
+    resumed: Step | None = None
+    # The snapshot a failing patch is rolled back to.
+    pre_patch_checkpoint: str = ""
+    # Environment reruns: the tests to run again, and the results they will be merged into.
+    env_rerun: list[str] = field(default_factory=list)
+    partial_results: IterationResults | None = None
+    strategy_switches: int = 0
+    test_run_result: ChildOutput | None = None
+    # The tests of this iteration that failed and then passed on a rerun: node id -> which.
+    flaky: dict[str, int] = field(default_factory=dict)
+    review_path: Path | None = None
+    tester_due: bool = False
+    tester_round: TesterRound | None = None
+    # argv of the tester commands that failed in this round and in the round before.
+    failed_commands: frozenset[tuple[str, ...]] = frozenset()
+    previous_failed_commands: frozenset[tuple[str, ...]] = frozenset()
+
+    @property
+    def current(self) -> Iteration:
+        return self.iterations[-1]
+
+    def attempts(self) -> list[tuple[int, IterationResults]]:
+        """(number, results) of every iteration whose tests ran, rolled-back ones included."""
+        return [(it.number, it.results) for it in self.iterations if it.results is not None]
+
+    def rolled_back(self) -> frozenset[int]:
+        return frozenset(it.number for it in self.iterations if it.kind == "rollback")
+
+    def kept(self) -> list[Iteration]:
+        """Every iteration whose tests ran on a tree the loop kept, baseline first: a
+        rolled-back patch's results describe a tree that is gone."""
+        return [it for it in self.iterations if it.results is not None and it.kind != "rollback"]
+
+    def measured(self) -> list[tuple[int, IterationResults]]:
+        """(number, results) of each of `kept()`."""
+        return [(it.number, it.results) for it in self.kept() if it.results is not None]
+
+    def latest_results(self) -> IterationResults | None:
+        """The results of the latest iteration whose tree the loop kept."""
+        measured = self.measured()
+        return measured[-1][1] if measured else None
+
+    def timed_out(self, bound: StateBound, limit: float, detail: str) -> Step:
+        """The state went over its timeout: resumed where the table says, else the run ends."""
+        reason = f"{self.state.value} exceeded fwloop_{bound.option}={limit:g}s: {detail}"
+        return self.fail(
+            ErrorState(
+                ErrorType.TIMEOUT,
+                reason,
+                bound.resume or LoopEvent.UNRECOVERABLE,
+                terminal_outcome=None if bound.resume else Outcome.FAILURE,
+            ),
+            LoopEvent.STATE_TIMEOUT,
+        )
+
+    def transition(self, source: State, target: State, step: Step) -> Event:
+        """The decision-trace line of a move; a move out of ERROR_RECOVERY names its retry."""
+        recovering = source is State.ERROR_RECOVERY and self.error is not None
+        return Event(
+            time=utc_now(),
+            kind="transition",
+            from_state=source.value,
+            to_state=target.value,
+            event=step.event.value,
+            reason=step.reason,
+            iteration=self.current.number,
+            evidence=list(step.evidence),
+            retry_count=self.retries.get(self.error.type, 0) if recovering and self.error else 0,
+            retry_reason=self.error.reason if recovering and self.error else None,
+        )
+
+    def fail(self, error: ErrorState, event: LoopEvent) -> Step:
+        """Hand `error` to ERROR_RECOVERY through `event`."""
+        self.error = error
+        return Step(event, f"{error.type.value}: {error.reason}")

@@ -1,0 +1,217 @@
+"""BUILD_SETUP and BUILD_RUN (DESIGN.md §3): the firmware rebuilt after each patch.
+
+A build broken by the coder's patch is rolled back and the compiler's diagnostics go to the coder
+as must-fix items. A patched Makefile or build script is source that runs, so the tree is checked
+after the build: a patch whose build changed protected paths (a planted `conftest.py`) is rolled
+back too (docs/security.md).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from pytest_fwloop.config.preflight import missing_build_program
+from pytest_fwloop.config.settings import LoopSettings
+from pytest_fwloop.core.agent_protocol import MustFix
+from pytest_fwloop.core.fsm import ErrorType, LoopEvent
+from pytest_fwloop.core.outcomes import Outcome
+from pytest_fwloop.core.policy import PatchPolicy, glob_match
+from pytest_fwloop.core.recovery import ErrorState
+from pytest_fwloop.loop.rundir import RunRecorder
+from pytest_fwloop.loop.state import Iteration, Step, Verdict
+from pytest_fwloop.procs.sandbox import bwrap_argv
+from pytest_fwloop.procs.supervision import run_logged
+from pytest_fwloop.workspace import Workspace
+
+#: Diagnostics kept from a failed build for the coder.
+BUILD_DIAGNOSTICS_BYTES = 6000
+
+
+class BuildStep:
+    """The build of one run; remembers which protected paths the baseline's own build writes."""
+
+    def __init__(
+        self,
+        settings: LoopSettings,
+        workspace: Workspace,
+        recorder: RunRecorder,
+        abort: threading.Event,
+    ) -> None:
+        self.settings = settings
+        self.workspace = workspace
+        self.recorder = recorder
+        self.abort = abort
+        # Protected paths the baseline's own build changes: build products, not tampering.
+        self.baseline_build_products: set[str] = set()
+
+    def setup(self) -> Verdict:
+        build = self.settings.build
+        if build is None:
+            return Verdict(Step(LoopEvent.NO_BUILD, "no build command configured"))
+        program = missing_build_program(build, self.settings.rootdir)
+        if program is not None:
+            return _failed(
+                ErrorState(
+                    ErrorType.BUILD_FAILURE,
+                    f"build tool '{program}' not found on PATH; install it or fix --fwloop-build",
+                    LoopEvent.RECOVER_TO_BUILD,
+                    terminal_outcome=Outcome.BUILD_FAILED,
+                ),
+                LoopEvent.TOOLCHAIN_MISSING,
+            )
+        name = "/bin/sh" if isinstance(build, str) else build[0]
+        return Verdict(Step(LoopEvent.BUILD_READY, f"build tool '{name}' found"))
+
+    def run(self, current: Iteration, pre_patch: str) -> Verdict:
+        """Run the build; a patch that breaks it, or whose build changes protected paths, is
+        rolled back to `pre_patch` and the coder gets the diagnostics."""
+        build = self.settings.build
+        assert build is not None
+        log = self.recorder.round_path(current.number, "build.log")
+        sandbox = self.settings.build_sandbox
+        try:
+            result = run_logged(
+                build if sandbox is None else bwrap_argv(sandbox, build, self.settings.rootdir),
+                cwd=self.settings.rootdir,
+                log_path=log,
+                timeout=self.settings.build_timeout,
+                abort=self.abort,
+                shell=sandbox is None and isinstance(build, str),
+            )
+        except OSError as exc:
+            return _failed(
+                ErrorState(
+                    ErrorType.BUILD_FAILURE,
+                    f"cannot start the build: {exc}",
+                    LoopEvent.RECOVER_TO_BUILD,
+                    terminal_outcome=Outcome.BUILD_FAILED,
+                ),
+                LoopEvent.BUILD_FAILED,
+            )
+        self.recorder.scrub(log)
+        evidence = (self.recorder.relative(log),)
+        if result.returncode == 0 and not result.timed_out:
+            tampered = self._protected_changed_by_build(current, pre_patch)
+            if tampered:
+                return self._reject_tampering_build(tampered, evidence, pre_patch)
+            return Verdict(
+                Step(LoopEvent.BUILD_OK, f"build exited 0 in {result.duration:.1f}s", evidence)
+            )
+        diagnostics = build_diagnostics(log.read_text(encoding="utf-8", errors="replace"))
+        if result.timed_out:
+            what = f"build exceeded fwloop_build_timeout={self.settings.build_timeout:g}s"
+            error_type, event = ErrorType.TIMEOUT, LoopEvent.STATE_TIMEOUT
+        else:
+            what = f"build exited {result.returncode}"
+            error_type, event = ErrorType.BUILD_FAILURE, LoopEvent.BUILD_FAILED
+        if current.kind == "patch" and pre_patch:
+            self.workspace.restore(pre_patch)
+            return Verdict(
+                Step(
+                    event,
+                    f"{what}; patch rolled back, diagnostics go to the coder",
+                    evidence,
+                ),
+                error=ErrorState(error_type, what, LoopEvent.RECOVER_TO_ANALYSIS),
+                must_fix=[
+                    MustFix(
+                        issue=f"the previous patch broke the build ({what}); fix these errors:\n"
+                        f"{diagnostics}"
+                    )
+                ],
+                diagnostics=diagnostics,
+                note=f"patch rolled back: {what}",
+            )
+        if result.timed_out:
+            return Verdict(
+                Step(event, f"{what} without a new patch; retrying the build", evidence),
+                error=ErrorState(error_type, what, LoopEvent.RECOVER_TO_BUILD),
+            )
+        # The tree as the user gave it does not build: no agent is asked to mend what it did
+        # not break, and a rebuild of the same tree would fail the same way.
+        first = first_error(diagnostics)
+        return Verdict(
+            Step(event, f"the tree does not build without any patch: {what}", evidence),
+            error=ErrorState(
+                error_type,
+                f"the tree does not build before any patch ({what}): {first}; see "
+                f"{self.recorder.relative(log)}",
+                LoopEvent.RECOVER_TO_BUILD,
+                terminal_outcome=Outcome.BUILD_FAILED,
+            ),
+        )
+
+    def _protected_changed_by_build(self, current: Iteration, pre_patch: str) -> list[str]:
+        """Protected paths the build changed. A patched Makefile or build script is source that
+        runs, and could rewrite the tests or their configuration; the patch policy never sees
+        that, so the tree is checked after the build (and after each tester command). Protected
+        paths the baseline's own build changes are its products, not tampering."""
+        if current.kind != "patch" or not pre_patch:
+            self.baseline_build_products = set(
+                protected_paths(
+                    self.workspace.shadow.changed_paths(self.workspace.baseline),
+                    self.settings.policy,
+                )
+            )
+            return []
+        return self.protected_changed_since(pre_patch)
+
+    def protected_changed_since(self, snapshot: str) -> list[str]:
+        """Protected paths that differ from `snapshot`, the baseline build's products aside."""
+        changed = self.workspace.shadow.changed_paths(snapshot)
+        return sorted(
+            set(protected_paths(changed, self.settings.policy)) - self.baseline_build_products
+        )
+
+    def _reject_tampering_build(
+        self, tampered: list[str], evidence: tuple[str, ...], pre_patch: str
+    ) -> Verdict:
+        """Undo the patch and whatever its build did to protected paths; the coder is told."""
+        shown = ", ".join(tampered[:5]) + (f" and {len(tampered) - 5} more" if tampered[5:] else "")
+        self.workspace.touched.update(tampered)
+        self.workspace.restore(pre_patch)
+        error = ErrorState(
+            ErrorType.POLICY_VIOLATION,
+            f"the build changed protected path(s) {shown}; patch rolled back",
+            LoopEvent.RECOVER_TO_ANALYSIS,
+        )
+        return Verdict(
+            Step(LoopEvent.BUILD_FAILED, error.reason, evidence),
+            error=error,
+            must_fix=[
+                MustFix(
+                    issue=f"the build of the previous patch changed protected files ({shown}); a "
+                    "build may not write tests, test configuration or CI files"
+                )
+            ],
+            note="patch rolled back: its build changed protected files",
+        )
+
+
+def _failed(error: ErrorState, event: LoopEvent) -> Verdict:
+    return Verdict(Step(event, f"{error.type.value}: {error.reason}"), error=error)
+
+
+def protected_paths(paths: list[str], policy: PatchPolicy) -> list[str]:
+    """The paths among `paths` that the policy's protected globs cover."""
+    return [path for path in paths if any(glob_match(path, glob) for glob in policy.protected)]
+
+
+#: What marks a line of a build log as an error.
+ERROR_MARKS = ("error", "Error", "undefined reference", "fatal")
+
+
+def first_error(diagnostics: str) -> str:
+    """The build's first error line, else its last line: the one line a person reads."""
+    lines = [line.strip() for line in diagnostics.splitlines() if line.strip()]
+    errors = [line for line in lines if any(mark in line for mark in ERROR_MARKS)]
+    return (errors or lines or ["no output"])[0][:300]
+
+
+def build_diagnostics(log: str) -> str:
+    """The compiler's errors first, then the log's tail, within a bound."""
+    lines = log.splitlines()
+    errors = [line for line in lines if any(mark in line for mark in ERROR_MARKS)]
+    head = "\n".join(errors)[: BUILD_DIAGNOSTICS_BYTES // 2]
+    tail = "\n".join(lines[-40:])[-(BUILD_DIAGNOSTICS_BYTES - len(head)) :]
+    return f"{head}\n--- end of build log ---\n{tail}" if head else tail

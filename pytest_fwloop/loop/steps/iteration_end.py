@@ -1,0 +1,392 @@
+"""RESULT_COLLECTION, RESULT_ANALYSIS and CONVERGENCE_CHECK (DESIGN.md §3, §4, §7).
+
+The child's records become the iteration's results (environment reruns and tester commands
+merged in); environment failures are retried without the coder, or, when the patch made the
+firmware stop booting, the patch is rolled back; then the convergence checker decides whether the
+loop goes on, is confirmed green, or stops, and a plateau is handled by the execution mode.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_fwloop.child.files import progress_path
+from pytest_fwloop.config.settings import LoopSettings
+from pytest_fwloop.core import recovery
+from pytest_fwloop.core.agent_protocol import MustFix
+from pytest_fwloop.core.convergence import ConvergenceChecker, ConvergenceType, PlateauAction
+from pytest_fwloop.core.flaky import with_flaky
+from pytest_fwloop.core.fsm import ErrorType, LoopEvent, State
+from pytest_fwloop.core.history import baseline_regressions, regressions_between
+from pytest_fwloop.core.outcomes import Outcome
+from pytest_fwloop.core.records import ConvergenceRecord, Event
+from pytest_fwloop.core.recovery import ErrorState
+from pytest_fwloop.core.results import (
+    IterationResults,
+    TestRecord,
+    collection_errors,
+    environment_lost,
+    error_line,
+    executed_in,
+    nodeids,
+    read_progress,
+    results_from_progress,
+)
+from pytest_fwloop.core.state_clock import StateClock
+from pytest_fwloop.knowledge.fixes import remember
+from pytest_fwloop.knowledge.store import KnowledgeBase
+from pytest_fwloop.loop.rundir import RunRecorder, utc_now
+from pytest_fwloop.loop.state import Iteration, LoopState, Step
+from pytest_fwloop.loop.terminal import Terminal
+from pytest_fwloop.reports.html import write_html_report
+from pytest_fwloop.workspace import Workspace
+
+_VERDICT_OUTCOMES = {
+    ConvergenceType.SUCCESS: Outcome.SUCCESS,
+    ConvergenceType.CONVERGED_WITH_IMPROVEMENT: Outcome.CONVERGED_WITH_IMPROVEMENT,
+    ConvergenceType.PLATEAUED: Outcome.PLATEAUED,
+    ConvergenceType.FAILURE: Outcome.FAILURE,
+    ConvergenceType.TIMEOUT: Outcome.MAX_ITERATIONS_REACHED,
+}
+
+
+class IterationEnd:
+    """The end of each iteration, over the run's shared `LoopState`."""
+
+    def __init__(
+        self,
+        loop: LoopState,
+        config: pytest.Config,
+        settings: LoopSettings,
+        workspace: Workspace,
+        recorder: RunRecorder,
+        terminal: Terminal,
+        clock: StateClock,
+    ) -> None:
+        self.loop = loop
+        self.config = config
+        self.settings = settings
+        self.workspace = workspace
+        self.recorder = recorder
+        self.terminal = terminal
+        self.clock = clock
+        self.checker = ConvergenceChecker(settings.criteria)
+
+    def collect(self) -> Step:
+        assert self.loop.test_run_result is not None
+        path, log, returncode = (
+            self.loop.test_run_result.results,
+            self.loop.test_run_result.log,
+            self.loop.test_run_result.returncode,
+        )
+        try:
+            results = IterationResults.read(path)
+        except (OSError, ValueError):
+            tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:]
+            died = f"exit {returncode}: {tail[-1] if tail else 'no output'}"
+            rebuilt = results_from_progress(read_progress(progress_path(path)), died)
+            if rebuilt is None:
+                return self._no_results(returncode, tail)
+            results = rebuilt
+            self.loop.current.notes.append(
+                f"the child pytest died before writing its results ({died}); they were "
+                "rebuilt from its progress stream"
+            )
+        return self._normalized(results, path)
+
+    def _no_results(self, returncode: int | None, tail: list[str]) -> Step:
+        return self.loop.fail(
+            ErrorState(
+                ErrorType.ARTIFACT_MISSING,
+                f"child pytest exited {returncode} without writing results "
+                f"({' | '.join(tail) or 'no output'})",
+                LoopEvent.RECOVER_TO_TEST_SETUP,
+            ),
+            LoopEvent.ARTIFACTS_MISSING,
+        )
+
+    def _normalized(self, results: IterationResults, path: Path) -> Step:
+        """The iteration's results: merged with what an environment rerun or the tester's
+        commands add, snapshotted with the tree they describe, and recorded."""
+        if self.loop.partial_results is not None:
+            results = self.loop.partial_results.merged(results)
+            self.loop.partial_results = None
+        results = with_flaky(results, self.loop.flaky, self.settings.flaky_policy)
+        self.loop.flaky = {}
+        if self.loop.tester_round is not None and self.loop.tester_round.records:
+            commands = IterationResults(
+                exitstatus=results.exitstatus, tests=self.loop.tester_round.records
+            )
+            results = results.merged(commands)
+            self.loop.tester_round.records = []
+        self.loop.current.results = results
+        self.loop.current.executed = executed_in(path.parent)
+        self.loop.current.checkpoint = self.workspace.checkpoint(
+            f"iteration {self.loop.current.number}"
+        )
+        self.loop.env_rerun = []
+        self.recorder.write_json(
+            f"{self.recorder.relative(self.recorder.round_path(self.loop.current.number))}/results.json",
+            results.model_dump(mode="json"),
+        )
+        counts = results.counts()
+        return Step(
+            LoopEvent.RESULTS_NORMALIZED,
+            ", ".join(f"{count} {name}" for name, count in counts.items() if count)
+            or "no tests ran",
+            (self.recorder.relative(path),),
+        )
+
+    def analyse(self) -> Step:
+        results = self.loop.current.results
+        assert results is not None
+        if not results.tests:
+            return self.loop.fail(
+                ErrorState(
+                    ErrorType.ARTIFACT_MISSING,
+                    f"the child pytest ran no tests (exit {results.exitstatus}); check the "
+                    "arguments and testpaths",
+                    LoopEvent.RECOVER_TO_TEST_SETUP,
+                    terminal_outcome=Outcome.FAILURE,
+                ),
+                LoopEvent.ENVIRONMENT_FAILED,
+            )
+        broken = collection_errors(results)
+        if broken and self.loop.current.kind == "baseline":
+            return self.loop.fail(
+                ErrorState(
+                    ErrorType.COLLECTION_ERROR,
+                    f"{len(broken)} file(s) of the suite do not collect, so no agent is asked: "
+                    + "; ".join(f"{t.nodeid}: {error_line(t.longrepr)}" for t in broken[:3]),
+                    LoopEvent.RECOVER_TO_ANALYSIS,
+                ),
+                LoopEvent.COLLECTION_FAILED,
+            )
+        env_failed = results.environment_failures()
+        if env_failed:
+            self.loop.partial_results = results
+            self.loop.env_rerun = nodeids(env_failed)
+            first = env_failed[0].env_failure
+            retries_left = (
+                self.loop.retries.get(ErrorType.TEST_ENV_FAILURE, 0)
+                < recovery.RULES[ErrorType.TEST_ENV_FAILURE].max_retries
+            )
+            if not retries_left and self._patch_broke_environment(env_failed):
+                self.loop.partial_results = None
+                self.loop.env_rerun = []
+                self.workspace.restore(self.loop.pre_patch_checkpoint)
+                self.loop.must_fix = [
+                    MustFix(
+                        issue="the firmware no longer boots after the previous patch: the "
+                        f"environment check passed before it and fails after it ({first})"
+                    )
+                ]
+                self.loop.current.notes.append("patch rolled back: the firmware no longer boots")
+                return self.loop.fail(
+                    ErrorState(
+                        ErrorType.FIRMWARE_NO_BOOT,
+                        f"{len(env_failed)} test(s) lost their environment after the patch "
+                        f"({first}); patch rolled back",
+                        LoopEvent.RECOVER_TO_ANALYSIS,
+                    ),
+                    LoopEvent.FIRMWARE_NO_BOOT,
+                )
+            return self.loop.fail(
+                ErrorState(
+                    ErrorType.TEST_ENV_FAILURE,
+                    f"{len(env_failed)} test(s) failed on the environment ({first})",
+                    LoopEvent.RECOVER_TO_TEST_SETUP,
+                ),
+                LoopEvent.ENVIRONMENT_FAILED,
+            )
+        self.loop.partial_results = None
+        repeated = sorted(self.loop.failed_commands & self.loop.previous_failed_commands)
+        if repeated:
+            return self.loop.fail(
+                ErrorState(
+                    ErrorType.TEST_COMMAND_FAILURE,
+                    f"the tester's command {', '.join(f'`{shlex.join(a)}`' for a in repeated)} "
+                    "failed in two consecutive rounds",
+                    LoopEvent.RECOVER_TO_ANALYSIS,
+                ),
+                LoopEvent.REPEATED_TEST_FAILURE,
+            )
+        return Step(
+            LoopEvent.DECISION_PRODUCED,
+            f"pass_count={results.pass_count} total_count={results.total_count}",
+        )
+
+    def _patch_broke_environment(self, env_failed: list[TestRecord]) -> bool:
+        if self.loop.current.kind != "patch" or len(self.loop.iterations) < 2:
+            return False
+        return environment_lost(env_failed, self.loop.iterations[-2].results)
+
+    def check(self) -> Step:
+        iteration = self.loop.current
+        self._roll_back_a_regressing_patch()
+        self._remember_a_fix()
+        # A rolled-back attempt still counts as what it measured: the rules judge the attempts
+        # (a coder whose patches keep making things worse plateaus), not the tree that stands.
+        self.checker.add_iteration_result(iteration.pass_count, iteration.total_count)
+        _, verdict, reason = self.checker.check_convergence(
+            iteration.number, self.settings.max_iter
+        )
+        lost = baseline_regressions(self.loop.measured())
+        if verdict is ConvergenceType.SUCCESS and lost:
+            # DESIGN.md §13: whatever the target, no test that passed at the baseline may fail.
+            verdict = None
+            reason += (
+                f"; SUCCESS withheld: {len(lost)} test(s) that passed at the baseline fail now "
+                f"({', '.join(lost[:3])})"
+            )
+        iteration.convergence_type = verdict.value if verdict else None
+        iteration.reason = reason
+        iteration.score = round(self.checker.score(), 4)
+        record = ConvergenceRecord(
+            iteration=iteration.number,
+            pass_counts=self.checker.pass_counts,
+            total_counts=self.checker.total_counts,
+            convergence_type=iteration.convergence_type,
+            reason=reason,
+            score=iteration.score,
+            criteria=self.settings.criteria.to_dict(),
+            max_iter=self.settings.max_iter,
+        )
+        self.recorder.write_json(
+            f"{self.recorder.relative(self.recorder.round_path(iteration.number))}/"
+            "convergence.json",
+            record.model_dump(mode="json"),
+        )
+        unwritten = write_html_report(
+            self.recorder,
+            self.loop,
+            self.settings.criteria.target_pass_rate,
+            "running",
+            f"after iteration {iteration.number}: {reason}",
+        )
+        iteration.notes += [unwritten] if unwritten else []
+        self.config.hook.pytest_fwloop_iteration_done(
+            config=self.config,
+            iteration=iteration.number,
+            results=iteration.results,
+            verdict=iteration.convergence_type,
+            reason=reason,
+        )
+        if verdict is None:
+            return self._next_iteration(reason)
+        self.loop.convergence_type = verdict
+        self.loop.final_reason = reason
+        if verdict is ConvergenceType.PLATEAUED:
+            return self._plateau(reason)
+        self.loop.outcome = _VERDICT_OUTCOMES[verdict]
+        if verdict is ConvergenceType.SUCCESS:
+            return Step(LoopEvent.CONVERGED, reason)
+        return Step(LoopEvent.STOP, reason)
+
+    def _remember_a_fix(self) -> None:
+        """A kept patch that raised the pass count goes to the knowledge base (DESIGN.md §12)."""
+        measured = self.loop.measured()
+        if self.loop.current.kind != "patch" or len(measured) < 2 or not self.settings.knowledge:
+            return
+        answer = self.loop.coder_answer
+        note = remember(
+            KnowledgeBase(self.settings.knowledge),
+            self.recorder.run_id,
+            measured[-2][1],
+            self.loop.current,
+            answer.analysis.root_cause if answer is not None else "",
+            self.recorder.redact,
+            str(self.settings.rootdir),
+        )
+        if note:
+            self.loop.current.notes.append(note)
+
+    def _roll_back_a_regressing_patch(self) -> None:
+        """DESIGN.md §13: a patch that breaks tests that passed before it without raising the
+        pass count is undone, and the coder is told which and why."""
+        current = self.loop.current
+        measured = self.loop.measured()  # the kept trees, this iteration's last
+        if current.kind != "patch" or len(measured) < 2 or current.results is None:
+            return
+        before = measured[-2][1]
+        # Only what ran before the patch convicts it: a test the focus left out may have been
+        # broken by an earlier patch (focus.py says how such a regression is traced).
+        broken = regressions_between(before, current.results, ran_only=True)
+        if not broken or current.pass_count > before.pass_count:
+            return
+        self.workspace.restore(self.loop.pre_patch_checkpoint)
+        current.kind = "rollback"
+        why = (
+            f"the patch broke {len(broken)} test(s) that passed before it "
+            f"({', '.join(broken[:3])}) and raised the pass count no higher "
+            f"({before.pass_count} -> {current.pass_count})"
+        )
+        current.notes.append(f"patch rolled back: {why}")
+        self.loop.must_fix = [
+            MustFix(issue=f"{why}; it was rolled back: fix the failures without breaking them")
+        ]
+        self.recorder.append_event(
+            Event.note(
+                utc_now(),
+                "rollback",
+                (State.CONVERGENCE_CHECK.value, State.CONVERGENCE_CHECK.value),
+                "rollback",
+                why,
+                current.number,
+            ).to_json()
+        )
+
+    def _next_iteration(self, reason: str) -> Step:
+        # The tree that stands: after a rollback, the previous iteration's.
+        standing = self.loop.latest_results()
+        green = (
+            standing is not None
+            and standing.total_count > 0
+            and standing.pass_count / standing.total_count
+            >= self.settings.criteria.target_pass_rate
+            and not baseline_regressions(self.loop.measured())
+        )
+        if reason.startswith("slow improvement"):
+            self.loop.constraints = [
+                "progress has slowed: prefer a different hypothesis over another variation"
+            ]
+        self.loop.retries = {}
+        self.loop.error = None
+        self.loop.tester_round = None
+        self.loop.coder_answer = None  # spent: state.json must not offer it as pending
+        self.loop.iterations.append(
+            Iteration(self.loop.current.number + 1, "confirmation" if green else "patch")
+        )
+        if green:
+            return Step(LoopEvent.CONFIRM, f"{reason}; green once, confirming with no new patch")
+        return Step(LoopEvent.CONTINUE, reason)
+
+    def _plateau(self, reason: str) -> Step:
+        rate = self.loop.current.pass_count / max(self.loop.current.total_count, 1)
+        action, why = self.settings.plateau.handle_plateau(rate, self.loop.strategy_switches)
+        full = f"{reason}; {why}"
+        if action is PlateauAction.STRATEGY_SWITCH:
+            self.loop.strategy_switches += 1
+            self.loop.constraints = [
+                f"the last iterations plateaued ({reason}); abandon the current approach and "
+                "try a different root-cause hypothesis"
+            ]
+            self.loop.convergence_type = None
+            return self._next_iteration(f"{full} (switch {self.loop.strategy_switches})")
+        if action is PlateauAction.HUMAN_REVIEW:
+            with self.clock.paused():
+                question = f"{full}. Continue iterating? [y/N] "
+                go_on = sys.stdin.isatty() and self.terminal.ask(question)
+            if go_on:
+                self.loop.convergence_type = None
+                return self._next_iteration(f"{full}; the operator chose to continue")
+            self.loop.outcome = Outcome.AWAITING_OPERATOR_CONFIRM
+            self.loop.final_reason = f"{full}; waiting for the operator"
+            return Step(LoopEvent.AWAIT_OPERATOR, self.loop.final_reason)
+        self.loop.outcome = Outcome.PLATEAUED
+        self.loop.final_reason = full
+        return Step(LoopEvent.STOP, full)

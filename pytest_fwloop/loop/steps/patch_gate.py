@@ -1,0 +1,154 @@
+"""PATCH_GENERATION's gate and PATCH_APPLY (DESIGN.md §3, §6): no unchecked patch is applied.
+
+The order is fixed and decided in `gate_rules` (pure); `PatchGate` gathers the facts (the
+policy judged on the patch's headers and on what git would write, `git apply --check`, the
+reviewer's answer) and records what each refusal leaves behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_fwloop.agents.errors import AnswerInvalid, ProviderError
+from pytest_fwloop.agents.role import RoleAgent
+from pytest_fwloop.config.settings import LoopSettings
+from pytest_fwloop.core.agent_protocol import AgentRequest, CoderAnswer, ReviewerAnswer
+from pytest_fwloop.core.fsm import ErrorType, LoopEvent
+from pytest_fwloop.core.gate_rules import Refusal, apply_failure, first_refusal, review_refusal
+from pytest_fwloop.core.outcomes import Outcome
+from pytest_fwloop.core.policy import parse_patch
+from pytest_fwloop.core.recovery import ErrorState
+from pytest_fwloop.core.repeats import find_repeat
+from pytest_fwloop.loop.rundir import RunRecorder
+from pytest_fwloop.loop.state import Iteration, Step, Verdict, failed, provider_error
+from pytest_fwloop.workspace import PatchApplyError, Workspace
+
+
+@dataclass
+class PatchGate:
+    """The gate of one run; remembers every applied patch to tell repeats."""
+
+    settings: LoopSettings
+    workspace: Workspace
+    recorder: RunRecorder
+    reviewer: RoleAgent
+    # (iteration, patch) of every patch applied, for stuck detection; told at most once.
+    tried: list[tuple[int, str]] = field(default_factory=list)
+    repeat_told: bool = False
+    review_path: Path | None = None
+
+    def judge(
+        self,
+        answer: CoderAnswer,
+        current: Iteration,
+        reviewer_request: Callable[[str], AgentRequest],
+    ) -> Verdict:
+        patch = answer.patch
+        repeat = find_repeat(patch, self.tried) if patch.strip() else None
+        refusal = first_refusal(
+            patch,
+            repeat,
+            self.repeat_told,
+            lambda: self.workspace.check_patch(patch, self.settings.policy),
+            lambda: self.workspace.check_apply(patch),
+            answer,
+        )
+        if refusal is None:
+            try:
+                review = self.reviewer.ask(reviewer_request(patch))
+            except AnswerInvalid as exc:
+                return failed(
+                    ErrorState(
+                        ErrorType.MODEL_FAILURE,
+                        f"reviewer answer failed the schema twice ({'; '.join(exc.errors[:2])})",
+                        LoopEvent.RECOVER_TO_ANALYSIS,
+                        terminal_outcome=Outcome.REVIEW_SCHEMA_INVALID,
+                    ),
+                    LoopEvent.PATCH_REJECTED,
+                )
+            except ProviderError as exc:
+                return failed(provider_error("reviewer", exc), LoopEvent.PATCH_REJECTED)
+            assert isinstance(review, ReviewerAnswer)
+            if review.decision == "changes_requested":
+                current.review_rounds += 1
+            refusal = review_refusal(
+                review,
+                current.review_rounds,
+                self.settings.review_rounds,
+                self.settings.max_risk,
+                current.number,
+            )
+            if refusal is None:
+                return self._approve(answer, current, review)
+        return self._refuse(refusal, patch, current, repeat is not None)
+
+    def apply(self, current: Iteration, before: str) -> Verdict:
+        """Apply the approved patch to the tree snapshotted as `before`; the coder's must-fix
+        items and diagnostics are spent."""
+        try:
+            touched = self.workspace.apply(current.patch, before)
+        except PatchApplyError as exc:
+            error, must_fix = apply_failure(str(exc))
+            return failed(error, LoopEvent.APPLY_FAILED, must_fix=must_fix)
+        self.tried.append((current.number, current.patch))
+        folder = self.recorder.relative(self.recorder.round_path(current.number))
+        path = self.recorder.write_patch(f"{folder}/patch.diff", current.patch)
+        return Verdict(
+            Step(
+                LoopEvent.PATCH_APPLIED,
+                f"applied to {len(touched)} file(s): {', '.join(touched[:5])}",
+                (self.recorder.relative(path),),
+            ),
+            must_fix=[],
+            diagnostics="",
+        )
+
+    def _approve(self, answer: CoderAnswer, current: Iteration, review: ReviewerAnswer) -> Verdict:
+        current.patch = answer.patch
+        folder = self.recorder.relative(self.recorder.round_path(current.number))
+        self.review_path = self.recorder.write_json(
+            f"{folder}/review.json", review.model_dump(mode="json")
+        )
+        files = sorted({c.new_path or c.old_path or "" for c in parse_patch(answer.patch)})
+        current.patch_summary = f"{answer.summary[:200]} [{', '.join(files)}]"
+        return Verdict(
+            Step(
+                LoopEvent.PATCH_APPROVED,
+                f"policy passed; reviewer approved (risk {review.risk:.2f} <= "
+                f"{self.settings.max_risk:.2f})",
+            )
+        )
+
+    def _refuse(self, refusal: Refusal, patch: str, current: Iteration, repeat: bool) -> Verdict:
+        if refusal.recorded_as is not None:
+            round_path = self.recorder.round_path(current.number)
+            count = len(list(round_path.glob("rejected-*.diff")))
+            self.recorder.write_patch(
+                f"{self.recorder.relative(round_path)}/rejected-{count + 1}-"
+                f"{refusal.recorded_as}.diff",
+                patch,
+            )
+        if repeat:
+            self.repeat_told = True
+        constraints = None
+        if refusal.recorded_as == "policy":
+            policy = self.settings.policy
+            constraints = [
+                "touch only firmware source files inside the workspace; tests, test "
+                "configuration, CI files, binaries, symlinks and file modes are off limits",
+                f"keep the patch under {policy.max_files} files and "
+                f"{policy.max_changed_lines} changed lines",
+            ]
+        if refusal.error is None:
+            return Verdict(
+                Step(refusal.event, refusal.reason),
+                must_fix=refusal.must_fix,
+            )
+        return failed(
+            refusal.error,
+            refusal.event,
+            must_fix=refusal.must_fix or None,
+            constraints=constraints,
+        )

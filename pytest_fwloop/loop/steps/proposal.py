@@ -1,0 +1,156 @@
+"""Proposal mode (DESIGN.md §11; seeds 000/003/004): the operator sees a patch before it is applied.
+
+With `--fwloop-propose=first|every`, the coder's patch is not taken to the strict gate at once:
+the patch policy gives its word, the reviewer and the tester comment on it in plain text (the
+roundtable; strict JSON stays for the gate that applies it), and the run stops with
+`awaiting_operator_confirm`, the tree untouched, `proposal.patch` and `proposal.md` in its run
+directory. In interactive mode on a terminal the operator answers at once instead: `y` sends the
+patch on through the strict gate, `n` cancels, any other text goes back to the coder.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from pytest_fwloop.agents.errors import ProviderError
+from pytest_fwloop.agents.role import RoleAgent
+from pytest_fwloop.config.settings import LoopSettings
+from pytest_fwloop.core.agent_protocol import AgentRequest, CoderAnswer, MustFix
+from pytest_fwloop.core.convergence import ExecutionMode
+from pytest_fwloop.core.fsm import LoopEvent
+from pytest_fwloop.core.gate_rules import first_refusal
+from pytest_fwloop.core.outcomes import Outcome
+from pytest_fwloop.loop.rundir import RunRecorder
+from pytest_fwloop.loop.state import LoopState, Step
+from pytest_fwloop.loop.terminal import Terminal
+from pytest_fwloop.workspace import Workspace
+
+
+class ProposalDesk:
+    """Stops a patch before the gate for the operator, as `fwloop_propose` asks."""
+
+    def __init__(
+        self,
+        settings: LoopSettings,
+        workspace: Workspace,
+        recorder: RunRecorder,
+        terminal: Terminal,
+        reviewer: RoleAgent,
+        tester: RoleAgent | None,
+    ) -> None:
+        self.settings = settings
+        self.workspace = workspace
+        self.recorder = recorder
+        self.terminal = terminal
+        # The roundtable: who comments on a proposal before the operator reads it.
+        self.commenters = {"reviewer": reviewer, **({"tester": tester} if tester else {})}
+        self.confirmed = 0  # proposals the operator said yes to, in this process
+
+    def due(self, applied: int) -> bool:
+        """Whether the next patch stops here: `every` patch, or the `first` one of the run."""
+        if self.settings.propose == "every":
+            return True
+        return self.settings.propose == "first" and applied == 0 and self.confirmed == 0
+
+    def stop(
+        self, applied: int, loop: LoopState, request: Callable[[str, str], AgentRequest]
+    ) -> Step | None:
+        """When a proposal is due for the coder's answer: write it and stop, or (interactive) act
+        on the operator's reply. None sends the patch on to the strict gate."""
+        answer = loop.coder_answer
+        assert answer is not None
+        if loop.operator_approved:
+            loop.operator_approved = False  # this answer only; the next patch may stop again
+            return None
+        if not self.due(applied) or not answer.patch.strip():
+            return None  # no patch to show: the gate refuses it and the coder is asked again
+        policy = self._policy_word(answer)
+        comments = {
+            role: self._comment(role, agent, answer, request)
+            for role, agent in self.commenters.items()
+        }
+        number = loop.current.number
+        patch = self.recorder.write_patch("proposal.patch", answer.patch)
+        text = _proposal_text(self.recorder.run_id, number, answer, policy, comments)
+        notes = self.recorder.write_text("proposal.md", text)
+        evidence = (self.recorder.relative(patch), self.recorder.relative(notes))
+        if self.settings.mode is ExecutionMode.INTERACTIVE and sys.stdin.isatty():
+            self.terminal.proposal(text)
+            reply = self.terminal.answer(
+                "Apply this patch? [y = apply / n = stop / text = ask the coder for another] "
+            )
+            if reply.lower() in ("y", "yes"):
+                self.confirmed += 1
+                loop.current.notes.append("the operator approved the proposal")
+                return None
+            if reply.lower() in ("", "n", "no"):
+                loop.outcome = Outcome.CANCELED
+                loop.final_reason = "the operator declined the proposal"
+                return Step(LoopEvent.ABORT, loop.final_reason, evidence)
+            loop.must_fix = [MustFix(issue=f"the operator's follow-up on your proposal: {reply}")]
+            return Step(LoopEvent.OPERATOR_FOLLOWUP, f"operator: {reply[:120]}", evidence)
+        loop.outcome = Outcome.AWAITING_OPERATOR_CONFIRM
+        loop.final_reason = (
+            f"proposal mode ({self.settings.propose}): the patch of iteration {number} waits for "
+            f"the operator ({policy}); read proposal.md, then `fwloop confirm "
+            f"{self.recorder.run_id}` or `fwloop followup {self.recorder.run_id} TEXT`"
+        )
+        return Step(LoopEvent.AWAIT_OPERATOR, loop.final_reason, evidence)
+
+    def _policy_word(self, answer: CoderAnswer) -> str:
+        refusal = first_refusal(
+            answer.patch,
+            None,
+            False,
+            lambda: self.workspace.check_patch(answer.patch, self.settings.policy),
+            lambda: self.workspace.check_apply(answer.patch),
+            answer,
+        )
+        if refusal is None:
+            return "the patch policy passes it and it applies"
+        reason = refusal.error.reason if refusal.error is not None else refusal.reason
+        return f"the patch gate would refuse it: {reason}"
+
+    @staticmethod
+    def _comment(
+        role: str,
+        agent: RoleAgent,
+        answer: CoderAnswer,
+        request: Callable[[str, str], AgentRequest],
+    ) -> str:
+        try:
+            return agent.comment(request(role, answer.patch))
+        except ProviderError as exc:
+            return f"(no comment: {exc.kind.value}: {exc.message})"
+
+
+def _proposal_text(
+    run_id: str, number: int, answer: CoderAnswer, policy: str, comments: dict[str, str]
+) -> str:
+    lines = [
+        f"# Proposal for iteration {number}",
+        "",
+        f"**Summary:** {answer.summary}",
+        "",
+        f"**Root cause (coder):** {answer.analysis.root_cause}",
+        f"**Confidence:** {answer.analysis.confidence:.2f}",
+        "",
+        f"**Patch policy:** {policy}",
+        "",
+    ]
+    for role, comment in comments.items():
+        lines += [f"## The {role}'s comment", "", comment, ""]
+    lines += [
+        "## The patch",
+        "",
+        "```diff",
+        answer.patch.rstrip("\n"),
+        "```",
+        "",
+        f"To go on: `fwloop confirm {run_id}` applies it through the strict gate and continues "
+        f"the run; `fwloop followup {run_id} TEXT` asks the coder for a revised proposal "
+        "(docs/operator.md).",
+        "",
+    ]
+    return "\n".join(lines)

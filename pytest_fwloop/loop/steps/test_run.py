@@ -1,0 +1,153 @@
+"""TEST_RUN's child runs for one iteration: the focus, the regression gate, flaky reruns.
+
+What to run is decided by `focus.plan_iteration`; this module starts the runs it asks for and
+says which results file the iteration is judged by, and which records stand in for the tests
+that were not run (DESIGN.md §13).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_fwloop.child.files import Attempt, next_attempt
+from pytest_fwloop.child.run import ChildRunner
+from pytest_fwloop.config.settings import LoopSettings
+from pytest_fwloop.core.flaky import with_flaky
+from pytest_fwloop.core.focus import WHOLE_SUITE, FocusPlan, gate_due, plan_iteration
+from pytest_fwloop.core.results import IterationResults
+from pytest_fwloop.loop.rundir import RunRecorder
+from pytest_fwloop.loop.state import LoopState
+from pytest_fwloop.procs.supervision import ProcessResult
+
+#: Starts one child pytest: (extra arguments, log path, results path for live progress).
+RunChild = Callable[[list[str], Path, Path | None], ProcessResult]
+
+
+@dataclass
+class SuiteOutcome:
+    """The run the iteration is judged by, with what completes it."""
+
+    attempt: Attempt
+    result: ProcessResult
+    #: Records of the tests this iteration did not run (their last full-run outcome).
+    carried: IterationResults | None = None
+    #: Tests that failed and passed on a rerun: node id -> which rerun.
+    flaky: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+class SuiteRun:
+    """Runs what an iteration's focus plan asks for."""
+
+    def __init__(self, settings: LoopSettings, recorder: RunRecorder, child: ChildRunner) -> None:
+        self.settings = settings
+        self.recorder = recorder
+        self.child = child
+
+    def iteration(
+        self, folder: Path, loop: LoopState, picked: list[str], run: RunChild
+    ) -> SuiteOutcome:
+        """The environment's rerun when one is due, else what the focus plan asks for."""
+        if loop.env_rerun:
+            outcome = self._attempt(folder, folder / "selection.txt", None, run, flaky_reruns=False)
+            outcome.carried = loop.partial_results  # the reset is the retry: no flaky reruns
+            return outcome
+        kind, standing = loop.current.kind, loop.latest_results()
+        plan = (
+            plan_iteration(kind, standing, loop.attempts(), picked)
+            if self.settings.focus
+            else WHOLE_SUITE
+        )
+        outcome = self.run(folder, plan, standing, run, gate=kind == "patch")
+        if outcome.carried is None and plan.select != []:
+            loop.current.full_run = outcome.attempt
+        return outcome
+
+    def run(
+        self,
+        folder: Path,
+        plan: FocusPlan,
+        previous: IterationResults | None,
+        run: RunChild,
+        gate: bool,
+    ) -> SuiteOutcome:
+        """Run the plan; with `gate`, a focus that could end the loop green is followed by the
+        whole suite, whose results are then the iteration's."""
+        if plan.select is None:
+            return self._attempt(folder, None, previous, run)
+        if not plan.select:
+            return self._nothing_to_rerun(folder, plan)
+        selection = self.recorder.write_text(
+            f"{self.recorder.relative(folder)}/focus-select.txt", "\n".join(plan.select) + "\n"
+        )
+        focused = self._attempt(folder, selection, previous, run)
+        focused.carried = plan.carried
+        note = f"focus on {plan.why}"
+        if focused.result.timed_out:
+            return focused
+        try:
+            raw = IterationResults.read(focused.attempt.results)
+        except (OSError, ValueError):
+            return focused  # RESULT_COLLECTION reports what the child left
+        ran = with_flaky(raw, focused.flaky, self.settings.flaky_policy)
+        note += f": {ran.pass_count}/{ran.total_count} passed"
+        assert plan.carried is not None
+        gone = set(plan.select) - {t.nodeid for t in raw.tests}
+        if gone:
+            # Selected but no longer collected (a patch renamed or removed them): their old
+            # records must not stand in for tests that do not exist.
+            kept = [t for t in plan.carried.tests if t.nodeid not in gone]
+            focused.carried = plan.carried.model_copy(update={"tests": kept})
+            note += f"; {len(gone)} focused test(s) no longer collected"
+        assert focused.carried is not None
+        estimate = focused.carried.merged(ran)
+        if not gate or not gate_due(ran, estimate, self.settings.criteria.target_pass_rate):
+            focused.notes.insert(0, f"{note}; the other tests carry their last full-run outcome")
+            return focused
+        full = self._attempt(folder, None, previous, run)
+        full.notes[:0] = [f"{note}; the whole suite ran as the regression gate", *focused.notes]
+        return full
+
+    def _attempt(
+        self,
+        folder: Path,
+        selection: Path | None,
+        previous: IterationResults | None,
+        run: RunChild,
+        flaky_reruns: bool = True,
+    ) -> SuiteOutcome:
+        head = self.child.head_attempt(folder) if selection is None else None
+        attempt = head or next_attempt(folder)
+        args = self.child.attempt_args(folder, attempt, selection)
+        result = run(args, attempt.log, attempt.results)
+        outcome = SuiteOutcome(attempt, result)
+        if flaky_reruns and not result.timed_out:
+            outcome.flaky, note = self.child.rerun_failures(
+                folder, attempt, previous, lambda a, log: run(a, log, None)
+            )
+            outcome.notes += [note] if note else []
+        outcome.notes += self.child.take_notes()
+        return outcome
+
+    def _nothing_to_rerun(self, folder: Path, plan: FocusPlan) -> SuiteOutcome:
+        """A confirmation with no test that ever failed: the gate (or the baseline) that made
+        the loop green ran every test on this very tree, so its records stand and no child
+        starts."""
+        assert plan.carried is not None
+        attempt = next_attempt(folder)
+        self.recorder.write_json(
+            self.recorder.relative(attempt.results), plan.carried.model_dump(mode="json")
+        )
+        self.recorder.write_text(
+            self.recorder.relative(attempt.log),
+            "no child pytest ran: no test failed or was flaky at any iteration, so the last "
+            "full run's records stand (each marked carried)\n",
+        )
+        result = ProcessResult(returncode=0, timed_out=False, aborted=False, duration=0.0)
+        return SuiteOutcome(
+            attempt,
+            result,
+            notes=[f"confirmation: {len(plan.carried.tests)} result(s) carried, none rerun"],
+        )

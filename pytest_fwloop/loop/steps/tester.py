@@ -1,0 +1,193 @@
+"""The tester's round (DESIGN.md §5, seed 004): its plan, and its commands through the allowlist.
+
+A plan's `select` may only name node ids the latest run collected; its commands run only when
+the allowlist admits them, each as a `tester::<argv>` record of the iteration, so a failing one
+keeps the suite from counting as green and its output goes to the coder as a must-fix item.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_fwloop.agents.role import RoleAgent
+from pytest_fwloop.core.agent_protocol import AgentRequest, MustFix, TesterAnswer
+from pytest_fwloop.core.fsm import ErrorType, LoopEvent
+from pytest_fwloop.core.outcomes import Outcome
+from pytest_fwloop.core.records import CommandEntry, CommandsRecord
+from pytest_fwloop.core.recovery import ErrorState
+from pytest_fwloop.core.results import IterationResults, TestRecord, nodeids
+from pytest_fwloop.loop.rundir import RunRecorder
+from pytest_fwloop.procs.allowlist import AllowlistRunner, CommandCheck, CommandResult
+from pytest_fwloop.workspace import Workspace
+
+#: Output of a failed tester command sent to the coder as a must-fix item.
+COMMAND_MUST_FIX_CHARS = 3000
+#: Node ids of a tester-made record: a command's outcome counts like a test's.
+COMMAND_NODEID_PREFIX = "tester::"
+
+
+@dataclass
+class TesterRound:
+    """The tester's validated plan for the patch under test, and what has become of it."""
+
+    plan: TesterAnswer
+    path: Path  # rounds/NN/test-plan.json, handed to the child runs as FWLOOP_TEST_PLAN
+    commands: CommandCheck
+    done: bool = False  # pre-check and commands run: once per round, never on env reruns
+    records: list[TestRecord] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CommandsDone:
+    """What a round's commands left: the failed ones, their must-fix items, a one-line note."""
+
+    failed: list[CommandResult]
+    must_fix: list[MustFix]
+    note: str
+
+
+def all_blocked(check: CommandCheck) -> ErrorState:
+    """Every command the tester proposed is outside the allowlist: the run ends."""
+    return ErrorState(
+        ErrorType.POLICY_VIOLATION,
+        f"all {len(check.blocked)} command(s) the tester proposed are blocked: "
+        f"{check.blocked[0].reason}",
+        LoopEvent.RECOVER_TO_ANALYSIS,
+        terminal_outcome=Outcome.TESTER_COMMAND_BLOCKED,
+    )
+
+
+def ask_tester(
+    tester: RoleAgent,
+    schema: dict[str, object],
+    request: AgentRequest,
+    latest: IterationResults | None,
+    runner: AllowlistRunner,
+    *,
+    retry_blocked: bool,
+) -> tuple[TesterAnswer, CommandCheck]:
+    """The tester's plan, `select` checked against the node ids of the latest run. With
+    `retry_blocked` (auto mode) a plan whose commands are all blocked is asked for once more,
+    with the reasons (seed 004's resilient policy); elsewhere it stands."""
+    collected = [
+        nodeid
+        for nodeid in nodeids(latest.tests if latest else [])
+        if not nodeid.startswith(COMMAND_NODEID_PREFIX)
+    ]
+    tester.schema = with_known_nodeids(schema, collected)
+    plan = tester.ask(request)
+    assert isinstance(plan, TesterAnswer)
+    check = runner.check(c.argv for c in plan.commands)
+    if not (check.only_blocked and retry_blocked):
+        return plan, check
+    retry = request.model_copy(
+        update={
+            "blocked_commands": [{"argv": list(b.argv), "reason": b.reason} for b in check.blocked],
+            "constraints": [
+                "every command you proposed was blocked (see blocked_commands); propose "
+                "only commands that start with one of allowed_commands, or none"
+            ],
+        }
+    )
+    plan = tester.ask(retry)
+    assert isinstance(plan, TesterAnswer)
+    return plan, runner.check(c.argv for c in plan.commands)
+
+
+def run_tester_commands(
+    folder: Path,
+    tester: TesterRound,
+    runner: AllowlistRunner,
+    workspace: Workspace,
+    recorder: RunRecorder,
+    abort: threading.Event,
+    timeout: float,
+    protected_changed_since: Callable[[str], list[str]],
+    time_left: Callable[[], float],
+) -> CommandsDone:
+    """Run the plan's allowlisted commands, recording each in `commands.json`. A command that
+    changes a protected path (an allowed `make test` runs a Makefile the coder may have
+    patched) fails, and the path is put back. None starts once TEST_RUN's time is spent."""
+    reasons = {tuple(c.argv): c.reason for c in tester.plan.commands}
+    entries = [
+        CommandEntry(
+            argv=list(b.argv),
+            reason=reasons.get(b.argv, ""),
+            status="blocked",
+            blocked_because=b.reason,
+        )
+        for b in tester.commands.blocked
+    ]
+    failed: list[CommandResult] = []
+    for index, argv in enumerate(tester.commands.runnable, 1):
+        if abort.is_set() or time_left() <= 0:
+            break
+        log = folder / "commands" / f"{index}.log"
+        before = workspace.checkpoint(f"before tester command {index}")
+        result = runner.run(argv, log)
+        tampered = protected_changed_since(before)
+        if tampered:
+            workspace.touched.update(tampered)
+            workspace.restore(before)
+            result = dataclasses.replace(result, tampered=tuple(tampered))
+        tester.records.append(command_record(result, timeout))
+        if not result.passed:
+            failed.append(result)
+        entries.append(
+            CommandEntry(
+                argv=list(argv),
+                reason=reasons.get(argv, ""),
+                status="passed" if result.passed else "failed",
+                ended=result.describe(timeout),
+                duration_s=round(result.duration, 3),
+                log=recorder.relative(log),
+            )
+        )
+    recorder.write_json(
+        f"{recorder.relative(folder)}/commands.json",
+        CommandsRecord(commands=entries).model_dump(mode="json", exclude_none=True),
+    )
+    must_fix = [
+        MustFix(
+            issue=f"the tester's command `{shlex.join(r.argv)}` failed "
+            f"({r.describe(timeout)}); make it pass. Its output "
+            f"ends:\n{r.output[-COMMAND_MUST_FIX_CHARS:]}"
+        )
+        for r in failed
+    ]
+    ran = len(tester.records)
+    note = (
+        f"tester commands: {ran - len(failed)} passed, {len(failed)} failed, "
+        f"{len(tester.commands.blocked)} blocked"
+    )
+    return CommandsDone(failed, must_fix, note)
+
+
+def with_known_nodeids(schema: dict[str, object], known: list[str]) -> dict[str, object]:
+    """The tester's schema with `select` limited to the node ids the latest run collected, so an
+    unknown id fails the strict-JSON gate like any schema error: re-asked once, then
+    tester_schema_invalid. A replaced schema without a `select` array is left as it is."""
+    properties = schema.get("properties")
+    if not isinstance(properties, dict) or not isinstance(properties.get("select"), dict):
+        return schema
+    select: dict[str, object] = properties["select"]
+    items = select.get("items")
+    limited = {**(items if isinstance(items, dict) else {}), "enum": known}
+    return {**schema, "properties": {**properties, "select": {**select, "items": limited}}}
+
+
+def command_record(result: CommandResult, timeout: float) -> TestRecord:
+    """A tester command as one test of the iteration: passed, or failed with its output tail."""
+    return TestRecord(
+        nodeid=COMMAND_NODEID_PREFIX + shlex.join(result.argv),
+        outcome="passed" if result.passed else "failed",
+        phase="call",
+        duration=result.duration,
+        longrepr="" if result.passed else result.output,
+        crash="" if result.passed else f"tester command {result.describe(timeout)}",
+    )

@@ -1,0 +1,264 @@
+"""`report.html` (DESIGN.md §12): the run for a person to look at, in one self-contained file.
+
+Written at each iteration end, so opening it during a long run shows how far it got, and at the
+end; `fwloop report RUN` writes it again from the run directory alone. Inline CSS and SVG, no
+script and no network, so it reads the same with scripts off or archived by CI. Everything that
+comes from tests, firmware output or agents is escaped by the template engine (Jinja2 with
+autoescaping): a test named `<script>` shows as text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from pytest_fwloop.core.history import outcomes_by_test
+from pytest_fwloop.core.records import TimelineEntry
+from pytest_fwloop.core.results import IterationResults
+from pytest_fwloop.loop.rundir import RunRecorder, call_files
+from pytest_fwloop.loop.state import Iteration, LoopState
+
+#: Tests shown in the matrix at most (the failing ones first); the rest are counted.
+MATRIX_ROWS = 400
+#: Characters of each diff, analysis or log excerpt shown.
+TEXT_CHARS = 20_000
+CHART_WIDTH, CHART_HEIGHT, CHART_PAD = 640, 220, 36
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the report shows of one iteration whose tests ran, from the loop or its records."""
+
+    number: int
+    kind: str
+    pass_count: int
+    total_count: int
+    executed: int
+    verdict: str
+    reason: str
+    notes: tuple[str, ...]
+
+    @classmethod
+    def of(cls, it: Iteration | TimelineEntry) -> Facts:
+        number = it.number if isinstance(it, Iteration) else it.iteration
+        return cls(
+            number,
+            it.kind,
+            it.pass_count,
+            it.total_count,
+            it.executed,
+            it.convergence_type or "continue",
+            it.reason,
+            tuple(it.notes),
+        )
+
+
+@dataclass
+class RoundView:
+    number: int
+    kind: str
+    counts: str
+    rate: str
+    executed: int
+    verdict: str
+    reason: str
+    notes: Sequence[str]
+    patch: str = ""
+    analysis: str = ""
+    review: dict[str, Any] | None = None
+    plan: dict[str, Any] | None = None
+    commands: list[dict[str, Any]] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)
+
+
+def write_html_report(
+    recorder: RunRecorder, loop: LoopState, target: float, outcome: str, reason: str
+) -> str:
+    """(Re)write the run's `report.html` from the loop's state and the round folders; the
+    loop's own texts (reasons, notes) are redacted like every record. The page is for people,
+    never a condition of the run: what kept it from being written is returned as a note."""
+    try:
+        _write_loop_report(recorder, loop, target, outcome, reason)
+    except (OSError, jinja2.TemplateError, ValueError, KeyError, TypeError) as exc:
+        return f"report.html not written: {type(exc).__name__}: {exc}"
+    return ""
+
+
+def _write_loop_report(
+    recorder: RunRecorder, loop: LoopState, target: float, outcome: str, reason: str
+) -> Path:
+    return render_to(
+        recorder.path / "report.html",
+        recorder.path,
+        recorder.run_id,
+        [Facts.of(it) for it in loop.iterations if it.results is not None],
+        loop.attempts(),
+        target,
+        outcome,
+        reason,
+        recorder.redact,
+    )
+
+
+def render_to(
+    target_file: Path,
+    run_dir: Path,
+    run_id: str,
+    facts: list[Facts],
+    attempts: list[tuple[int, IterationResults]],
+    target: float,
+    outcome: str,
+    reason: str,
+    redact: Callable[[str], str] = str,
+) -> Path:
+    """Write the report of `run_dir` to `target_file`, through `redact`; its links lead into
+    the run directory wherever the file is."""
+    rounds = [_round(run_dir, f) for f in facts]
+    matrix, hidden = _matrix(attempts)
+    html = _TEMPLATE.render(
+        run_id=run_id,
+        outcome=outcome,
+        reason=reason,
+        rounds=rounds,
+        chart=_chart(facts, target),
+        target=f"{target:.0%}",
+        matrix=matrix,
+        hidden=hidden,
+        iterations=[n for n, _ in attempts],
+        events=_events(run_dir / "task-events.jsonl"),
+        base="" if target_file.parent == run_dir else f"{run_dir.as_uri()}/",
+    )
+    temporary = target_file.with_name(f".{target_file.name}.tmp")
+    temporary.write_text(redact(html), encoding="utf-8")
+    temporary.replace(target_file)  # a browser reloading it mid-run never sees half a page
+    return target_file
+
+
+def _round(run_dir: Path, it: Facts) -> RoundView:
+    folder = run_dir / "rounds" / f"{it.number:02d}"
+    rate = it.pass_count / it.total_count if it.total_count else 0.0
+    view = RoundView(
+        number=it.number,
+        kind=it.kind,
+        counts=f"{it.pass_count}/{it.total_count}",
+        rate=f"{rate:.1%}",
+        executed=it.executed,
+        verdict=it.verdict,
+        reason=it.reason,
+        notes=it.notes,
+        patch=_text(folder / "patch.diff"),
+        review=_json(folder / "review.json"),
+        plan=_json(folder / "test-plan.json"),
+    )
+    answers = call_files(folder, "coder", "answer.json")
+    coder = _json(answers[-1]) if answers else None
+    if coder is not None:
+        analysis = coder.get("analysis", {})
+        parts = [coder.get("summary"), analysis.get("root_cause")]
+        if analysis.get("confidence") is not None:
+            parts.append(f"confidence {analysis['confidence']}")
+        view.analysis = "\n".join(str(part) for part in parts if part)
+    commands = _json(folder / "commands.json")
+    view.commands = list(commands.get("commands", [])) if commands else []
+    view.links = [
+        path.relative_to(run_dir).as_posix()
+        for pattern in ("build.log", "pytest*.log", "console/*")
+        for path in sorted(folder.glob(pattern))
+    ]
+    return view
+
+
+def _matrix(
+    attempts: list[tuple[int, IterationResults]],
+) -> tuple[list[tuple[str, list[str]]], int]:
+    """Rows of (node id, one cell class per iteration): failing tests first."""
+    table = outcomes_by_test(attempts)
+    special: dict[tuple[str, int], str] = {}
+    for number, results in attempts:
+        for t in results.tests:
+            if t.flaky:
+                special[t.nodeid, number] = "flaky"
+            elif t.env_failure:
+                special[t.nodeid, number] = "environment"
+            elif t.carried:
+                special[t.nodeid, number] = f"{t.outcome} carried"
+    numbers = [n for n, _ in attempts]
+    rows = [
+        (
+            nodeid,
+            [special.get((nodeid, n), outcomes.get(str(n), "absent")) for n in numbers],
+        )
+        for nodeid, outcomes in table.items()
+    ]
+    rows.sort(key=lambda row: (all(c.startswith("passed") for c in row[1]), row[0]))
+    return rows[:MATRIX_ROWS], max(0, len(rows) - MATRIX_ROWS)
+
+
+def _chart(measured: list[Facts], target: float) -> dict[str, Any]:
+    """Points of the pass-rate polyline and the target line, in SVG coordinates."""
+    width, height, pad = CHART_WIDTH, CHART_HEIGHT, CHART_PAD
+    step = (width - 2 * pad) / max(len(measured) - 1, 1)
+
+    def y(rate: float) -> float:
+        return round(height - pad - rate * (height - 2 * pad), 1)
+
+    points = [
+        {
+            "x": round(pad + i * step, 1),
+            "y": y(it.pass_count / it.total_count if it.total_count else 0.0),
+            "label": f"iteration {it.number}: {it.pass_count}/{it.total_count}",
+            "number": it.number,
+        }
+        for i, it in enumerate(measured)
+    ]
+    return {
+        "width": width,
+        "height": height,
+        "pad": pad,
+        "points": points,
+        "line": " ".join(f"{p['x']},{p['y']}" for p in points),
+        "target_y": y(target),
+        "zero_y": y(0.0),
+        "full_y": y(1.0),
+    }
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    events = []
+    for line in lines:
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            continue
+    return events
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")[:TEXT_CHARS]
+    except OSError:
+        return ""
+
+
+def _json(path: Path) -> dict[str, Any] | None:
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return loaded if isinstance(loaded, dict) else None
+
+
+_TEMPLATE = jinja2.Environment(
+    loader=jinja2.PackageLoader("pytest_fwloop", "templates"),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+).get_template("report.html.j2")
