@@ -23,7 +23,6 @@ from loopkit import APPROVE, check_records, coder_answer, unified_diff
 from pytest_fwloop.agents.base import RawAnswer
 from pytest_fwloop.agents.errors import ProviderError
 from pytest_fwloop.child.files import Attempt
-from pytest_fwloop.child.run import ChildRunner
 from pytest_fwloop.config.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG
 from pytest_fwloop.config.settings import LoopSettings, load_settings
 from pytest_fwloop.core.agent_protocol import AgentRequest
@@ -33,6 +32,7 @@ from pytest_fwloop.core.results import IterationResults, TestRecord
 from pytest_fwloop.core.run_state import Invocation
 from pytest_fwloop.core.state_clock import StateClock
 from pytest_fwloop.loop import run_context
+from pytest_fwloop.loop.child_runner import ChildRunner
 from pytest_fwloop.loop.continuation import Continued, Order, StateKeeper
 from pytest_fwloop.loop.controller import Controller
 from pytest_fwloop.loop.finish import finalize

@@ -17,7 +17,6 @@ import pytest
 
 from loopkit import APPROVE, CALC, LoopProject, calc_fix_patches, coder_answer
 from pytest_fwloop.child.files import Attempt
-from pytest_fwloop.child.run import ChildRunner
 from pytest_fwloop.child.start import (
     MTIME_MARGIN_NS,
     FileStamp,
@@ -28,6 +27,7 @@ from pytest_fwloop.child.start import (
 )
 from pytest_fwloop.config.settings import load_settings
 from pytest_fwloop.core.redaction import Redactor
+from pytest_fwloop.loop.child_runner import ChildRunner
 from pytest_fwloop.loop.rundir import RunRecorder
 from pytest_fwloop.loop.terminal import Terminal
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from pytest_fwloop.child.files import progress_path
-from pytest_fwloop.envs.classify import ENVIRONMENT_FAILURE, environment_error_name
+from pytest_fwloop.core.env_classify import ENVIRONMENT_FAILURE, environment_error_name
 
 #: One test's record as `results.TestRecord` reads it.
 Record = dict[str, Any]

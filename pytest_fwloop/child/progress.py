@@ -78,7 +78,7 @@ class ProgressWatcher:
 
     def _read(self) -> None:
         from pytest_fwloop.core.results import (
-            ProgressLine,  # pydantic: see `child_run.read_results`
+            ProgressLine,  # pydantic: see `loop/child_runner.read_results`
         )
 
         try:

@@ -574,9 +574,3 @@ def strip_controller_args(args: list[str]) -> list[str]:
             continue
         kept.append(arg)
     return kept
-
-
-def addopts_without_loop(addopts: str) -> str:
-    """PYTEST_ADDOPTS for a process the loop starts: without `--fwloop`, so it cannot start
-    another loop (the `--fwloop-*` options are inert without it)."""
-    return " ".join(arg for arg in addopts.split() if arg != "--fwloop")

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from pytest_fwloop.agents.errors import AnswerInvalid, ProviderError
-from pytest_fwloop.child.run import ChildRunner
 from pytest_fwloop.config.settings import LoopSettings
 from pytest_fwloop.core import fsm, recovery
 from pytest_fwloop.core.agent_protocol import AgentRequest, CoderAnswer, TesterAnswer
@@ -28,6 +27,7 @@ from pytest_fwloop.core.redaction import Redactor
 from pytest_fwloop.core.state_clock import DeadlinePassed, StateClock
 from pytest_fwloop.loop.agent_calls import CallLog, role_agent
 from pytest_fwloop.loop.agent_request import agent_request
+from pytest_fwloop.loop.child_runner import ChildRunner
 from pytest_fwloop.loop.rundir import RunRecorder
 from pytest_fwloop.loop.state import ChildOutput, LoopState, Step, Verdict, provider_error
 from pytest_fwloop.loop.steps.build import BuildStep

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_fwloop.child.rewrite_cache import RewriteCache
-from pytest_fwloop.child.run import ChildRunner
 from pytest_fwloop.config.options import OPERATOR_DEST
 from pytest_fwloop.config.settings import LoopSettings, load_settings
 from pytest_fwloop.core.outcomes import describe_crash
 from pytest_fwloop.core.redaction import Redactor
+from pytest_fwloop.loop.child_runner import ChildRunner
 from pytest_fwloop.loop.rundir import RunRecorder, new_run_id
 from pytest_fwloop.loop.terminal import PREFIX, Terminal
 from pytest_fwloop.procs import reaper

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from pytest_fwloop.child.run import ChildRunner
 from pytest_fwloop.config.settings import LoopSettings
 from pytest_fwloop.core.fsm import State
 from pytest_fwloop.core.outcomes import Outcome, describe_crash, exit_status
@@ -23,6 +22,7 @@ from pytest_fwloop.core.records import Event
 from pytest_fwloop.core.redaction import Redactor
 from pytest_fwloop.core.run_state import Invocation
 from pytest_fwloop.loop import run_context
+from pytest_fwloop.loop.child_runner import ChildRunner
 from pytest_fwloop.loop.continuation import Continued, StateKeeper
 from pytest_fwloop.loop.controller import Controller
 from pytest_fwloop.loop.finish import finalize, settle_crash

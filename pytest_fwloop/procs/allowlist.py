@@ -26,9 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_fwloop.config.options import addopts_without_loop
 from pytest_fwloop.core.redaction import SECRET_NAME
-from pytest_fwloop.procs.supervision import run_logged
+from pytest_fwloop.procs.supervision import addopts_without_loop, run_logged
 
 #: Output kept of one command, on disk and for the coder: the end is where the verdict is.
 OUTPUT_TAIL_BYTES = 64 * 1024

@@ -16,6 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+
+def addopts_without_loop(addopts: str) -> str:
+    """PYTEST_ADDOPTS for a process the loop starts: without `--fwloop`, so it cannot start
+    another loop (the `--fwloop-*` options are inert without it)."""
+    return " ".join(arg for arg in addopts.split() if arg != "--fwloop")
+
+
 #: How long a stopped process group gets between SIGTERM and SIGKILL.
 GRACE_SECONDS = 5.0
 #: How often a running process is checked: a child's end is seen within this.

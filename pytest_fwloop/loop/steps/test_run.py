@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_fwloop.child.files import Attempt, next_attempt
-from pytest_fwloop.child.run import ChildRunner
 from pytest_fwloop.config.settings import LoopSettings
 from pytest_fwloop.core.flaky import with_flaky
 from pytest_fwloop.core.focus import WHOLE_SUITE, FocusPlan, gate_due, plan_iteration
 from pytest_fwloop.core.results import IterationResults
+from pytest_fwloop.loop.child_runner import ChildRunner
 from pytest_fwloop.loop.rundir import RunRecorder
 from pytest_fwloop.loop.state import LoopState
 from pytest_fwloop.procs.supervision import ProcessResult

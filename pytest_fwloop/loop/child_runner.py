@@ -25,7 +25,6 @@ from pytest_fwloop.config.options import (
     CHILD_JUNIT_FLAG,
     CHILD_REPORT_FLAG,
     CHILD_SELECT_FLAG,
-    addopts_without_loop,
 )
 from pytest_fwloop.config.settings import LoopSettings
 from pytest_fwloop.loop.rundir import RunRecorder
@@ -33,6 +32,7 @@ from pytest_fwloop.loop.terminal import Terminal
 from pytest_fwloop.procs.supervision import (
     ProcessResult,
     Supervised,
+    addopts_without_loop,
     spawn_logged,
     stop_group,
     supervise,
