@@ -29,8 +29,8 @@ def pytest_fwloop_make_provider(config: pytest.Config, role: str, spec: str) -> 
     `spec` is the entry as written (`--fwloop-coder=ourbot:fw-team,claude` asks once for
     `ourbot:fw-team` and once for `claude`). The provider needs a `spec` property and
     `call(request, timeout) -> RawAnswer` (`pytest_fwloop.agents.base.Provider`); its answers go
-    through the same strict gates as a built-in's. Asked at startup, to check the specs, and again
-    when the loop starts.
+    through the same strict gates as a built-in's. Asked once per entry, at startup, where the specs
+    are checked; the loop uses the providers made then.
     """
 
 

@@ -201,14 +201,14 @@ class ControllerKit:
         self.pytester.plugins.extend([_Providers(providers), *plugins])
         return self._controller(run_id, None)
 
-    def continue_run(self, order: Order) -> Controller:
+    def continue_run(self, order: Order, *args: str) -> Controller:
         """A second controller over the same project, continuing the run as `fwloop` asks
-        (`loop_main.Continued`, as `pytest --fwloop-operator` does it)."""
+        (`loop/continuation.Continued`, as `pytest --fwloop-operator ARGS` does it)."""
         self.controller.workspace.close(keep_tree=True)  # the first one's lock, as its exit
-        return self._controller(order.run_id, order)
+        return self._controller(order.run_id, order, *args)
 
-    def _controller(self, run_id: str, order: Order | None) -> Controller:
-        config = self.pytester.parseconfigure("--fwloop")
+    def _controller(self, run_id: str, order: Order | None, *args: str) -> Controller:
+        config = self.pytester.parseconfigure("--fwloop", *args)
         settings = load_settings(config)
         redact = Redactor({})
         workspace = Workspace(settings.rootdir, settings.snapshot_exclude)
@@ -219,6 +219,8 @@ class ControllerKit:
             found = continued.resumption
             workspace.adopt(found.tree, found.paths, continued.state.left_tree, found.watched)
         recorder = RunRecorder(settings.runs_root, run_id, redact, reopen=order is not None)
+        if continued is not None:
+            continued.record(recorder, redact)
         controller = Controller(
             config,
             settings,
@@ -229,9 +231,8 @@ class ControllerKit:
             redact,
             StateClock(self.time),
             loop=continued.loop if continued is not None else None,
+            past=continued.past if continued is not None else None,
         )
-        if continued is not None:
-            continued.prepare(controller)
         self.keeper = StateKeeper(
             recorder,
             Invocation(args=["--fwloop"], dir=str(self.root)),

@@ -70,13 +70,6 @@ def answering(answer: dict[str, object]) -> str:
     """
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "firmware"
-    path.mkdir()
-    return path
-
-
 def agent(
     role: Role, spec: str, rootdir: Path, records: list[CallRecord], invalid_retries: int = 1
 ) -> RoleAgent:

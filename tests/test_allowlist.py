@@ -12,17 +12,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_fwloop.config.options import OPTIONS
-from pytest_fwloop.procs.allowlist import (
-    GRAMMARS,
+from pytest_fwloop.core.allowlist import Argv, blocked_reason, check_commands, parse_prefixes
+from pytest_fwloop.core.tool_grammars import GRAMMARS
+from pytest_fwloop.procs.allowlist_runner import (
     OUTPUT_TAIL_BYTES,
     AllowlistRunner,
-    Argv,
     CommandBlocked,
-    blocked_reason,
-    check_commands,
     command_environment,
     output_tail,
-    parse_prefixes,
 )
 
 DEFAULTS = parse_prefixes(next(o for o in OPTIONS if o.name == "allowed_commands").default)

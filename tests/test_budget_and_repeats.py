@@ -171,11 +171,6 @@ def test_a_change_repeats_itself_and_its_revert_is_its_mirror(
 # -- the loop ------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> LoopProject:
-    return LoopProject(pytester, monkeypatch)
-
-
 @pytest.mark.slow
 def test_a_repeated_patch_is_refused_once_then_ends_the_run(project: LoopProject) -> None:
     project.calc_suite()

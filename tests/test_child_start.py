@@ -267,6 +267,7 @@ def _repair(project: LoopProject, coder_name: str) -> list[dict[str, object]]:
     return _children(project)
 
 
+@pytest.mark.slow
 def test_a_forked_child_imports_the_patched_code_afresh_and_starts_as_a_spawned_one(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -317,6 +318,7 @@ def pytest_sessionstart(session):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("build", "controller_loaded"), [([], False), (["--fwloop-build=true"], True)]
 )
@@ -377,6 +379,7 @@ def test_a_child_started_ahead_that_is_not_the_one_asked_for_is_stopped(
     assert "1 passed" in other.read_text()
 
 
+@pytest.mark.slow
 def test_a_run_that_cannot_fork_says_why_once_and_spawns(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

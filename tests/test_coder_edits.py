@@ -10,8 +10,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> LoopProject:
-    project = LoopProject(pytester, monkeypatch)
+def calc_project(project: LoopProject) -> LoopProject:
+    """The project with the calc suite (three seeded bugs) in place."""
     project.calc_suite()
     return project
 
@@ -22,18 +22,18 @@ def editing(relpath: str, text: str) -> dict[str, object]:
 
 
 def test_an_edit_of_the_workspace_is_reviewed_and_applied_as_a_patch(
-    project: LoopProject,
+    calc_project: LoopProject,
 ) -> None:
     stages = []
     text = CALC
     for old, new in FIXES:
         text = text.replace(old, new)
         stages.append(text)
-    coder = project.agent("coder", [editing("fw/calc.py", stage) for stage in stages])
-    reviewer = project.agent("reviewer", [])
-    result = project.run(f"--fwloop-coder={coder.spec}", f"--fwloop-reviewer={reviewer.spec}")
+    coder = calc_project.agent("coder", [editing("fw/calc.py", stage) for stage in stages])
+    reviewer = calc_project.agent("reviewer", [])
+    result = calc_project.run(f"--fwloop-coder={coder.spec}", f"--fwloop-reviewer={reviewer.spec}")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    summary = project.summary()
+    summary = calc_project.summary()
     assert summary["outcome"] == "success"
     assert summary["pass_counts"] == [1, 3, 5, 6, 6]
     # The reviewer saw each edit as a diff; the loop applied it (which `git apply` refuses to
@@ -41,28 +41,28 @@ def test_an_edit_of_the_workspace_is_reviewed_and_applied_as_a_patch(
     first_review = reviewer.requests("reviewer")[0]["patch"]
     assert "diff --git a/fw/calc.py b/fw/calc.py" in first_review
     assert "+    return a + b" in first_review
-    [run_dir] = project.run_dirs()
+    [run_dir] = calc_project.run_dirs()
     assert (run_dir / "rounds" / "02" / "patch.diff").read_text() == first_review
-    assert (project.root / "fw" / "calc.py").read_text() == stages[-1]
+    assert (calc_project.root / "fw" / "calc.py").read_text() == stages[-1]
     result.stdout.fnmatch_lines(["*its edits of the workspace are the proposed patch*"])
 
 
 def test_an_edit_of_a_test_file_is_a_policy_violation_and_is_undone(
-    project: LoopProject,
+    calc_project: LoopProject,
 ) -> None:
-    before = tree_state(project.root)
-    coder = project.agent(
+    before = tree_state(calc_project.root)
+    coder = calc_project.agent(
         "coder", [editing("tests/test_calc.py", "def test_nothing():\n    pass\n")]
     )
-    reviewer = project.agent("reviewer", [])
-    result = project.run(f"--fwloop-coder={coder.spec}", f"--fwloop-reviewer={reviewer.spec}")
+    reviewer = calc_project.agent("reviewer", [])
+    result = calc_project.run(f"--fwloop-coder={coder.spec}", f"--fwloop-reviewer={reviewer.spec}")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
-    assert project.summary()["outcome"] == "policy_violation"
+    assert calc_project.summary()["outcome"] == "policy_violation"
     assert len(coder.requests()) == 3
     assert reviewer.requests("reviewer") == []
-    assert tree_state(project.root) == before
-    assert (project.root / "tests" / "test_calc.py").read_text() == CALC_TESTS
-    [run_dir] = project.run_dirs()
+    assert tree_state(calc_project.root) == before
+    assert (calc_project.root / "tests" / "test_calc.py").read_text() == CALC_TESTS
+    [run_dir] = calc_project.run_dirs()
     rejected = sorted((run_dir / "rounds" / "02").glob("rejected-*-policy.diff"))
     assert len(rejected) == 3
     assert "+++ b/tests/test_calc.py" in rejected[0].read_text()

@@ -120,19 +120,11 @@ def test_resume_puts_the_kept_tree_back_and_asks_only_for_what_is_left(
     kit.build("ok bug bug", "fwloop_max_iter = 2")
     assert kit.run() is Outcome.MAX_ITERATIONS_REACHED
     assert kit.firmware() == "ok bug bug"  # restored at the end
-    kit.continue_run(order(kit, Action.RESUME))
-    kit.controller.settings = kit.controller.end.settings = _more_iterations(kit, 5)
+    kit.continue_run(order(kit, Action.RESUME), "--max-iter=5")  # as `fwloop resume` passes it
     assert kit.firmware() == "ok ok bug"  # the kept fix, back before the loop goes on
     assert kit.run() is Outcome.SUCCESS
     assert len(kit.coder.requests) == 2
     assert kit.coder.requests[1].iteration == 3
-
-
-def _more_iterations(kit: ControllerKit, max_iter: int) -> Any:
-    """The settings `fwloop resume --max-iter` gives the continued controller."""
-    import dataclasses
-
-    return dataclasses.replace(kit.controller.settings, max_iter=max_iter)
 
 
 def test_a_followup_on_a_proposal_revises_it_without_building(kit: ControllerKit) -> None:

@@ -76,11 +76,12 @@ def test_every_classified_exception_is_documented() -> None:
 
 
 @pytest.fixture
-def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopProject]:
+def fault_project(project: LoopProject, monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopProject]:
+    """The project with the fault support on the environment (FAULT_SUPPORT, FAULT_FLAG), checked
+    at teardown to have no process left running under it and no rig program left a zombie."""
     started = uptime()
-    project = LoopProject(pytester, monkeypatch)
     monkeypatch.setenv("FAULT_SUPPORT", str(SUPPORT))
-    monkeypatch.setenv("FAULT_FLAG", str(pytester.path / "fault-fired"))
+    monkeypatch.setenv("FAULT_FLAG", str(project.pytester.path / "fault-fired"))
     yield project
     assert running_under(project.root) == []
     assert orphaned_zombies(started, RIG_PROGRAMS) == []
@@ -100,12 +101,12 @@ def qemu_example(project: LoopProject) -> Agent:
 
 @pytest.fixture
 def console_server(
-    project: LoopProject, monkeypatch: pytest.MonkeyPatch
+    fault_project: LoopProject, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[ConsoleServer]:
     """The uart-console example served on a socket; FAULT_SERVER is the server's pid."""
     require("gcc", "gcc")
-    copy_example("uart-console", project.root)
-    server = ConsoleServer(project.root)
+    copy_example("uart-console", fault_project.root)
+    server = ConsoleServer(fault_project.root)
     monkeypatch.setenv("FAULT_SERVER", str(server.process.pid))
     yield server
     server.stop()
@@ -169,10 +170,12 @@ def assert_recovered(project: LoopProject, result: pytest.RunResult, coder: Agen
 
 
 @pytest.mark.slow
-def test_qemu_killed_mid_test_is_rerun_and_never_sent_to_the_coder(project: LoopProject) -> None:
-    coder = qemu_example(project)
+def test_qemu_killed_mid_test_is_rerun_and_never_sent_to_the_coder(
+    fault_project: LoopProject,
+) -> None:
+    coder = qemu_example(fault_project)
     add_fault(
-        project,
+        fault_project,
         "tests/test_fault.py",
         """
 import signal
@@ -183,17 +186,17 @@ def test_qemu_killed_mid_test(fwloop_qemu_machine, shell):
     assert shell.command("version") == "CM3FW 1.0"
 """,
     )
-    result = project.run(f"--fwloop-coder={coder.spec}")
-    assert_recovered(project, result, coder)
+    result = fault_project.run(f"--fwloop-coder={coder.spec}")
+    assert_recovered(fault_project, result, coder)
 
 
 @pytest.mark.slow
 def test_serial_peer_hanging_up_mid_test_is_rerun_and_never_sent_to_the_coder(
-    project: LoopProject, console_server: ConsoleServer
+    fault_project: LoopProject, console_server: ConsoleServer
 ) -> None:
-    coder = recorded_coder(project)
+    coder = recorded_coder(fault_project)
     add_fault(
-        project,
+        fault_project,
         "via-serial/test_fault.py",
         """
 def test_peer_hangs_up_mid_test(console):
@@ -202,37 +205,37 @@ def test_peer_hangs_up_mid_test(console):
     assert console.command("version") == "UARTCON v1.0"
 """,
     )
-    assert_recovered(project, run_over_serial(project, coder, console_server), coder)
+    assert_recovered(fault_project, run_over_serial(fault_project, coder, console_server), coder)
 
 
 @pytest.mark.slow
 def test_console_server_gone_ends_env_unavailable(
-    project: LoopProject, console_server: ConsoleServer
+    fault_project: LoopProject, console_server: ConsoleServer
 ) -> None:
-    coder = recorded_coder(project)
+    coder = recorded_coder(fault_project)
     add_fault(
-        project,
+        fault_project,
         "via-serial/test_a_fault.py",
         """
 def test_console_server_goes_away(console):
     faults.stop_server(int(os.environ["FAULT_SERVER"]))
 """,
     )
-    result = run_over_serial(project, coder, console_server)
-    reason = assert_env_unavailable(project, result, coder)
+    result = run_over_serial(fault_project, coder, console_server)
+    reason = assert_env_unavailable(fault_project, result, coder)
     assert f"serial port {console_server.url}: cannot open" in reason
 
 
 @pytest.mark.slow
-def test_sshd_stopped_ends_env_unavailable(project: LoopProject, tmp_path: Path) -> None:
+def test_sshd_stopped_ends_env_unavailable(fault_project: LoopProject, tmp_path: Path) -> None:
     require("gcc", "gcc")
     sshd = PrivateSshd(
         require("sshd", "openssh-server"), require("ssh-keygen", "openssh-client"), tmp_path
     )
-    copy_example("ssh-bmc", project.root)
-    coder = recorded_coder(project)
+    copy_example("ssh-bmc", fault_project.root)
+    coder = recorded_coder(fault_project)
     add_fault(
-        project,
+        fault_project,
         "tests/test_a_fault.py",
         f"""
 def test_sshd_stops(bmc):
@@ -241,7 +244,7 @@ def test_sshd_stops(bmc):
     )
     try:
         # A real BMC's settings: the example's conftest then simulates none.
-        result = project.run(
+        result = fault_project.run(
             f"--fwloop-coder={coder.spec}",
             "-o",
             f"fwloop_ssh_target={sshd.target}",
@@ -252,39 +255,41 @@ def test_sshd_stops(bmc):
         )
     finally:
         sshd.stop()
-    reason = assert_env_unavailable(project, result, coder)
+    reason = assert_env_unavailable(fault_project, result, coder)
     assert f"ssh {sshd.target}: connection refused" in reason
 
 
 @pytest.mark.slow
-def test_console_port_in_use_ends_env_unavailable(project: LoopProject, taken_port: int) -> None:
-    coder = qemu_example(project)
+def test_console_port_in_use_ends_env_unavailable(
+    fault_project: LoopProject, taken_port: int
+) -> None:
+    coder = qemu_example(fault_project)
     command = (
         "qemu-system-arm -M mps2-an385 -display none -monitor none "
         f"-serial tcp:127.0.0.1:{taken_port},server=on,wait=on,nodelay=on -kernel {{firmware}}"
     )
-    result = project.run(f"--fwloop-coder={coder.spec}", "-o", f"fwloop_qemu_cmd={command}")
-    reason = assert_env_unavailable(project, result, coder)
+    result = fault_project.run(f"--fwloop-coder={coder.spec}", "-o", f"fwloop_qemu_cmd={command}")
+    reason = assert_env_unavailable(fault_project, result, coder)
     assert f"console port 127.0.0.1:{taken_port} is already in use" in reason
 
 
 @pytest.mark.slow
 def test_missing_qemu_ends_env_unavailable(
-    project: LoopProject, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    fault_project: LoopProject, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    coder = qemu_example(project)
+    coder = qemu_example(fault_project)
     monkeypatch.setenv("PATH", path_without({"qemu-system-arm"}, tmp_path / "bin"))
-    result = project.run(f"--fwloop-coder={coder.spec}")
-    reason = assert_env_unavailable(project, result, coder)
+    result = fault_project.run(f"--fwloop-coder={coder.spec}")
+    reason = assert_env_unavailable(fault_project, result, coder)
     assert (
         "qemu-system-arm not found on PATH; install it (apt-get install qemu-system-arm)" in reason
     )
 
 
 @pytest.mark.slow
-def test_wrong_answers_and_silence_are_ordinary_failures(project: LoopProject) -> None:
-    coder = qemu_example(project)
-    project.write(
+def test_wrong_answers_and_silence_are_ordinary_failures(fault_project: LoopProject) -> None:
+    coder = qemu_example(fault_project)
+    fault_project.write(
         "tests/test_silence.py",
         """
 def test_firmware_says_nothing(shell):
@@ -292,10 +297,10 @@ def test_firmware_says_nothing(shell):
     shell.console.expect("a reply to an empty line", timeout=0.2)
 """,
     )
-    result = project.run(f"--fwloop-coder={coder.spec}", "--max-iter=2")
+    result = fault_project.run(f"--fwloop-coder={coder.spec}", "--max-iter=2")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
-    assert project.summary()["outcome"] == "max_iterations_reached"
-    assert env_failed(project) == set()
+    assert fault_project.summary()["outcome"] == "max_iterations_reached"
+    assert env_failed(fault_project) == set()
     [request] = coder.requests()
     failures = {f["nodeid"].split("::")[1]: f for f in request["failures"]}
     assert set(failures) == {
@@ -312,9 +317,9 @@ def test_firmware_says_nothing(shell):
 
 
 @pytest.mark.slow
-def test_patch_that_stops_the_banner_is_rolled_back_as_no_boot(project: LoopProject) -> None:
-    qemu_example(project)
-    main = project.root / "firmware" / "src" / "main.c"
+def test_patch_that_stops_the_banner_is_rolled_back_as_no_boot(fault_project: LoopProject) -> None:
+    qemu_example(fault_project)
+    main = fault_project.root / "firmware" / "src" / "main.c"
     before = main.read_text(encoding="utf-8")
     # A first attempt at the ADC bug that reads a calibration word this board does not have:
     # the bus fault stops the firmware before its banner.
@@ -326,18 +331,18 @@ def test_patch_that_stops_the_banner_is_rolled_back_as_no_boot(project: LoopProj
     no_boot = coder_answer(
         unified_diff("firmware/src/main.c", before, faulting), "adc: load the calibration at boot"
     )
-    coder = project.agent("coder", [no_boot, *recorded_answers(project.root)])
-    result = project.run(f"--fwloop-coder={coder.spec}", "-o", SHORT_BOOT)
+    coder = fault_project.agent("coder", [no_boot, *recorded_answers(fault_project.root)])
+    result = fault_project.run(f"--fwloop-coder={coder.spec}", "-o", SHORT_BOOT)
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    summary = project.summary()
+    summary = fault_project.summary()
     assert summary["outcome"] == "success"
     assert summary["coder_calls"] == 4
     retry = coder.requests()[1]
     assert retry["iteration"] == 2
     assert "the firmware no longer boots after the previous patch" in retry["must_fix"][0]["issue"]
     assert "no banner matching" in retry["must_fix"][0]["issue"]
-    [no_boot_event] = [e for e in project.events() if e["event"] == "firmware_no_boot"]
+    [no_boot_event] = [e for e in fault_project.events() if e["event"] == "firmware_no_boot"]
     assert no_boot_event["iteration"] == 2
-    [run_dir] = project.run_dirs()
+    [run_dir] = fault_project.run_dirs()
     assert "0x5F000000u" not in (run_dir / "final.patch").read_text(encoding="utf-8")
     assert main.read_text(encoding="utf-8") == before

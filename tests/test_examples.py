@@ -48,8 +48,8 @@ TOOLS = {
 
 
 @pytest.fixture
-def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopProject]:
-    project = LoopProject(pytester, monkeypatch)
+def tidy_project(project: LoopProject) -> Iterator[LoopProject]:
+    """The project, checked at teardown to have no process left running under it."""
     yield project
     assert running_under(project.root) == []
 
@@ -110,14 +110,14 @@ def assert_one_cluster_per_bug(root: Path, run_dir: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["uart-console", "qemu-cortex-m", "ssh-bmc"])
-def test_example_converges(project: LoopProject, name: str) -> None:
-    root = example(project, name)
-    assert_converged(project, project.run())
-    assert_one_cluster_per_bug(root, project.run_dirs()[0])
-    replayed = project.replay()
+def test_example_converges(tidy_project: LoopProject, name: str) -> None:
+    root = example(tidy_project, name)
+    assert_converged(tidy_project, tidy_project.run())
+    assert_one_cluster_per_bug(root, tidy_project.run_dirs()[0])
+    replayed = tidy_project.replay()
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert "every decision reproduces" in replayed.stdout
-    assert_report_opens(project)
+    assert_report_opens(tidy_project)
 
 
 def assert_report_opens(project: LoopProject) -> None:
@@ -135,15 +135,15 @@ def assert_report_opens(project: LoopProject) -> None:
     assert opened.screenshot.stat().st_size > 10_000
 
 
-def test_uart_console_over_a_serial_line_converges(project: LoopProject) -> None:
-    root = example(project, "uart-console")
+def test_uart_console_over_a_serial_line_converges(tidy_project: LoopProject) -> None:
+    root = example(tidy_project, "uart-console")
     server = ConsoleServer(root)
     try:
-        result = project.run("-c", "serial.ini", "-o", f"fwloop_serial_url={server.url}")
+        result = tidy_project.run("-c", "serial.ini", "-o", f"fwloop_serial_url={server.url}")
     finally:
         server.stop()
-    assert_converged(project, result)
-    [run_dir] = project.run_dirs()
+    assert_converged(tidy_project, result)
+    [run_dir] = tidy_project.run_dirs()
     results = (run_dir / "rounds" / "01" / "results.json").read_text(encoding="utf-8")
     assert "via-serial/test_console_serial.py::test_crc8_check_value" in results
 
@@ -163,20 +163,20 @@ def test_recorded_answers_verify(name: str, tmp_path: Path) -> None:
 
 
 def test_a_second_run_sees_the_first_runs_fixes_in_a_shared_knowledge_base(
-    project: LoopProject, tmp_path: Path
+    tidy_project: LoopProject, tmp_path: Path
 ) -> None:
     """Two runs of uart-console, from its seeded tree each time, with one shared knowledge base:
     the second run's coder is sent the first run's crc8 fix for the crc8 failures."""
     shared = tmp_path / "team" / "knowledge.sqlite"
-    root = example(project, "uart-console")
-    assert_converged(project, project.run(f"--fwloop-knowledge={shared}"))
-    [first] = project.run_dirs()
+    root = example(tidy_project, "uart-console")
+    assert_converged(tidy_project, tidy_project.run(f"--fwloop-knowledge={shared}"))
+    [first] = tidy_project.run_dirs()
     for fixed in ("firmware", "build"):  # the sources' copies are older than the binary
         shutil.rmtree(root / fixed)
     copy_example("uart-console", root)  # the seeded bugs back
-    result = project.run(f"--fwloop-knowledge={shared}")
+    result = tidy_project.run(f"--fwloop-knowledge={shared}")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    second = next(p for p in project.run_dirs() if p != first)
+    second = next(p for p in tidy_project.run_dirs() if p != first)
     request = json.loads((second / "rounds" / "02" / "coder-1.request.json").read_text())
     similar = request["similar_fixes"]
     assert similar

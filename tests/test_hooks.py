@@ -44,11 +44,6 @@ def pytest_fwloop_iteration_done(config, iteration, results, verdict, reason):
 """
 
 
-@pytest.fixture
-def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> LoopProject:
-    return LoopProject(pytester, monkeypatch)
-
-
 def test_a_team_provider_from_a_conftest_drives_the_loop_and_sees_every_iteration(
     project: LoopProject,
 ) -> None:
@@ -77,3 +72,28 @@ def test_an_unknown_spec_no_hook_claims_is_still_a_usage_error(project: LoopProj
     result = project.run("--fwloop-coder=teambot:fw-team")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*unknown provider 'teambot'*"])
+
+
+ASKED = """\
+from pathlib import Path
+
+
+def pytest_fwloop_make_provider(config, role, spec):
+    with Path({asked!r}).open("a") as stream:
+        stream.write(f"{{role}} {{spec}}\\n")
+    return None
+"""
+
+
+def test_the_provider_hook_is_asked_once_for_each_entry_of_each_role(
+    project: LoopProject,
+) -> None:
+    """The providers checked before the baseline are the ones the run's agents call: a team's
+    factory (which may open a session or count a licence) is not asked a second time."""
+    project.calc_suite()
+    asked = project.agents_dir / "asked.txt"
+    project.write("conftest.py", ASKED.format(asked=str(asked)))
+    result = project.run("--fwloop-coder=rules", "--fwloop-tester=rules", "--max-iter=1")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    assert project.summary()["outcome"] == "max_iterations_reached"
+    assert asked.read_text().splitlines() == ["coder rules", "reviewer rules", "tester rules"]

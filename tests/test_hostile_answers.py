@@ -248,11 +248,6 @@ def test_the_terminal_prints_any_text_on_any_encoding(encoding: str) -> None:
 # -- real runs ------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> LoopProject:
-    return LoopProject(pytester, monkeypatch)
-
-
 def fix_everything(summary: str) -> dict[str, object]:
     fixed = CALC
     for old, new in FIXES:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from loopkit import LoopProject, calc_fix_patches, coder_answer
-from pytest_fwloop.procs.allowlist import AllowlistRunner, CommandBlocked, CommandResult
+from pytest_fwloop.procs.allowlist_runner import AllowlistRunner, CommandBlocked, CommandResult
 
 pytestmark = pytest.mark.slow
 
@@ -292,11 +292,12 @@ def plan_of(commands: list[list[str]]) -> dict[str, object]:
 
 
 @pytest.fixture
-def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> LoopProject:
-    project = LoopProject(pytester, monkeypatch)
+def allowlisted_project(project: LoopProject) -> LoopProject:
+    """The calc suite allowing `make check` and `python -m pytest` (with a Makefile for the first),
+    and a folder `outside` beside the project for the attacks to aim at."""
     project.calc_suite("fwloop_allowed_commands =\n    make check\n    python -m pytest\n")
     project.write("Makefile", "check:\n\t@echo make-check-ok\n")
-    (pytester.path / "outside").mkdir()
+    (project.pytester.path / "outside").mkdir()
     return project
 
 
@@ -310,17 +311,21 @@ def attacks_on(project: LoopProject) -> list[list[str]]:
     ]
 
 
-def test_the_loop_records_an_attack_as_blocked_and_runs_the_rest(project: LoopProject) -> None:
-    outside = project.pytester.path / "outside"
+def test_the_loop_records_an_attack_as_blocked_and_runs_the_rest(
+    allowlisted_project: LoopProject,
+) -> None:
+    outside = allowlisted_project.pytester.path / "outside"
     (outside / "keep").write_text("pytest --basetemp would delete this\n")
-    agent = project.agent(
+    agent = allowlisted_project.agent(
         "agent",
         [coder_answer(p) for p in calc_fix_patches()],
-        tester=[plan_of([*attacks_on(project), ["make", "check"]])],
+        tester=[plan_of([*attacks_on(allowlisted_project), ["make", "check"]])],
     )
-    result = project.run(f"--fwloop-coder={agent.spec}", f"--fwloop-tester={agent.spec}")
+    result = allowlisted_project.run(
+        f"--fwloop-coder={agent.spec}", f"--fwloop-tester={agent.spec}"
+    )
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    [run_dir] = project.run_dirs()
+    [run_dir] = allowlisted_project.run_dirs()
     commands = json.loads((run_dir / "rounds" / "02" / "commands.json").read_text())["commands"]
     assert [(c["argv"][:3], c["status"]) for c in commands] == [
         (["make", "check", f"--eval=$(shell touch {outside}/eval.canary)"], "blocked"),
@@ -337,14 +342,20 @@ def test_the_loop_records_an_attack_as_blocked_and_runs_the_rest(project: LoopPr
     assert sorted(p.name for p in outside.iterdir()) == ["keep"]
 
 
-def test_a_plan_of_attacks_only_ends_as_tester_command_blocked(project: LoopProject) -> None:
-    outside = project.pytester.path / "outside"
-    agent = project.agent(
-        "agent", [coder_answer(calc_fix_patches()[0])], tester=[plan_of(attacks_on(project))]
+def test_a_plan_of_attacks_only_ends_as_tester_command_blocked(
+    allowlisted_project: LoopProject,
+) -> None:
+    outside = allowlisted_project.pytester.path / "outside"
+    agent = allowlisted_project.agent(
+        "agent",
+        [coder_answer(calc_fix_patches()[0])],
+        tester=[plan_of(attacks_on(allowlisted_project))],
     )
-    result = project.run(f"--fwloop-coder={agent.spec}", f"--fwloop-tester={agent.spec}")
+    result = allowlisted_project.run(
+        f"--fwloop-coder={agent.spec}", f"--fwloop-tester={agent.spec}"
+    )
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
-    summary = project.summary()
+    summary = allowlisted_project.summary()
     assert summary["outcome"] == "tester_command_blocked"
     assert summary["reason"].startswith("all 4 command(s) the tester proposed are blocked: make ")
     assert "`--eval` evaluates make code" in summary["reason"]

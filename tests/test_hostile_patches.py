@@ -365,11 +365,6 @@ def test_a_change_git_makes_beyond_the_named_paths_is_undone_and_refused(
 # Real runs: a `command:` coder sends the attack, the reviewer approves anything.
 
 
-@pytest.fixture
-def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> LoopProject:
-    return LoopProject(pytester, monkeypatch)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "attack",

@@ -44,11 +44,6 @@ print(json.dumps(ANSWERS[request["role"]]))
 """
 
 
-@pytest.fixture
-def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> LoopProject:
-    return LoopProject(pytester, monkeypatch)
-
-
 def fix_everything() -> dict[str, object]:
     fixed = CALC
     for old, new in FIXES:

@@ -163,11 +163,6 @@ class Rig:
         )
 
 
-@pytest.fixture
-def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> LoopProject:
-    return LoopProject(pytester, monkeypatch)
-
-
 def kill(process: subprocess.Popen[str]) -> None:
     process.send_signal(signal.SIGKILL)  # the controller alone, as the OOM killer would
     process.communicate()

@@ -46,11 +46,6 @@ def start_loop(project: LoopProject, coder: Agent, until: str) -> subprocess.Pop
     return process
 
 
-@pytest.fixture
-def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> LoopProject:
-    return LoopProject(pytester, monkeypatch)
-
-
 def test_red_to_green_one_fix_per_iteration(project: LoopProject) -> None:
     project.calc_suite()
     coder = project.agent(

@@ -28,11 +28,6 @@ def test_board_hangs():
 """
 
 
-@pytest.fixture
-def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> LoopProject:
-    return LoopProject(pytester, monkeypatch)
-
-
 def fixing_agents(project: LoopProject) -> list[str]:
     patches = calc_fix_patches()
     coder = project.agent("coder", [coder_answer(p, f"fix {i}") for i, p in enumerate(patches)])

@@ -9,16 +9,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from pytest_fwloop.core.policy import (
-    FileChange,
-    PatchParseError,
-    PatchPolicy,
-    check_patch,
-    glob_match,
-    normalize_path,
-    parse_patch,
-    touched_paths,
-)
+from pytest_fwloop.core.policy import PatchPolicy, check_patch
+from pytest_fwloop.core.posix_paths import glob_match, normalize_path
+from pytest_fwloop.core.unified_diff import FileChange, PatchParseError, parse_patch, touched_paths
 
 # No example database: property tests must not leave a .hypothesis/ directory in the checkout.
 property_test = settings(database=None, deadline=None)

@@ -139,24 +139,24 @@ def claude(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeClaude:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "firmware"
-    (path / "src").mkdir(parents=True)
-    (path / "src" / "uart.c").write_text("int divisor = 7;\n")
-    return path
+def uart_workspace(workspace: Path) -> Path:
+    """The workspace with one source file, src/uart.c, for a coder to edit."""
+    (workspace / "src").mkdir()
+    (workspace / "src" / "uart.c").write_text("int divisor = 7;\n")
+    return workspace
 
 
 agent = partial(role_agent, max_retries=2)
 
 
 def test_success_reads_structured_output_and_usage(
-    claude: FakeClaude, workspace: Path, tmp_path: Path
+    claude: FakeClaude, uart_workspace: Path, tmp_path: Path
 ) -> None:
     claude.steps({"answer": CODER_ANSWER})
     records: list[CallRecord] = []
     failures = [Failure(nodeid="tests/test_uart.py::test_echo", signature="s", excerpt="e")]
     answer = agent("coder", "claude:claude-sonnet-4-5", tmp_path, records).ask(
-        make_request(workspace, failures=failures)
+        make_request(uart_workspace, failures=failures)
     )
     assert isinstance(answer, CoderAnswer)
     assert answer.analysis.root_cause == "baud divisor off by one"
@@ -167,7 +167,7 @@ def test_success_reads_structured_output_and_usage(
     assert "$schema" not in schema
     assert schema["required"] == ["analysis", "patch", "summary"]
     assert "--permission-mode" not in call.argv
-    assert call.cwd == str(workspace)
+    assert call.cwd == str(uart_workspace)
     assert "tests/test_uart.py::test_echo" in call.prompt
     assert "exactly one JSON object" in call.prompt
     assert "edit the files in the workspace" not in call.prompt
@@ -187,16 +187,18 @@ def test_success_reads_structured_output_and_usage(
 
 
 def test_fenced_answer_in_result_when_there_is_no_structured_output(
-    claude: FakeClaude, workspace: Path, tmp_path: Path
+    claude: FakeClaude, uart_workspace: Path, tmp_path: Path
 ) -> None:
     claude.steps({"result": {"result": "```json\n" + json.dumps(REVIEWER_ANSWER) + "\n```"}})
     records: list[CallRecord] = []
-    answer = agent("reviewer", "claude", tmp_path, records).ask(make_request(workspace, "reviewer"))
+    answer = agent("reviewer", "claude", tmp_path, records).ask(
+        make_request(uart_workspace, "reviewer")
+    )
     assert isinstance(answer, ReviewerAnswer)
 
 
 def test_an_error_result_with_exit_status_0_is_bad_output(
-    claude: FakeClaude, workspace: Path
+    claude: FakeClaude, uart_workspace: Path
 ) -> None:
     claude.steps(
         {
@@ -209,7 +211,7 @@ def test_an_error_result_with_exit_status_0_is_bad_output(
         }
     )
     with pytest.raises(ProviderError) as caught:
-        ClaudeProvider().call(make_request(workspace), timeout=30)
+        ClaudeProvider().call(make_request(uart_workspace), timeout=30)
     assert caught.value.kind is ProviderErrorKind.PROVIDER_BAD_OUTPUT
     assert caught.value.message == (
         "claude reported error_during_execution (is_error=true): Tool execution crashed"
@@ -218,23 +220,25 @@ def test_an_error_result_with_exit_status_0_is_bad_output(
 
 
 def test_success_subtype_with_is_error_true_is_an_error(
-    claude: FakeClaude, workspace: Path
+    claude: FakeClaude, uart_workspace: Path
 ) -> None:
     claude.steps(
         {"answer": CODER_ANSWER, "result": {"is_error": True, "result": "API stream ended"}}
     )
     with pytest.raises(ProviderError, match=r"reported success \(is_error=true\)"):
-        ClaudeProvider().call(make_request(workspace), timeout=30)
+        ClaudeProvider().call(make_request(uart_workspace), timeout=30)
 
 
 def test_a_permission_denial_loop_is_permission_denied(
-    claude: FakeClaude, workspace: Path, tmp_path: Path
+    claude: FakeClaude, uart_workspace: Path, tmp_path: Path
 ) -> None:
-    claude.steps({"edit": {"path": str(workspace / "src/uart.c"), "text": "int divisor = 8;\n"}})
+    claude.steps(
+        {"edit": {"path": str(uart_workspace / "src/uart.c"), "text": "int divisor = 8;\n"}}
+    )
     records: list[CallRecord] = []
     coder = agent("coder", [ClaudeProvider(max_turns=4)], tmp_path, records)
     with pytest.raises(ProviderError) as caught:
-        coder.ask(make_request(workspace))
+        coder.ask(make_request(uart_workspace))
     assert caught.value.kind is ProviderErrorKind.PROVIDER_PERMISSION_DENIED
     assert caught.value.message == (
         "claude gave no usable answer (error_max_turns) after 3 denied tool call(s) (Edit); "
@@ -243,33 +247,35 @@ def test_a_permission_denial_loop_is_permission_denied(
     # Not transient, and not an answer to re-ask: one call, then give up.
     assert [r.error_kind for r in records] == ["provider_permission_denied"]
     assert claude.calls()[0].option("--max-turns") == "4"
-    assert (workspace / "src/uart.c").read_text() == "int divisor = 7;\n"
+    assert (uart_workspace / "src/uart.c").read_text() == "int divisor = 7;\n"
 
 
 def test_a_coder_with_a_permission_mode_edits_the_workspace(
-    claude: FakeClaude, workspace: Path
+    claude: FakeClaude, uart_workspace: Path
 ) -> None:
     edited = {**CODER_ANSWER, "patch": "", "summary": "edited src/uart.c"}
     claude.steps({"edit": {"path": "src/uart.c", "text": "int divisor = 8;\n"}, "answer": edited})
     provider = ClaudeProvider(permission_mode="acceptEdits")
-    raw = provider.call(make_request(workspace), timeout=30)
+    raw = provider.call(make_request(uart_workspace), timeout=30)
     assert json.loads(raw.text)["patch"] == ""
-    assert (workspace / "src/uart.c").read_text() == "int divisor = 8;\n"
+    assert (uart_workspace / "src/uart.c").read_text() == "int divisor = 8;\n"
     (call,) = claude.calls()
     assert call.option("--permission-mode") == "acceptEdits"
     assert "edit the files in the workspace" in call.prompt
 
 
-def test_a_reviewer_never_gets_the_permission_mode(claude: FakeClaude, workspace: Path) -> None:
+def test_a_reviewer_never_gets_the_permission_mode(
+    claude: FakeClaude, uart_workspace: Path
+) -> None:
     claude.steps({"answer": REVIEWER_ANSWER})
-    ClaudeProvider(permission_mode="acceptEdits").call(make_request(workspace, "reviewer"), 30)
+    ClaudeProvider(permission_mode="acceptEdits").call(make_request(uart_workspace, "reviewer"), 30)
     assert "--permission-mode" not in claude.calls()[0].argv
     # Nor its edit tools, whatever the user's settings allow.
     assert claude.calls()[0].option("--disallowedTools") == "Edit,Write,MultiEdit,NotebookEdit"
 
 
 def test_an_auth_error_fails_over_at_once(
-    claude: FakeClaude, workspace: Path, tmp_path: Path
+    claude: FakeClaude, uart_workspace: Path, tmp_path: Path
 ) -> None:
     claude.steps(AUTH_FAILURE)
     records: list[CallRecord] = []
@@ -277,7 +283,7 @@ def test_an_auth_error_fails_over_at_once(
     coder = agent(
         "coder", f"claude,{command_coder(tmp_path, CODER_ANSWER)}", tmp_path, records, sleeps
     )
-    assert isinstance(coder.ask(make_request(workspace)), CoderAnswer)
+    assert isinstance(coder.ask(make_request(uart_workspace)), CoderAnswer)
     assert [(r.provider.split(":")[0], r.error_kind) for r in records] == [
         ("claude", "provider_auth_error"),
         ("command", None),
@@ -291,7 +297,7 @@ def test_an_auth_error_fails_over_at_once(
 
 
 def test_a_rate_limit_is_retried_then_fails_over(
-    claude: FakeClaude, workspace: Path, tmp_path: Path
+    claude: FakeClaude, uart_workspace: Path, tmp_path: Path
 ) -> None:
     claude.steps(RATE_LIMIT)
     records: list[CallRecord] = []
@@ -299,7 +305,7 @@ def test_a_rate_limit_is_retried_then_fails_over(
     coder = agent(
         "coder", f"claude,{command_coder(tmp_path, CODER_ANSWER)}", tmp_path, records, sleeps
     )
-    assert isinstance(coder.ask(make_request(workspace)), CoderAnswer)
+    assert isinstance(coder.ask(make_request(uart_workspace)), CoderAnswer)
     assert len(claude.calls()) == 3  # the first call and max_retries=2 retries
     assert [(r.provider.split(":")[0], r.retry_count, r.error_kind) for r in records] == [
         ("claude", 0, "provider_rate_limited"),
@@ -314,25 +320,25 @@ def test_a_rate_limit_is_retried_then_fails_over(
 
 
 def test_a_rate_limit_then_success_answers(
-    claude: FakeClaude, workspace: Path, tmp_path: Path
+    claude: FakeClaude, uart_workspace: Path, tmp_path: Path
 ) -> None:
     claude.steps(RATE_LIMIT, {"answer": CODER_ANSWER})
     records: list[CallRecord] = []
     assert isinstance(
-        agent("coder", "claude", tmp_path, records).ask(make_request(workspace)), CoderAnswer
+        agent("coder", "claude", tmp_path, records).ask(make_request(uart_workspace)), CoderAnswer
     )
     assert [r.error_kind for r in records] == ["provider_rate_limited", None]
 
 
 def test_not_installed_fails_over_to_a_command_provider(
-    tmp_path: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, uart_workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
     records: list[CallRecord] = []
     coder = agent("coder", f"claude,{command_coder(tmp_path, CODER_ANSWER)}", tmp_path, records)
-    assert isinstance(coder.ask(make_request(workspace)), CoderAnswer)
+    assert isinstance(coder.ask(make_request(uart_workspace)), CoderAnswer)
     assert [r.error_kind for r in records] == ["provider_not_found", None]
     assert records[0].errors == [
         "the 'claude' executable is not on PATH; install Claude Code or choose another provider"
@@ -377,33 +383,33 @@ def test_not_installed_fails_over_to_a_command_provider(
 )
 def test_failures_without_an_answer_are_classified(
     claude: FakeClaude,
-    workspace: Path,
+    uart_workspace: Path,
     step: dict[str, object],
     kind: ProviderErrorKind,
     message: str,
 ) -> None:
     claude.steps(step)
     with pytest.raises(ProviderError) as caught:
-        ClaudeProvider().call(make_request(workspace), timeout=30)
+        ClaudeProvider().call(make_request(uart_workspace), timeout=30)
     assert (caught.value.kind, caught.value.message) == (kind, message)
 
 
 def test_the_fake_refuses_a_bad_permission_mode_as_the_real_one_does(
-    claude: FakeClaude, workspace: Path
+    claude: FakeClaude, uart_workspace: Path
 ) -> None:
     claude.steps({"answer": CODER_ANSWER})
     with pytest.raises(ProviderError) as caught:
-        ClaudeProvider(permission_mode="yolo").call(make_request(workspace), timeout=30)
+        ClaudeProvider(permission_mode="yolo").call(make_request(uart_workspace), timeout=30)
     assert caught.value.kind is ProviderErrorKind.PROVIDER_BAD_OUTPUT
     assert "argument 'yolo' is invalid" in caught.value.message
 
 
-def test_a_large_request_goes_through_stdin(claude: FakeClaude, workspace: Path) -> None:
+def test_a_large_request_goes_through_stdin(claude: FakeClaude, uart_workspace: Path) -> None:
     # One argv string is capped at 128 KiB on Linux; the prompt must not be one.
     claude.steps({"answer": CODER_ANSWER})
     excerpt = "E" * 300_000
     failures = [Failure(nodeid="t.py::test_big", signature="s", excerpt=excerpt)]
-    ClaudeProvider().call(make_request(workspace, failures=failures), timeout=30)
+    ClaudeProvider().call(make_request(uart_workspace, failures=failures), timeout=30)
     assert excerpt in claude.calls()[0].prompt
 
 

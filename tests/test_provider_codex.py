@@ -115,13 +115,6 @@ def codex(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeCodex:
     return FakeCodex(tmp_path, monkeypatch)
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "firmware"  # not a git repository: the loop keeps its own snapshot
-    path.mkdir()
-    return path
-
-
 agent = partial(role_agent, "coder", max_retries=1)
 
 

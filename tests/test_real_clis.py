@@ -39,9 +39,9 @@ pytestmark = [
 
 
 @pytest.fixture
-def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> LoopProject:
-    project = LoopProject(pytester, monkeypatch)
-    home = pytester.path / "home"
+def cli_project(project: LoopProject, monkeypatch: pytest.MonkeyPatch) -> LoopProject:
+    """The project with the pinned real CLIs on PATH, a HOME of its own and their telemetry off."""
+    home = project.pytester.path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("PATH", f"{CLIS}{os.pathsep}{os.environ['PATH']}")
@@ -81,18 +81,18 @@ def fixing_model(edits: bool = False) -> Any:
 
 
 def test_claude_converges_answering_with_diffs(
-    project: LoopProject, monkeypatch: pytest.MonkeyPatch
+    cli_project: LoopProject, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    project.calc_suite()
+    cli_project.calc_suite()
     with ModelServer(fixing_model()) as server:
         claude_server(monkeypatch, server)
-        result = project.run("--fwloop-coder=claude")
+        result = cli_project.run("--fwloop-coder=claude")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    summary = project.summary()
+    summary = cli_project.summary()
     assert summary["pass_counts"] == [1, 3, 5, 6, 6]
     assert summary["usage"]["total"]["cost_usd"] > 0  # Claude Code's total_cost_usd is counted
     # The shipped schemas pass the CLI's strict schema validator: no warning on any call.
-    [run_dir] = project.run_dirs()
+    [run_dir] = cli_project.run_dirs()
     metas = {p.name: json.loads(p.read_text()) for p in run_dir.glob("rounds/*/*.meta.json")}
     assert {name.split("-")[0] for name in metas} == {"coder", "reviewer"}
     assert [m["stderr_tail"] for m in metas.values() if "strict mode" in m["stderr_tail"]] == []
@@ -128,20 +128,20 @@ ANTHROPIC_ERRORS = {
     ],
 )
 def test_claude_api_errors_are_classified_by_status_and_retried_only_by_the_loop(
-    project: LoopProject, monkeypatch: pytest.MonkeyPatch, status: int, kind: str, requests: int
+    cli_project: LoopProject, monkeypatch: pytest.MonkeyPatch, status: int, kind: str, requests: int
 ) -> None:
     """Claude Code exits 1 with `api_error_status`; its own ten retries are off, so a 401 fails
     at once and a 429 gets the role's three retries, not 4 x 10."""
-    project.calc_suite()
+    cli_project.calc_suite()
     error_type, message = ANTHROPIC_ERRORS[status]
     failing = HttpError(
         status, {"type": "error", "error": {"type": error_type, "message": message}}
     )
     with ModelServer(lambda body: failing) as server:
         claude_server(monkeypatch, server)
-        result = project.run("--fwloop-coder=claude")
+        result = cli_project.run("--fwloop-coder=claude")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
-    summary = project.summary()
+    summary = cli_project.summary()
     assert summary["outcome"] == kind, summary["reason"]
     assert len(server.requests) == requests
 
@@ -158,18 +158,18 @@ def test_claude_api_errors_are_classified_by_status_and_retried_only_by_the_loop
     ],
 )
 def test_a_permission_mode_the_cli_will_refuse_stops_the_run_before_the_baseline(
-    project: LoopProject, monkeypatch: pytest.MonkeyPatch, mode: str, problem: str
+    cli_project: LoopProject, monkeypatch: pytest.MonkeyPatch, mode: str, problem: str
 ) -> None:
-    project.calc_suite(f"fwloop_claude_permission_mode = {mode}\n")
+    cli_project.calc_suite(f"fwloop_claude_permission_mode = {mode}\n")
     with ModelServer(fixing_model()) as server:
         claude_server(monkeypatch, server)
-        result = project.run("--fwloop-coder=claude")
+        result = cli_project.run("--fwloop-coder=claude")
     assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
     result.stderr.fnmatch_lines(
         [f"*fwloop: --fwloop-coder: claude: fwloop_claude_permission_mode*{problem}"]
     )
     assert server.requests == []
-    assert project.run_dirs() == []
+    assert cli_project.run_dirs() == []
 
 
 @pytest.fixture
@@ -223,14 +223,14 @@ def fixing_codex(body: dict[str, Any]) -> Text:
 
 
 def test_codex_converges_answering_with_diffs(
-    project: LoopProject, monkeypatch: pytest.MonkeyPatch, codex_home: Path
+    cli_project: LoopProject, monkeypatch: pytest.MonkeyPatch, codex_home: Path
 ) -> None:
-    project.calc_suite()
+    cli_project.calc_suite()
     with ModelServer(fixing_codex) as server:
         codex_server(codex_home, monkeypatch, server)
-        result = project.run("--fwloop-coder=codex")
+        result = cli_project.run("--fwloop-coder=codex")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    summary = project.summary()
+    summary = cli_project.summary()
     assert summary["pass_counts"] == [1, 3, 5, 6, 6]
     assert summary["usage"]["total"]["tokens"] > 0
 
@@ -260,44 +260,44 @@ OPENAI_ERRORS = {
     ],
 )
 def test_codex_errors_are_classified(
-    project: LoopProject,
+    cli_project: LoopProject,
     monkeypatch: pytest.MonkeyPatch,
     codex_home: Path,
     error: str,
     kind: str,
     requests: int,
 ) -> None:
-    project.calc_suite()
+    cli_project.calc_suite()
     with ModelServer(lambda body: OPENAI_ERRORS[error]) as server:
         codex_server(codex_home, monkeypatch, server)
-        result = project.run("--fwloop-coder=codex")
+        result = cli_project.run("--fwloop-coder=codex")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
-    assert project.summary()["outcome"] == kind, project.summary()["reason"]
+    assert cli_project.summary()["outcome"] == kind, cli_project.summary()["reason"]
     assert len(server.requests) == requests
 
 
 def test_codex_without_its_key_variable_is_an_auth_error(
-    project: LoopProject, monkeypatch: pytest.MonkeyPatch, codex_home: Path
+    cli_project: LoopProject, monkeypatch: pytest.MonkeyPatch, codex_home: Path
 ) -> None:
-    project.calc_suite()
+    cli_project.calc_suite()
     with ModelServer(fixing_codex) as server:
         codex_server(codex_home, monkeypatch, server, key=False)
-        result = project.run("--fwloop-coder=codex")
+        result = cli_project.run("--fwloop-coder=codex")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    summary = project.summary()
+    summary = cli_project.summary()
     assert summary["outcome"] == "provider_auth_error", summary["reason"]
     assert "SCRIPTED_MODEL_KEY" in summary["reason"]
     assert server.requests == []
 
 
 def test_a_codex_config_error_keeps_the_line_that_says_how_to_fix_it(
-    project: LoopProject, monkeypatch: pytest.MonkeyPatch, codex_home: Path
+    cli_project: LoopProject, monkeypatch: pytest.MonkeyPatch, codex_home: Path
 ) -> None:
-    project.calc_suite()
+    cli_project.calc_suite()
     with ModelServer(fixing_codex) as server:
         codex_server(codex_home, monkeypatch, server, wire_api="chat")
-        project.run("--fwloop-coder=codex")
-    reason = project.summary()["reason"]
+        cli_project.run("--fwloop-coder=codex")
+    reason = cli_project.summary()["reason"]
     assert 'How to fix: set `wire_api = "responses"`' in reason, reason
 
 
@@ -309,12 +309,12 @@ def codex_patch(old: str, new: str) -> str:
 
 
 def test_a_codex_reviewer_cannot_change_the_tree_even_under_workspace_write(
-    project: LoopProject, monkeypatch: pytest.MonkeyPatch, codex_home: Path
+    cli_project: LoopProject, monkeypatch: pytest.MonkeyPatch, codex_home: Path
 ) -> None:
     """The reviewer tries to apply the fix itself (as one did under workspace-write, after which
     the coder's patch no longer applied); it runs --sandbox read-only, so its edit is refused
     and the loop goes on with the coder's patch."""
-    project.calc_suite()
+    cli_project.calc_suite()
 
     def script(body: dict[str, Any]) -> Text | ToolCall:
         request = agent_request(body)
@@ -326,15 +326,15 @@ def test_a_codex_reviewer_cannot_change_the_tree_even_under_workspace_write(
 
     with ModelServer(script) as server:
         codex_server(codex_home, monkeypatch, server, sandbox="workspace-write")
-        result = project.run("--fwloop-coder=codex")
+        result = cli_project.run("--fwloop-coder=codex")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    assert project.summary()["pass_counts"] == [1, 3, 5, 6, 6]
+    assert cli_project.summary()["pass_counts"] == [1, 3, 5, 6, 6]
 
 
 def test_a_claude_reviewer_cannot_edit_even_when_the_users_settings_allow_it(
-    project: LoopProject, monkeypatch: pytest.MonkeyPatch
+    cli_project: LoopProject, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    project.calc_suite()
+    cli_project.calc_suite()
     settings = Path(os.environ["HOME"]) / ".claude" / "settings.json"
     settings.parent.mkdir(parents=True, exist_ok=True)
     settings.write_text(json.dumps({"permissions": {"allow": ["Edit", "Write", "Read"]}}))
@@ -348,17 +348,17 @@ def test_a_claude_reviewer_cannot_edit_even_when_the_users_settings_allow_it(
 
     with ModelServer(script) as server:
         claude_server(monkeypatch, server)
-        result = project.run("--fwloop-coder=claude")
+        result = cli_project.run("--fwloop-coder=claude")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    assert project.summary()["pass_counts"] == [1, 3, 5, 6, 6]
+    assert cli_project.summary()["pass_counts"] == [1, 3, 5, 6, 6]
 
 
 def test_claude_converges_editing_the_tree_itself(
-    project: LoopProject, monkeypatch: pytest.MonkeyPatch
+    cli_project: LoopProject, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With acceptEdits the coder fixes through Read and Edit and answers with no patch; its
     edits are taken as the proposed patch, undone, reviewed and applied like any diff."""
-    project.calc_suite("fwloop_claude_permission_mode = acceptEdits\n")
+    cli_project.calc_suite("fwloop_claude_permission_mode = acceptEdits\n")
 
     def script(body: dict[str, Any]) -> ToolCall | Text:
         request = agent_request(body)
@@ -368,19 +368,19 @@ def test_claude_converges_editing_the_tree_itself(
 
     with ModelServer(script) as server:
         claude_server(monkeypatch, server)
-        result = project.run("--fwloop-coder=claude")
+        result = cli_project.run("--fwloop-coder=claude")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    assert project.summary()["pass_counts"] == [1, 3, 5, 6, 6]
-    [run_dir] = project.run_dirs()
+    assert cli_project.summary()["pass_counts"] == [1, 3, 5, 6, 6]
+    [run_dir] = cli_project.run_dirs()
     assert "+    return a + b" in (run_dir / "rounds" / "02" / "patch.diff").read_text()
 
 
 def test_a_codex_coder_whose_writes_the_sandbox_refuses_is_a_permission_denial(
-    project: LoopProject, monkeypatch: pytest.MonkeyPatch, codex_home: Path
+    cli_project: LoopProject, monkeypatch: pytest.MonkeyPatch, codex_home: Path
 ) -> None:
     """0.169 says so only on stderr ("patch rejected: writing is blocked by read-only
     sandbox"); a coder that then gives up without JSON is provider_permission_denied."""
-    project.calc_suite()
+    cli_project.calc_suite()
 
     def script(body: dict[str, Any]) -> ToolCall | Text:
         request = agent_request(body)
@@ -393,8 +393,8 @@ def test_a_codex_coder_whose_writes_the_sandbox_refuses_is_a_permission_denial(
 
     with ModelServer(script) as server:
         codex_server(codex_home, monkeypatch, server, sandbox="read-only")
-        result = project.run("--fwloop-coder=codex")
+        result = cli_project.run("--fwloop-coder=codex")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
-    summary = project.summary()
+    summary = cli_project.summary()
     assert summary["outcome"] == "provider_permission_denied", summary["reason"]
     assert "writing is blocked by read-only sandbox" in summary["reason"]

@@ -87,6 +87,7 @@ def test_what_a_child_sends_fits_the_pipe_and_a_cut_message_is_nothing() -> None
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["auto", "spawn"])
 def test_the_loop_converges_when_a_rewritten_helper_is_patched(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, mode: str

@@ -24,11 +24,6 @@ from pytest_fwloop.core.fsm import State
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> LoopProject:
-    return LoopProject(pytester, monkeypatch)
-
-
 def test_secrets_never_reach_the_run_directory_or_the_terminal(
     project: LoopProject, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -24,11 +24,6 @@ from loopkit import (
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> LoopProject:
-    return LoopProject(pytester, monkeypatch)
-
-
 @pytest.mark.parametrize(
     ("path", "text", "named"),
     [

@@ -65,8 +65,8 @@ ALLOW = f"fwloop_allowed_commands =\n    {shlex.join(CHECK_ARGV)}\n    make chec
 
 
 @pytest.fixture
-def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> LoopProject:
-    project = LoopProject(pytester, monkeypatch)
+def selfcheck_project(project: LoopProject) -> LoopProject:
+    """The calc suite with the self-check script and `make check` allowed as tester commands."""
     project.calc_suite(ALLOW)
     project.write(SELFCHECK, SCALE_CHECK)
     return project
@@ -79,9 +79,9 @@ def results(project: LoopProject, iteration: int) -> dict[str, dict[str, Any]]:
 
 
 def test_a_failing_command_goes_to_the_coder_and_counts_until_it_passes(
-    project: LoopProject,
+    selfcheck_project: LoopProject,
 ) -> None:
-    project.write(
+    selfcheck_project.write(
         "tests/test_plan.py",
         "def test_plan_is_visible(fwloop_test_plan):\n"
         "    if fwloop_test_plan is not None:\n"
@@ -89,19 +89,23 @@ def test_a_failing_command_goes_to_the_coder_and_counts_until_it_passes(
     )
     patches = calc_fix_patches()
     tester_plan = plan(["tests/test_calc.py::test_scale_double"], [CHECK_ARGV, ["rm", "-rf", "fw"]])
-    agent = project.agent("agent", [coder_answer(p) for p in patches], tester=[tester_plan])
-    result = project.run(f"--fwloop-coder={agent.spec}", f"--fwloop-tester={agent.spec}")
+    agent = selfcheck_project.agent(
+        "agent", [coder_answer(p) for p in patches], tester=[tester_plan]
+    )
+    result = selfcheck_project.run(f"--fwloop-coder={agent.spec}", f"--fwloop-tester={agent.spec}")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    summary = project.summary()
+    summary = selfcheck_project.summary()
     assert summary["outcome"] == "success"
     # The command counts as one more test in each patch iteration, never at the baseline or
     # the confirmation run.
     assert summary["pass_counts"] == [2, 4, 7, 8, 7]
     assert summary["total_counts"] == [7, 8, 8, 8, 7]
-    assert results(project, 2)[CHECK_NODEID]["outcome"] == "failed"
-    assert "selfcheck: scale(4, 2) gave 9" in results(project, 2)[CHECK_NODEID]["longrepr"]
-    assert results(project, 3)[CHECK_NODEID]["outcome"] == "passed"
-    assert CHECK_NODEID not in results(project, 5)
+    assert results(selfcheck_project, 2)[CHECK_NODEID]["outcome"] == "failed"
+    assert (
+        "selfcheck: scale(4, 2) gave 9" in results(selfcheck_project, 2)[CHECK_NODEID]["longrepr"]
+    )
+    assert results(selfcheck_project, 3)[CHECK_NODEID]["outcome"] == "passed"
+    assert CHECK_NODEID not in results(selfcheck_project, 5)
     # test_failed: the command's output reaches the coder as a must-fix item.
     [told] = [r for r in agent.requests("coder") if r["iteration"] == 3]
     assert told["must_fix"][0]["issue"].startswith(
@@ -119,7 +123,7 @@ def test_a_failing_command_goes_to_the_coder_and_counts_until_it_passes(
         enum = request["schema"]["properties"]["select"]["items"]["enum"]
         assert "tests/test_plan.py::test_plan_is_visible" in enum
         assert len(enum) == 7
-    [run_dir] = project.run_dirs()
+    [run_dir] = selfcheck_project.run_dirs()
     assert json.loads((run_dir / "rounds" / "02" / "test-plan.json").read_text()) == tester_plan
     assert not (run_dir / "rounds" / "05" / "test-plan.json").exists()
     commands = json.loads((run_dir / "rounds" / "02" / "commands.json").read_text())["commands"]
@@ -127,28 +131,28 @@ def test_a_failing_command_goes_to_the_coder_and_counts_until_it_passes(
         (["rm", "-rf", "fw"], "blocked"),
         (CHECK_ARGV, "failed"),
     ]
-    assert (project.root / "fw" / "calc.py").is_file()  # the blocked command never ran
+    assert (selfcheck_project.root / "fw" / "calc.py").is_file()  # the blocked command never ran
     assert (run_dir / "rounds" / "02" / "commands" / "1.log").is_file()
     timeline = json.loads((run_dir / "task-timeline.json").read_text())["iterations"]
     assert "tester pre-check: 0/1 selected test(s) passed" in timeline[1]["notes"]
     assert "tester pre-check: 1/1 selected test(s) passed" in timeline[2]["notes"]
-    assert [e["event"] for e in project.events()].count("test_plan_ready") == 3
+    assert [e["event"] for e in selfcheck_project.events()].count("test_plan_ready") == 3
 
 
 def test_the_same_command_failing_twice_in_a_row_is_repeated_test_failure(
-    project: LoopProject,
+    selfcheck_project: LoopProject,
 ) -> None:
-    before = tree_state(project.root)
+    before = tree_state(selfcheck_project.root)
     add_fixed = CALC.replace(*FIXES[0])
     clamp_fixed = add_fixed.replace(*FIXES[2])
     coder = [
         coder_answer(calc_fix_patches()[0]),
         coder_answer(diff("fw/calc.py", add_fixed, clamp_fixed)),
     ]
-    agent = project.agent("agent", coder, tester=[plan([], [CHECK_ARGV])])
-    result = project.run(f"--fwloop-coder={agent.spec}", f"--fwloop-tester={agent.spec}")
+    agent = selfcheck_project.agent("agent", coder, tester=[plan([], [CHECK_ARGV])])
+    result = selfcheck_project.run(f"--fwloop-coder={agent.spec}", f"--fwloop-tester={agent.spec}")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
-    summary = project.summary()
+    summary = selfcheck_project.summary()
     assert summary["outcome"] == "repeated_test_failure"
     assert summary["final_state"] == "FAILURE"
     assert summary["pass_counts"] == [1, 3, 4]
@@ -156,37 +160,39 @@ def test_the_same_command_failing_twice_in_a_row_is_repeated_test_failure(
         f"TEST_COMMAND_FAILURE: the tester's command `{shlex.join(CHECK_ARGV)}` failed in two "
         "consecutive rounds; not retried: the cause lies outside the coder's patch (seed 004)"
     )
-    assert tree_state(project.root) == before
-    recovery = [e for e in project.events() if e["event"] == "repeated_test_failure"]
+    assert tree_state(selfcheck_project.root) == before
+    recovery = [e for e in selfcheck_project.events() if e["event"] == "repeated_test_failure"]
     assert [(e["from"], e["to"]) for e in recovery] == [("RESULT_ANALYSIS", "ERROR_RECOVERY")]
 
 
-def test_only_blocked_commands_end_the_run_in_ci_mode(project: LoopProject) -> None:
-    before = tree_state(project.root)
+def test_only_blocked_commands_end_the_run_in_ci_mode(selfcheck_project: LoopProject) -> None:
+    before = tree_state(selfcheck_project.root)
     hostile = plan([], [["touch", "PWNED"], ["sh", "-c", "make check"]])
-    agent = project.agent("agent", [coder_answer(calc_fix_patches()[0])], tester=[hostile])
-    result = project.run(f"--fwloop-coder={agent.spec}", f"--fwloop-tester={agent.spec}")
+    agent = selfcheck_project.agent(
+        "agent", [coder_answer(calc_fix_patches()[0])], tester=[hostile]
+    )
+    result = selfcheck_project.run(f"--fwloop-coder={agent.spec}", f"--fwloop-tester={agent.spec}")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
-    summary = project.summary()
+    summary = selfcheck_project.summary()
     assert summary["outcome"] == "tester_command_blocked"
     assert summary["reason"].startswith(
         "all 2 command(s) the tester proposed are blocked: touch PWNED starts with no allowed "
         "prefix (fwloop_allowed_commands: "
     )
     assert len(agent.requests("tester")) == 1  # no explained retry outside auto mode
-    assert not (project.root / "PWNED").exists()
-    assert tree_state(project.root) == before
+    assert not (selfcheck_project.root / "PWNED").exists()
+    assert tree_state(selfcheck_project.root) == before
     result.stdout.fnmatch_lines(["*TEST_SETUP -> ERROR_RECOVERY*blocked*"])
 
 
-def test_auto_mode_gives_the_tester_one_explained_retry(project: LoopProject) -> None:
+def test_auto_mode_gives_the_tester_one_explained_retry(selfcheck_project: LoopProject) -> None:
     blocked = plan([], [["sh", "-c", "make check"]])
-    agent = project.agent(
+    agent = selfcheck_project.agent(
         "agent",
         [coder_answer(p) for p in calc_fix_patches()],
         tester=[blocked, plan([], [CHECK_ARGV])],
     )
-    result = project.run(
+    result = selfcheck_project.run(
         f"--fwloop-coder={agent.spec}", f"--fwloop-tester={agent.spec}", "--fwloop-mode=auto"
     )
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
@@ -202,28 +208,28 @@ def test_auto_mode_gives_the_tester_one_explained_retry(project: LoopProject) ->
     ]
     assert retry["allowed_commands"] == [shlex.join(CHECK_ARGV), "make check"]
     assert "every command you proposed was blocked" in retry["constraints"][0]
-    assert CHECK_NODEID in results(project, 2)
+    assert CHECK_NODEID in results(selfcheck_project, 2)
 
 
-def test_an_invalid_plan_is_noted_and_the_loop_iterates(project: LoopProject) -> None:
-    agent = project.agent(
+def test_an_invalid_plan_is_noted_and_the_loop_iterates(selfcheck_project: LoopProject) -> None:
+    agent = selfcheck_project.agent(
         "agent",
         [coder_answer(p) for p in calc_fix_patches()],
         tester=[plan(["tests/test_calc.py::test_nope"])],
     )
-    result = project.run(f"--fwloop-coder={agent.spec}", f"--fwloop-tester={agent.spec}")
+    result = selfcheck_project.run(f"--fwloop-coder={agent.spec}", f"--fwloop-tester={agent.spec}")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    assert project.summary()["pass_counts"] == [1, 3, 5, 6, 6]
+    assert selfcheck_project.summary()["pass_counts"] == [1, 3, 5, 6, 6]
     testers = agent.requests("tester")
     assert len(testers) == 6  # each of three rounds: asked, re-asked with the errors
     assert "tests/test_calc.py::test_nope" in testers[1]["validation_errors"][0]
-    skipped = [e for e in project.events() if e["event"] == "tester_schema_invalid"]
+    skipped = [e for e in selfcheck_project.events() if e["event"] == "tester_schema_invalid"]
     assert [(e["from"], e["to"], e["iteration"]) for e in skipped] == [
         ("TEST_SETUP", "TEST_RUN", 2),
         ("TEST_SETUP", "TEST_RUN", 3),
         ("TEST_SETUP", "TEST_RUN", 4),
     ]
-    [run_dir] = project.run_dirs()
+    [run_dir] = selfcheck_project.run_dirs()
     assert not (run_dir / "rounds" / "02" / "test-plan.json").exists()
     timeline = json.loads((run_dir / "task-timeline.json").read_text())["iterations"]
     assert any(
@@ -231,24 +237,30 @@ def test_an_invalid_plan_is_noted_and_the_loop_iterates(project: LoopProject) ->
     )
 
 
-def test_a_missing_tester_stops_the_run_before_the_baseline(project: LoopProject) -> None:
-    coder = project.agent("coder", [coder_answer(calc_fix_patches()[0])])
-    result = project.run(f"--fwloop-coder={coder.spec}", "--fwloop-tester=command:/no/such/tester")
+def test_a_missing_tester_stops_the_run_before_the_baseline(selfcheck_project: LoopProject) -> None:
+    coder = selfcheck_project.agent("coder", [coder_answer(calc_fix_patches()[0])])
+    result = selfcheck_project.run(
+        f"--fwloop-coder={coder.spec}", "--fwloop-tester=command:/no/such/tester"
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--fwloop-tester: command:/no/such/tester: *does not exist*"])
-    assert project.run_dirs() == []
+    assert selfcheck_project.run_dirs() == []
 
 
-def test_a_tester_that_fails_mid_run_ends_with_its_error_kind(project: LoopProject) -> None:
-    broken = project.agents_dir / "tester.sh"
+def test_a_tester_that_fails_mid_run_ends_with_its_error_kind(
+    selfcheck_project: LoopProject,
+) -> None:
+    broken = selfcheck_project.agents_dir / "tester.sh"
     broken.write_text("#!/bin/sh\necho 'tester crashed' >&2\nexit 3\n")
     broken.chmod(0o755)
-    coder = project.agent("coder", [coder_answer(calc_fix_patches()[0])])
-    result = project.run(f"--fwloop-coder={coder.spec}", f"--fwloop-tester=command:{broken}")
+    coder = selfcheck_project.agent("coder", [coder_answer(calc_fix_patches()[0])])
+    result = selfcheck_project.run(
+        f"--fwloop-coder={coder.spec}", f"--fwloop-tester=command:{broken}"
+    )
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
-    assert project.summary()["outcome"] == "provider_bad_output"
-    assert f"tester provider command:{broken}" in project.summary()["reason"]
-    assert "tester_failed" in [e["event"] for e in project.events()]
+    assert selfcheck_project.summary()["outcome"] == "provider_bad_output"
+    assert f"tester provider command:{broken}" in selfcheck_project.summary()["reason"]
+    assert "tester_failed" in [e["event"] for e in selfcheck_project.events()]
 
 
 def test_an_allowlist_line_that_does_not_split_is_a_usage_error(
@@ -264,11 +276,11 @@ def test_an_allowlist_line_that_does_not_split_is_a_usage_error(
 
 
 def test_a_command_that_rewrites_protected_files_fails_and_they_are_put_back(
-    project: LoopProject,
+    selfcheck_project: LoopProject,
 ) -> None:
     """`make check` is allowed, but the Makefile is source the coder may write: a recipe that
     plants a conftest xfailing every test is caught after the command and undone."""
-    before = tree_state(project.root)
+    before = tree_state(selfcheck_project.root)
     plant = (
         "check:\n"
         "\tprintf 'import pytest\\ndef pytest_collection_modifyitems(items):\\n"
@@ -278,21 +290,21 @@ def test_a_command_that_rewrites_protected_files_fails_and_they_are_put_back(
     hostile = diff("Makefile", "", plant).replace(
         "--- a/Makefile", "new file mode 100644\n--- /dev/null", 1
     )
-    agent = project.agent(
+    agent = selfcheck_project.agent(
         "agent",
         [coder_answer(patches[0] + hostile), *[coder_answer(p) for p in patches[1:]]],
         tester=[plan([], [["make", "check"]])],
     )
-    result = project.run(f"--fwloop-coder={agent.spec}", f"--fwloop-tester={agent.spec}")
-    [run_dir] = project.run_dirs()
+    result = selfcheck_project.run(f"--fwloop-coder={agent.spec}", f"--fwloop-tester={agent.spec}")
+    [run_dir] = selfcheck_project.run_dirs()
     commands = json.loads((run_dir / "rounds" / "02" / "commands.json").read_text())["commands"]
     assert [(c["argv"], c["status"]) for c in commands] == [(["make", "check"], "failed")]
     assert (
         "changed protected files (tests/conftest.py), which were put back" in (commands[0]["ended"])
     )
-    assert all(t["outcome"] != "xfailed" for t in results(project, 3).values())
+    assert all(t["outcome"] != "xfailed" for t in results(selfcheck_project, 3).values())
     assert "changed protected files" in agent.requests("coder")[1]["must_fix"][0]["issue"]
     # The coder left the recipe in place, so the command failed again in the next round.
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    assert project.summary()["outcome"] == "repeated_test_failure"
-    assert tree_state(project.root) == before
+    assert selfcheck_project.summary()["outcome"] == "repeated_test_failure"
+    assert tree_state(selfcheck_project.root) == before

@@ -119,6 +119,7 @@ def pytest_terminal_summary(terminalreporter):
 """
 
 
+@pytest.mark.slow
 def test_what_one_child_imported_lazily_the_next_ones_start_with(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

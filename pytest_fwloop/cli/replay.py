@@ -32,9 +32,8 @@ from pytest_fwloop.core.convergence import (
     determine_convergence,
 )
 from pytest_fwloop.core.history import baseline_regressions
-from pytest_fwloop.core.records import ConvergenceRecord, Event, Summary, Timeline
+from pytest_fwloop.core.records import ConvergenceRecord, Event, Summary, Timeline, call_files
 from pytest_fwloop.core.results import IterationResults
-from pytest_fwloop.loop.rundir import call_files
 
 
 class ReplayError(Exception):

@@ -14,7 +14,7 @@ from tabulate import tabulate
 
 from pytest_fwloop.cli.replay import RecordedRun, ReplayError, load_run, replay, timeline_lines
 from pytest_fwloop.core.run_state import STATE_FILE, StateError, load_state
-from pytest_fwloop.reports.html import Facts, render_to
+from pytest_fwloop.reports.html import RunPage, render_to
 from pytest_fwloop.workspace import Journal
 
 
@@ -218,15 +218,14 @@ def report_run(root: Path, runs: Path, name: str, output: Path | None) -> int:
     if opened is None:
         return 2
     path, run = opened
-    written = render_to(
-        output or path / "report.html",
-        path.resolve(),
+    page = RunPage(
         run.summary.run_id,
-        [Facts.of(entry) for entry in run.timeline.iterations if entry.counts is not None],
+        run.timeline.iterations,
         [(n, r.results) for n, r in sorted(run.rounds.items()) if r.results is not None],
         float(run.summary.criteria.get("target_pass_rate", 1.0)),
         run.summary.outcome.value,
         run.summary.reason,
     )
+    written = render_to(output or path / "report.html", path.resolve(), page)
     print(f"fwloop: report of run {run.summary.run_id}: {written}")
     return 0

@@ -1,122 +1,35 @@
-"""Every fwloop option, once: command line flag, ini twin, environment variable, default, validator.
+"""Every fwloop option, once: command line flag, ini twin, environment variable, default, parser;
+registered with pytest and read by precedence.
 
 Precedence is command line > environment (`FWLOOP_<NAME>`) > ini > default, and every bad value
-is a `pytest.UsageError` naming the value and where it came from.
+is a `pytest.UsageError` naming the value and where it came from. The loop reads its options all
+at once (`loop_options`); an environment fixture reads its own when a test requests it.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from pytest_fwloop.config.option_spec import (
+    OptionSpec,
+    parse_bool,
+    parse_child_start,
+    parse_context_cap,
+    parse_flaky_policy,
+    parse_mode,
+    parse_non_negative_int,
+    parse_on_off,
+    parse_positive_float,
+    parse_positive_int,
+    parse_propose,
+    parse_terminate_as,
+    parse_unit_float,
+)
 from pytest_fwloop.procs.sandbox import parse_sandbox
-
-
-def _whole(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError("must be a whole number") from None
-
-
-def _number(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise ValueError("must be a number") from None
-
-
-def _positive_int(text: str) -> int:
-    value = _whole(text)
-    if value < 1:
-        raise ValueError("must be a whole number >= 1")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    value = _whole(text)
-    if value < 0:
-        raise ValueError("must be a whole number >= 0")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = _number(text)
-    if not value > 0:
-        raise ValueError("must be a number > 0")
-    return value
-
-
-def _unit_float(text: str) -> float:
-    value = _number(text)
-    if not 0.0 <= value <= 1.0:
-        raise ValueError("must be a number between 0 and 1")
-    return value
-
-
-def _context_cap(text: str) -> int:
-    value = _whole(text)
-    if value < 1024:
-        raise ValueError("must be at least 1024 bytes; below that no failure excerpt fits")
-    return value
-
-
-def _mode(text: str) -> str:
-    if text not in ("interactive", "ci", "auto"):
-        raise ValueError("must be one of interactive, ci, auto")
-    return text
-
-
-def _terminate_as(text: str) -> str:
-    if text not in ("warning", "failure"):
-        raise ValueError("must be 'warning' or 'failure'")
-    return text
-
-
-def _flaky_policy(text: str) -> str:
-    if text not in ("exclude", "pass", "fail"):
-        raise ValueError("must be one of exclude, pass, fail")
-    return text
-
-
-def _propose(text: str) -> str:
-    lowered = text.strip().lower()
-    if lowered not in ("off", "first", "every"):
-        raise ValueError("must be one of off, first, every")
-    return lowered
-
-
-def _child_start(text: str) -> str:
-    lowered = text.strip().lower()
-    if lowered not in ("auto", "spawn"):
-        raise ValueError("must be 'auto' or 'spawn'")
-    return lowered
-
-
-def _on_off(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered not in ("on", "off"):
-        raise ValueError("must be 'on' or 'off'")
-    return lowered == "on"
-
-
-def _bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError("must be true or false")
-
-
-def _text(text: str) -> str:
-    return text
-
 
 #: The fwloop_ssh_known_hosts value that turns strict host key checking off for unknown hosts.
 KNOWN_HOSTS_ACCEPT_NEW = "insecure-accept-new"
@@ -128,39 +41,12 @@ QEMU_COMMAND_EXAMPLE = (
 PROVIDER_CHOICES = "claude, codex, openai:MODEL@URL, command:PATH, scripted:DIR, rules"
 
 
-@dataclass(frozen=True)
-class OptionSpec:
-    """One option. `flag` None means ini/environment only; `kind` 'linelist' reads a list."""
-
-    name: str
-    help: str
-    default: Any
-    parse: Callable[[str], Any] = _text
-    flag: str | None = None
-    kind: str = "string"
-    metavar: str = "VALUE"
-    #: A value shown in error messages (`e.g. fwloop_x = …`); set for the environment options.
-    example: str = ""
-
-    @property
-    def ini(self) -> str:
-        return f"fwloop_{self.name}"
-
-    @property
-    def env(self) -> str:
-        return f"FWLOOP_{self.name.upper()}"
-
-    @property
-    def dest(self) -> str:
-        return f"fwloop_{self.name}"
-
-
 OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "max_iter",
         "stop after N iterations (the baseline is iteration 1)",
         10,
-        _positive_int,
+        parse_positive_int,
         "--max-iter",
         metavar="N",
     ),
@@ -196,7 +82,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
         flag="--fwloop-build",
         metavar="CMD",
     ),
-    OptionSpec("build_shell", "run fwloop_build through /bin/sh", False, _bool, kind="bool"),
+    OptionSpec("build_shell", "run fwloop_build through /bin/sh", False, parse_bool, kind="bool"),
     OptionSpec(
         "build_sandbox",
         "run the build confined: 'bwrap' (bubblewrap: no network, read-only outside the tree, "
@@ -211,7 +97,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "plateau handling: interactive, ci or auto; default ci when $CI is set or "
         "stdin is not a terminal, else interactive",
         "",
-        _mode,
+        parse_mode,
         "--fwloop-mode",
         metavar="MODE",
     ),
@@ -228,7 +114,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "extra runs with no new patch that must stay green before SUCCESS "
         "(0 turns confirmation off); default: from the criteria (1 for standard)",
         None,
-        _non_negative_int,
+        parse_non_negative_int,
         "--fwloop-confirm-runs",
         metavar="N",
     ),
@@ -252,7 +138,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "times a failing test is rerun in the same iteration, with no code change, before it "
         "counts as failed (0: never); one that passes on a rerun is flaky",
         2,
-        _non_negative_int,
+        parse_non_negative_int,
     ),
     OptionSpec(
         "propose",
@@ -260,7 +146,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "(outcome awaiting_operator_confirm, the tree untouched; interactive mode asks at the "
         "terminal); 'every': before each patch; 'off': patches are applied once the gates pass",
         "off",
-        _propose,
+        parse_propose,
         "--fwloop-propose",
         metavar="off|first|every",
     ),
@@ -270,7 +156,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "selection), then the whole suite as the regression gate once they pass; 'off': the "
         "whole suite every iteration",
         "on",
-        _on_off,
+        parse_on_off,
         "--fwloop-focus",
         metavar="on|off",
     ),
@@ -281,20 +167,20 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "the user's modules are imported afresh), else runs `python -m pytest`; 'spawn' always "
         "runs `python -m pytest`",
         "auto",
-        _child_start,
+        parse_child_start,
     ),
     OptionSpec(
         "flaky_policy",
         "how a flaky test counts: 'exclude' (in neither count, like a skip), 'pass' or 'fail'; "
         "it is never sent to the coder",
         "exclude",
-        _flaky_policy,
+        parse_flaky_policy,
     ),
     OptionSpec(
         "ci_terminate_as",
         "in ci mode a plateau ends as 'failure' (exit 1) or 'warning' (exit 0 with a warning line)",
         "failure",
-        _terminate_as,
+        parse_terminate_as,
     ),
     OptionSpec(
         "protect",
@@ -321,13 +207,15 @@ OPTIONS: tuple[OptionSpec, ...] = (
         ["make test", "make check", "ctest", "pytest", "python -m pytest"],
         kind="linelist",
     ),
-    OptionSpec("command_timeout", "seconds one tester command may take", 600.0, _positive_float),
+    OptionSpec(
+        "command_timeout", "seconds one tester command may take", 600.0, parse_positive_float
+    ),
     OptionSpec(
         "budget_usd",
         "stop the run (outcome budget_exhausted) once the cost the agents report exceeds X "
         "US dollars; default: no limit",
         None,
-        _positive_float,
+        parse_positive_float,
         "--fwloop-budget-usd",
         metavar="X",
     ),
@@ -336,7 +224,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "stop the run (outcome budget_exhausted) once the tokens the agents report (input "
         "plus output) exceed N; default: no limit",
         None,
-        _positive_int,
+        parse_positive_int,
         "--fwloop-budget-tokens",
         metavar="N",
     ),
@@ -352,32 +240,34 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "acceptEdits to let it edit the workspace itself)",
         "",
     ),
-    OptionSpec("claude_max_turns", "--max-turns passed to claude", None, _positive_int),
-    OptionSpec("max_risk", "highest reviewer risk (0..1) a patch may carry", 0.7, _unit_float),
-    OptionSpec("max_patch_files", "most files one patch may touch", 20, _positive_int),
-    OptionSpec("max_patch_lines", "most lines one patch may add plus remove", 500, _positive_int),
+    OptionSpec("claude_max_turns", "--max-turns passed to claude", None, parse_positive_int),
+    OptionSpec("max_risk", "highest reviewer risk (0..1) a patch may carry", 0.7, parse_unit_float),
+    OptionSpec("max_patch_files", "most files one patch may touch", 20, parse_positive_int),
+    OptionSpec(
+        "max_patch_lines", "most lines one patch may add plus remove", 500, parse_positive_int
+    ),
     OptionSpec(
         "review_rounds",
         "reviewer rejections allowed per iteration before the run stops",
         3,
-        _positive_int,
+        parse_positive_int,
     ),
-    OptionSpec("agent_timeout", "seconds one agent call may take", 600.0, _positive_float),
-    OptionSpec("build_timeout", "seconds the build may take", 1800.0, _positive_float),
-    OptionSpec("test_timeout", "seconds one test run may take", 3600.0, _positive_float),
+    OptionSpec("agent_timeout", "seconds one agent call may take", 600.0, parse_positive_float),
+    OptionSpec("build_timeout", "seconds the build may take", 1800.0, parse_positive_float),
+    OptionSpec("test_timeout", "seconds one test run may take", 3600.0, parse_positive_float),
     OptionSpec(
         "state_timeout",
         "seconds any other state may take: an agent state's calls, retries and failovers "
         "together (each call within fwloop_agent_timeout); see docs/fsm.md",
         3600.0,
-        _positive_float,
+        parse_positive_float,
     ),
     OptionSpec(
         "context_bytes",
         "cap in bytes on the failure context sent to the coder (at least 1024; every distinct "
         "failure signature is kept up to cap/128 of them)",
         32768,
-        _context_cap,
+        parse_context_cap,
     ),
     # The environment fixtures' options (DESIGN.md §7): read, and checked, only by a test that
     # requests the fixture, so each has an example for its error message.

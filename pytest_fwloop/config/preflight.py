@@ -5,17 +5,75 @@ the program exists, the CLI is on PATH, the server answers), and so is the build
 role none of whose providers passes, or a missing build program, stops the run with one line
 naming the option and the fix (exit status 4). A provider that fails while another of its list
 passes is named in one line at the start and stays in the list, so a portable list
-(`claude,openai:…`) keeps working where one of them is not installed.
+(`claude,openai:…`) keeps working where one of them is not installed. The lists are parsed here
+once: the run's agents use the very providers checked, so a conftest's factory hook runs once per
+entry.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
 
 from pytest_fwloop.agents.base import Provider
-from pytest_fwloop.agents.errors import ProviderError
+from pytest_fwloop.agents.errors import ProviderError, SpecError
+from pytest_fwloop.agents.registry import ProviderOptions, parse_role_specs
+from pytest_fwloop.config.loop_options import LoopOptions
+
+if TYPE_CHECKING:
+    from pytest_fwloop.core.agent_protocol import Role
+
+
+def checked_providers(
+    config: pytest.Config, options: LoopOptions, specs: Mapping[Role, str]
+) -> tuple[dict[str, list[Provider]], tuple[str, ...]]:
+    """Each role's providers (a role with no spec has none), and a line for each provider that
+    failed its check while others of its list passed; UsageError for a spec that does not parse
+    or a role none of whose providers passes."""
+    provider_options = ProviderOptions(
+        api_key_env=options.api_key_env or None,
+        permission_mode=options.claude_permission_mode or None,
+        max_turns=options.claude_max_turns,
+    )
+    providers: dict[str, list[Provider]] = {}
+    notes: list[str] = []
+    for role, spec in specs.items():
+        if not spec:
+            continue
+        try:
+            made = parse_role_specs(
+                spec,
+                role,
+                config.rootpath,
+                provider_options,
+                _hook_providers(config, role),
+                options.origin(role),
+            )
+        except SpecError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        unusable = role_problems(made, options.origin(role))
+        if len(unusable) == len(made):
+            raise pytest.UsageError(unusable[0])
+        providers[role] = made
+        notes += unusable
+    return providers, tuple(notes)
+
+
+def _hook_providers(config: pytest.Config, role: str) -> Callable[[str], Provider | None]:
+    """The `pytest_fwloop_make_provider` hook for one role, as `parse_role_specs` asks it."""
+
+    def make(spec: str) -> Provider | None:
+        made: Provider | None = config.hook.pytest_fwloop_make_provider(
+            config=config, role=role, spec=spec
+        )
+        return made
+
+    return make
 
 
 def role_problems(providers: list[Provider], origin: str) -> list[str]:

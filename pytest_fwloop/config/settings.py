@@ -1,4 +1,5 @@
-"""The controller's settings, resolved and validated before anything runs.
+"""The controller's settings, derived from the loop's options (read once, `loop_options`) and
+validated before anything runs.
 
 Every problem a user can fix (a bad option, an unknown provider, a missing criteria file) is a
 one-line `pytest.UsageError` here, so a run never dies halfway on a typo.
@@ -12,17 +13,17 @@ import os
 import random
 import shlex
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_fwloop.agents.errors import SpecError
-from pytest_fwloop.agents.registry import PROVIDER_SYNTAX, ProviderOptions, parse_role_specs
-from pytest_fwloop.config.options import origin, resolve, strip_controller_args
-from pytest_fwloop.config.preflight import missing_build_program, role_problems
+from pytest_fwloop.agents.registry import PROVIDER_SYNTAX
+from pytest_fwloop.config.loop_options import LoopOptions, read_options
+from pytest_fwloop.config.options import strip_controller_args
+from pytest_fwloop.config.preflight import checked_providers, missing_build_program
+from pytest_fwloop.core.allowlist import Argv, parse_prefixes
 from pytest_fwloop.core.budget import Budget
 from pytest_fwloop.core.convergence import (
     PRESETS,
@@ -31,18 +32,20 @@ from pytest_fwloop.core.convergence import (
     ExecutionMode,
     PlateauHandlingStrategy,
 )
-from pytest_fwloop.procs.allowlist import Argv, parse_prefixes
 from pytest_fwloop.procs.sandbox import SandboxUnavailable, find_bwrap
 from pytest_fwloop.reports.user_files import UserReports
 from pytest_fwloop.workspace import DEFAULT_PROTECTED, PatchPolicy
 
 if TYPE_CHECKING:
     from pytest_fwloop.agents.base import Provider
+    from pytest_fwloop.core.agent_protocol import Role
     from pytest_fwloop.core.flaky import FlakyPolicy
 
 
 @dataclass(frozen=True)
 class LoopSettings:
+    """What the controller knows of its run, fixed before the baseline (`load_settings`)."""
+
     rootdir: Path
     invocation_dir: Path
     child_args: list[str]
@@ -51,7 +54,8 @@ class LoopSettings:
     coder: str
     reviewer: str
     tester: str
-    provider_options: ProviderOptions
+    #: Each role's failover list, parsed and checked once before the run (no tester: no entry).
+    providers: dict[str, list[Provider]]
     build: list[str] | str | None
     #: The bubblewrap executable when fwloop_build_sandbox = bwrap, else None.
     build_sandbox: str | None
@@ -90,18 +94,6 @@ class LoopSettings:
     def advisory(self) -> bool:
         """ci_terminate_as=warning: plateau-like verdicts exit 0 with a warning (DESIGN.md §10)."""
         return self.plateau.ci_terminate_as == "warning"
-
-
-def custom_providers(config: pytest.Config, role: str) -> Callable[[str], Provider | None]:
-    """The `pytest_fwloop_make_provider` hook for one role, as `parse_role_specs` asks it."""
-
-    def make(spec: str) -> Provider | None:
-        made: Provider | None = config.hook.pytest_fwloop_make_provider(
-            config=config, role=role, spec=spec
-        )
-        return made
-
-    return make
 
 
 def detect_mode(explicit: str) -> ExecutionMode:
@@ -183,132 +175,130 @@ def knowledge_path(rootdir: Path, value: str) -> Path | None:
     return rootdir / Path(value).expanduser()
 
 
-def criteria_of(config: pytest.Config, rootdir: Path) -> ConvergenceCriteria:
-    spec = resolve(config, "criteria")
-    if spec in PRESETS:
-        return PRESETS[spec]
-    # A criteria file is validated with pydantic, which a preset's run never waits for.
-    from pytest_fwloop.config.criteria_file import load_criteria
+def criteria_of(options: LoopOptions, rootdir: Path) -> ConvergenceCriteria:
+    """The preset or file fwloop_criteria names, with fwloop_confirm_runs applied."""
+    criteria = PRESETS.get(options.criteria)
+    if criteria is None:
+        # A criteria file is validated with pydantic, which a preset's run never waits for.
+        from pytest_fwloop.config.criteria_file import load_criteria
 
-    try:
-        return load_criteria(spec, rootdir, origin(config, "criteria"))
-    except CriteriaError as exc:
-        raise pytest.UsageError(str(exc)) from None
+        try:
+            criteria = load_criteria(options.criteria, rootdir, options.origin("criteria"))
+        except CriteriaError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    if options.confirm_runs is None:
+        return criteria
+    return dataclasses.replace(criteria, stable_iterations_required=options.confirm_runs + 1)
 
 
-def load_settings(config: pytest.Config) -> LoopSettings:
-    rootdir = config.rootpath
-    refuse_partial_runs(config)
-    coder = resolve(config, "coder").strip()
+def role_specs(options: LoopOptions) -> dict[Role, str]:
+    """Each role's failover list as written: a run needs a coder, the reviewer defaults to it."""
+    coder = options.coder.strip()
     if not coder:
         raise pytest.UsageError(
             "fwloop: no coder configured; set --fwloop-coder=SPEC or ini fwloop_coder, "
             f"one of: {', '.join(PROVIDER_SYNTAX)}"
         )
-    reviewer = resolve(config, "reviewer").strip() or coder
-    tester = resolve(config, "tester").strip()
-    provider_options = ProviderOptions(
-        api_key_env=resolve(config, "api_key_env") or None,
-        permission_mode=resolve(config, "claude_permission_mode") or None,
-        max_turns=resolve(config, "claude_max_turns"),
-    )
-    seed, seed_args = randomly_seed(config)
-    preflight_notes: list[str] = []
-    for role, spec in (("coder", coder), ("reviewer", reviewer), ("tester", tester)):
-        if spec:
-            try:
-                providers = parse_role_specs(
-                    spec,
-                    role,  # type: ignore[arg-type]
-                    rootdir,
-                    provider_options,
-                    custom_providers(config, role),
-                    origin(config, role),
-                )
-            except SpecError as exc:
-                raise pytest.UsageError(str(exc)) from None
-            unusable = role_problems(providers, origin(config, role))
-            if len(unusable) == len(providers):
-                raise pytest.UsageError(unusable[0])
-            preflight_notes += unusable
+    return {
+        "coder": coder,
+        "reviewer": options.reviewer.strip() or coder,
+        "tester": options.tester.strip(),
+    }
 
-    criteria = criteria_of(config, rootdir)
-    confirm_runs = resolve(config, "confirm_runs")
-    if confirm_runs is not None:
-        criteria = dataclasses.replace(criteria, stable_iterations_required=confirm_runs + 1)
 
-    mode = detect_mode(resolve(config, "mode"))
-    plateau = PlateauHandlingStrategy(mode=mode, ci_terminate_as=resolve(config, "ci_terminate_as"))
-
-    build_text = resolve(config, "build").strip()
-    build_where = f"{origin(config, 'build')}={build_text}"
+def build_step(options: LoopOptions, rootdir: Path) -> tuple[list[str] | str | None, str | None]:
+    """The build command (a shell line when fwloop_build_shell, else an argv; None: no build)
+    and the bubblewrap executable confining it, checked now so a typo costs no baseline."""
+    text = options.build.strip()
+    where = f"{options.origin('build')}={text}"
     build: list[str] | str | None = None
-    if build_text:
+    if text:
         try:
-            build = build_text if resolve(config, "build_shell") else shlex.split(build_text)
+            build = text if options.build_shell else shlex.split(text)
         except ValueError as exc:
-            raise pytest.UsageError(f"fwloop: {build_where}: {exc}") from None
-    build_sandbox = None
-    if resolve(config, "build_sandbox") == "bwrap":
+            raise pytest.UsageError(f"fwloop: {where}: {exc}") from None
+    sandbox = None
+    if options.build_sandbox == "bwrap":
         try:
-            build_sandbox = find_bwrap()
+            sandbox = find_bwrap()
         except SandboxUnavailable as exc:
             raise pytest.UsageError(str(exc)) from None
     missing = missing_build_program(build, rootdir) if build else None
     if missing is not None:
         raise pytest.UsageError(
-            f"fwloop: {build_where}: '{missing}' is not on PATH nor a file of "
+            f"fwloop: {where}: '{missing}' is not on PATH nor a file of "
             f"{rootdir}; install it or fix the build command"
         )
+    return build, sandbox
 
+
+def allowed_command_prefixes(options: LoopOptions) -> tuple[Argv, ...]:
+    """The tester's allowlist of argv prefixes; UsageError naming a line that does not split."""
     try:
-        allowed_commands = parse_prefixes(resolve(config, "allowed_commands"))
+        return parse_prefixes(options.allowed_commands)
     except ValueError as exc:
         raise pytest.UsageError(
             f"fwloop: fwloop_allowed_commands line {exc}; fix its quoting"
         ) from None
 
-    policy = PatchPolicy(
-        protected=DEFAULT_PROTECTED + _inifile(config) + tuple(resolve(config, "protect")),
-        allow_paths=tuple(resolve(config, "allow_paths")),
-        max_files=resolve(config, "max_patch_files"),
-        max_changed_lines=resolve(config, "max_patch_lines"),
+
+def patch_policy(config: pytest.Config, options: LoopOptions) -> PatchPolicy:
+    """What a patch may touch: the defaults, the configuration file in use, and the options."""
+    return PatchPolicy(
+        protected=DEFAULT_PROTECTED + _inifile(config) + options.protect,
+        allow_paths=options.allow_paths,
+        max_files=options.max_patch_files,
+        max_changed_lines=options.max_patch_lines,
     )
+
+
+def load_settings(config: pytest.Config) -> LoopSettings:
+    """The run's settings: the loop's options read once, then each group derived from them, so
+    every mistake a user can fix stops the run here, before anything changes."""
+    refuse_partial_runs(config)
+    options = read_options(config)
+    rootdir = config.rootpath
+    specs = role_specs(options)
+    seed, seed_args = randomly_seed(config)
+    providers, preflight_notes = checked_providers(config, options, specs)
+    criteria = criteria_of(options, rootdir)
+    mode = detect_mode(options.mode)
+    build, build_sandbox = build_step(options, rootdir)
     return LoopSettings(
         rootdir=rootdir,
         invocation_dir=config.invocation_params.dir,
         child_args=[*strip_controller_args(list(config.invocation_params.args)), *seed_args],
         randomly_seed=seed,
         reports=UserReports.of(config),
-        max_iter=resolve(config, "max_iter"),
-        goal=resolve(config, "goal"),
-        coder=coder,
-        reviewer=reviewer,
-        tester=tester,
-        provider_options=provider_options,
+        max_iter=options.max_iter,
+        goal=options.goal,
+        coder=specs["coder"],
+        reviewer=specs["reviewer"],
+        tester=specs["tester"],
+        providers=providers,
         build=build,
         build_sandbox=build_sandbox,
         mode=mode,
         criteria=criteria,
-        plateau=plateau,
-        runs_root=rootdir / resolve(config, "run_dir"),
-        knowledge=knowledge_path(rootdir, resolve(config, "knowledge")),
-        policy=policy,
-        max_risk=resolve(config, "max_risk"),
-        review_rounds=resolve(config, "review_rounds"),
-        agent_timeout=resolve(config, "agent_timeout"),
-        build_timeout=resolve(config, "build_timeout"),
-        test_timeout=resolve(config, "test_timeout"),
-        state_timeout=resolve(config, "state_timeout"),
-        context_bytes=resolve(config, "context_bytes"),
-        allowed_commands=allowed_commands,
-        command_timeout=resolve(config, "command_timeout"),
-        budget=Budget(usd=resolve(config, "budget_usd"), tokens=resolve(config, "budget_tokens")),
-        flaky_reruns=resolve(config, "flaky_reruns"),
-        snapshot_exclude=(*resolve(config, "snapshot_exclude"), *build_directories(build)),
-        flaky_policy=resolve(config, "flaky_policy"),
-        focus=resolve(config, "focus"),
-        child_start=resolve(config, "child_start"),
-        propose=resolve(config, "propose"),
-        preflight_notes=tuple(preflight_notes),
+        plateau=PlateauHandlingStrategy(mode=mode, ci_terminate_as=options.ci_terminate_as),
+        runs_root=rootdir / options.run_dir,
+        knowledge=knowledge_path(rootdir, options.knowledge),
+        policy=patch_policy(config, options),
+        max_risk=options.max_risk,
+        review_rounds=options.review_rounds,
+        agent_timeout=options.agent_timeout,
+        build_timeout=options.build_timeout,
+        test_timeout=options.test_timeout,
+        state_timeout=options.state_timeout,
+        context_bytes=options.context_bytes,
+        allowed_commands=allowed_command_prefixes(options),
+        command_timeout=options.command_timeout,
+        budget=Budget(usd=options.budget_usd, tokens=options.budget_tokens),
+        flaky_reruns=options.flaky_reruns,
+        snapshot_exclude=(*options.snapshot_exclude, *build_directories(build)),
+        flaky_policy=options.flaky_policy,
+        focus=options.focus,
+        child_start=options.child_start,
+        propose=options.propose,
+        preflight_notes=preflight_notes,
     )

@@ -8,11 +8,20 @@ Pure: pydantic and the standard library only.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_fwloop.core.outcomes import Outcome
+
+
+def call_files(folder: Path, role: str, suffix: str) -> list[Path]:
+    """A round's `ROLE-K.SUFFIX` files (as the call log names them), in call order: K=10 after 9."""
+    return sorted(
+        folder.glob(f"{role}-*.{suffix}"),
+        key=lambda path: int(path.name.split(".")[0].rpartition("-")[2]),
+    )
 
 
 class _Record(BaseModel):

@@ -9,18 +9,31 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Protocol
 
 from pytest_fwloop.core.agent_protocol import SimilarFix
 from pytest_fwloop.core.context import excerpt, scrub, signature
 from pytest_fwloop.core.redaction import Redactor
 from pytest_fwloop.core.results import IterationResults, not_passing
 from pytest_fwloop.knowledge.store import KnowledgeBase, KnowledgeError, StoredFix
-from pytest_fwloop.loop.state import Iteration
 
 #: Failures whose excerpts are stored with a fix, and bytes of each.
 STORED_EXCERPTS = 5
 EXCERPT_BYTES = 1024
 _CHANGED_FILE = re.compile(r"^\+\+\+ b/(.+)$", re.MULTILINE)
+
+
+class PatchedIteration(Protocol):
+    """What is remembered of an iteration: its patch and what its tests made of it."""
+
+    @property
+    def number(self) -> int: ...
+    @property
+    def patch(self) -> str: ...
+    @property
+    def patch_summary(self) -> str: ...
+    @property
+    def results(self) -> IterationResults | None: ...
 
 
 def similar_fixes(
@@ -46,21 +59,21 @@ def remember(
     knowledge: KnowledgeBase | None,
     run_id: str,
     before: IterationResults,
-    iteration: Iteration,
+    iteration: PatchedIteration,
     analysis: str,
     redact: Redactor,
     root: str,
 ) -> str:
     """Store the iteration's patch if it raised the pass count; a note of what happened."""
     after = iteration.results
-    if knowledge is None or after is None or iteration.pass_count <= before.pass_count:
+    if knowledge is None or after is None or after.pass_count <= before.pass_count:
         return ""
     passing = {t.nodeid for t in after.tests if t.outcome in ("passed", "xfailed")}
     fixed = [t for t in before.tests if not_passing(t) and t.nodeid in passing]
     fix = StoredFix(
         run_id=run_id,
         iteration=iteration.number,
-        outcome=f"pass count {before.pass_count} -> {iteration.pass_count}",
+        outcome=f"pass count {before.pass_count} -> {after.pass_count}",
         signatures=list(dict.fromkeys(redact(signature(t, root)) for t in fixed)),
         nodeids=[t.nodeid for t in fixed],
         excerpts=[

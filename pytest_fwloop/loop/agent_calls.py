@@ -12,15 +12,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_fwloop.agents.registry import parse_role_specs
 from pytest_fwloop.agents.role import CallRecord, RoleAgent
-from pytest_fwloop.config.settings import LoopSettings, custom_providers
+from pytest_fwloop.config.settings import LoopSettings
 from pytest_fwloop.core.agent_protocol import load_schema
 from pytest_fwloop.core.budget import Budget, BudgetExhausted, UsageLedger
 from pytest_fwloop.core.fsm import State
-from pytest_fwloop.core.records import CallMeta, Event
+from pytest_fwloop.core.records import CallMeta, Event, call_files
 from pytest_fwloop.core.redaction import Redactor
-from pytest_fwloop.loop.rundir import RunRecorder, call_files, utc_now
+from pytest_fwloop.loop.rundir import RunRecorder, utc_now
 from pytest_fwloop.loop.terminal import PREFIX, Terminal
 
 if TYPE_CHECKING:
@@ -31,22 +30,16 @@ def role_agent(
     config: pytest.Config,
     settings: LoopSettings,
     role: str,
-    spec: str,
     on_call: Callable[[CallRecord], None],
     time_left: Callable[[], float],
 ) -> RoleAgent:
-    """The role's failover list of providers, with its schema (shipped, or a conftest's)."""
+    """The role's failover list of providers, as parsed and checked before the run (so a
+    conftest's provider hook is not asked again), with its schema (shipped, or a conftest's)."""
     shipped = load_schema(role)  # type: ignore[arg-type]
     schema = config.hook.pytest_fwloop_schema(config=config, role=role, schema=shipped)
     return RoleAgent(
         role,  # type: ignore[arg-type]
-        parse_role_specs(
-            spec,
-            role,  # type: ignore[arg-type]
-            settings.rootdir,
-            settings.provider_options,
-            custom_providers(config, role),
-        ),
+        settings.providers[role],
         schema if schema is not None else shipped,
         on_call,
         timeout=settings.agent_timeout,

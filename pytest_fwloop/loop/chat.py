@@ -47,7 +47,6 @@ def answer_chat(
         config,
         settings,
         order.role,
-        spec[order.role],
         lambda call: thread.record_call(call.request, call.raw, redact),
         lambda: settings.agent_timeout,
     )

@@ -22,7 +22,6 @@ from pytest_fwloop.core.agent_protocol import MustFix
 from pytest_fwloop.core.budget import UsageLedger
 from pytest_fwloop.core.fsm import LoopEvent, State
 from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.policy import PatchParseError, touched_paths
 from pytest_fwloop.core.records import Event
 from pytest_fwloop.core.results import IterationResults
 from pytest_fwloop.core.run_state import (
@@ -35,12 +34,13 @@ from pytest_fwloop.core.run_state import (
     StateError,
     load_state,
 )
+from pytest_fwloop.core.unified_diff import PatchParseError, touched_paths
 from pytest_fwloop.loop.operator_threads import OPERATOR_THREAD, Thread
 from pytest_fwloop.loop.rundir import utc_now
 from pytest_fwloop.loop.state import Iteration, LoopState, Step
 
 if TYPE_CHECKING:
-    from pytest_fwloop.loop.controller import Controller
+    from pytest_fwloop.core.redaction import Redactor
     from pytest_fwloop.loop.rundir import RunRecorder
 
 
@@ -249,6 +249,22 @@ def _iteration(saved: SavedIteration, run_dir: Path) -> Iteration:
 
 
 @dataclass(frozen=True)
+class Past:
+    """What the run's earlier controllers did, for the one that continues it to start from."""
+
+    #: Pass and total counts of every measured run of the suite, in order: convergence judges
+    #: the whole series.
+    counts: tuple[tuple[int, int], ...]
+    #: (iteration, patch) of every patch measured, for stuck detection.
+    tried: tuple[tuple[int, str], ...]
+    #: The agents' usage so far, as `state.json` keeps it.
+    usage: dict[str, object]
+    #: Strict answers already recorded per role: replaying providers skip them.
+    answered: dict[str, int]
+    coder_calls: int
+
+
+@dataclass(frozen=True)
 class Continued:
     """A recorded run an operator's order continues: its state, its loop, where it resumes."""
 
@@ -256,7 +272,7 @@ class Continued:
     state: RunState
     loop: LoopState
     resumption: Resumption
-    messages: list[str]
+    past: Past
 
     @classmethod
     def of(cls, order: Order, run_dir: Path) -> Continued:
@@ -273,14 +289,26 @@ class Continued:
             raise StateError(refused)
         loop = LoopState(run_id=order.run_id)
         resumption = restore(loop, state, run_dir, order)
-        messages = [m.text for m in Thread(run_dir, OPERATOR_THREAD).messages()]
-        return cls(order, state, loop, resumption, messages)
+        loop.resumed = Step(resumption.event, resumption.reason)
+        loop.operator_messages = [m.text for m in Thread(run_dir, OPERATOR_THREAD).messages()]
+        past = Past(
+            counts=tuple((r.pass_count, r.total_count) for _, r in loop.attempts()),
+            tried=tuple(
+                (it.number, it.patch)
+                for it in loop.iterations
+                if it.results is not None and it.patch
+            ),
+            usage=dict(state.usage),
+            answered={role: answered(run_dir, role) for role in ("coder", "reviewer", "tester")},
+            coder_calls=sum(it.coder_calls for it in loop.iterations),
+        )
+        return cls(order, state, loop, resumption, past)
 
-    def prepare(self, controller: Controller) -> None:
-        """Give the controller the run's past: convergence history, patches tried, usage."""
-        loop = controller.loop
+    def record(self, recorder: RunRecorder, redact: Redactor) -> None:
+        """Write down how the run goes on: where a killed controller stopped, and the
+        operator's text (a follow-up, or a confirm's note), which every agent is told."""
         if self.state.outcome is None:  # the trace of a killed controller ends where it died
-            controller.recorder.append_event(
+            recorder.append_event(
                 Event.note(
                     utc_now(),
                     "interrupted",
@@ -291,29 +319,17 @@ class Continued:
                     self.state.iterations[-1].number if self.state.iterations else 1,
                 ).to_json()
             )
-        loop.resumed = Step(self.resumption.event, self.resumption.reason)
-        loop.operator_messages = self.messages
-        if self.order.text:  # a follow-up, or a confirm's note: kept, and told to every agent
+        if self.order.text:
             kind = "followup" if self.order.action is Action.FOLLOWUP else "confirm_note"
-            Thread(controller.recorder.path, OPERATOR_THREAD).append(
+            Thread(recorder.path, OPERATOR_THREAD).append(
                 "operator",
                 kind,
                 self.order.text,
-                controller.redact,
+                redact,
                 "coder",
                 "the operator's messages to the loop",
             )
-            loop.operator_messages.append(controller.redact(self.order.text))
-        for _, results in loop.attempts():
-            controller.end.checker.add_iteration_result(results.pass_count, results.total_count)
-        controller.gate.tried = [
-            (it.number, it.patch) for it in loop.iterations if it.results is not None and it.patch
-        ]
-        controller.calls.usage = UsageLedger.from_dict(self.state.usage)
-        agents = [controller.coder, controller.reviewer, controller.tester]
-        for agent in filter(None, agents):
-            agent.skip(answered(controller.recorder.path, agent.role))
-        controller.calls.coder_calls = sum(it.coder_calls for it in loop.iterations)
+            self.loop.operator_messages.append(redact(self.order.text))
 
 
 class StateKeeper:

@@ -19,7 +19,8 @@ from pytest_fwloop.agents.errors import AnswerInvalid, ProviderError
 from pytest_fwloop.config.settings import LoopSettings
 from pytest_fwloop.core import fsm, recovery
 from pytest_fwloop.core.agent_protocol import AgentRequest, CoderAnswer, TesterAnswer
-from pytest_fwloop.core.budget import BudgetExhausted
+from pytest_fwloop.core.allowlist import CommandCheck
+from pytest_fwloop.core.budget import BudgetExhausted, UsageLedger
 from pytest_fwloop.core.convergence import ExecutionMode
 from pytest_fwloop.core.fsm import LoopEvent, State
 from pytest_fwloop.core.outcomes import Outcome
@@ -28,7 +29,9 @@ from pytest_fwloop.core.state_clock import DeadlinePassed, StateClock
 from pytest_fwloop.loop.agent_calls import CallLog, role_agent
 from pytest_fwloop.loop.agent_request import agent_request
 from pytest_fwloop.loop.child_runner import ChildRunner
+from pytest_fwloop.loop.continuation import Past
 from pytest_fwloop.loop.rundir import RunRecorder
+from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import ChildOutput, LoopState, Step, Verdict, provider_error
 from pytest_fwloop.loop.steps.build import BuildStep
 from pytest_fwloop.loop.steps.iteration_end import IterationEnd
@@ -42,7 +45,7 @@ from pytest_fwloop.loop.steps.tester import (
     run_tester_commands,
 )
 from pytest_fwloop.loop.terminal import Terminal
-from pytest_fwloop.procs.allowlist import AllowlistRunner, CommandCheck
+from pytest_fwloop.procs.allowlist_runner import AllowlistRunner
 from pytest_fwloop.procs.supervision import ProcessResult
 from pytest_fwloop.workspace import Workspace
 
@@ -63,7 +66,9 @@ class Controller:
         clock: StateClock | None = None,
         loop: LoopState | None = None,
         child: ChildRunner | None = None,
+        past: Past | None = None,
     ) -> None:
+        """`past`: what the earlier controllers of a continued run did, taken over here."""
         self.config = config
         self.settings = settings
         self.recorder = recorder
@@ -91,26 +96,21 @@ class Controller:
             lambda: (self.loop.current, self.loop.state),
         )
         left = self.clock.remaining
-        self.coder = role_agent(config, settings, "coder", settings.coder, self.calls.record, left)
-        self.reviewer = role_agent(
-            config, settings, "reviewer", settings.reviewer, self.calls.record, left
-        )
+        self.coder = role_agent(config, settings, "coder", self.calls.record, left)
+        self.reviewer = role_agent(config, settings, "reviewer", self.calls.record, left)
         self.tester = (
-            role_agent(config, settings, "tester", settings.tester, self.calls.record, left)
+            role_agent(config, settings, "tester", self.calls.record, left)
             if settings.tester
             else None
         )
         self.tester_schema = self.tester.schema if self.tester is not None else {}
         self.child = child or ChildRunner(settings, recorder, abort, terminal)
-        self.suite = SuiteRun(settings, recorder, self.child)
-        self.build = BuildStep(settings, workspace, recorder, abort)
-        self.gate = PatchGate(settings, workspace, recorder, self.reviewer)
-        self.proposals = ProposalDesk(
-            settings, workspace, recorder, terminal, self.reviewer, self.tester
-        )
-        self.end = IterationEnd(
-            self.loop, config, settings, workspace, recorder, terminal, self.clock
-        )
+        services = Services(config, settings, recorder, workspace, terminal, abort)
+        self.suite = SuiteRun(services, self.child)
+        self.build = BuildStep(services)
+        self.gate = PatchGate(services, self.reviewer)
+        self.proposals = ProposalDesk(services, self.reviewer, self.tester)
+        self.end = IterationEnd(services, self.loop, self.clock)
         self.handlers: dict[State, Callable[[], Step]] = {
             State.IDLE: self.idle,
             State.INIT: self.init,
@@ -126,6 +126,14 @@ class Controller:
             State.CONVERGENCE_CHECK: self.end.check,
             State.ERROR_RECOVERY: self.error_recovery,
         }
+        if past is not None:
+            for passed, total in past.counts:
+                self.end.checker.add_iteration_result(passed, total)
+            self.gate.tried = list(past.tried)
+            self.calls.usage = UsageLedger.from_dict(past.usage)
+            self.calls.coder_calls = past.coder_calls
+            for agent in filter(None, [self.coder, self.reviewer, self.tester]):
+                agent.skip(past.answered[agent.role])
 
     # -- plumbing -------------------------------------------------------------------------------
 

@@ -22,13 +22,12 @@ from pytest_fwloop.core.records import (
     RunContext,
     Summary,
     Timeline,
-    TimelineEntry,
     UsageRecord,
 )
 from pytest_fwloop.core.results import TestRecord, nodeids
 from pytest_fwloop.loop.rundir import utc_now
 from pytest_fwloop.loop.terminal import PREFIX
-from pytest_fwloop.reports.html import write_html_report
+from pytest_fwloop.reports.html import RunPage, write_html_report
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -125,19 +124,21 @@ def finalize(
     )
     recorder.write_json("summary.json", summary.model_dump(mode="json"))
     timeline = Timeline(
-        run_id=recorder.run_id, iterations=[_timeline_entry(it) for it in loop.iterations]
+        run_id=recorder.run_id, iterations=[it.timeline_entry() for it in loop.iterations]
     )
     recorder.write_json("task-timeline.json", timeline.model_dump(mode="json"))
     recorder.write_text(
         "report.md", _report(summary, loop.iterations, tree, _usage_line(calls.usage.total))
     )
-    unwritten = write_html_report(
-        recorder,
-        loop,
+    page = RunPage(
+        recorder.run_id,
+        timeline.iterations,
+        loop.attempts(),
         settings.criteria.target_pass_rate,
         outcome.value,
         redact(loop.final_reason),
     )
+    unwritten = write_html_report(recorder.path, page, recorder.redact)
 
     rows = [
         [
@@ -256,26 +257,6 @@ def _one_line(record: TestRecord, rootdir: Path) -> str:
     text = (record.crash or record.longrepr).strip()
     first = text.splitlines()[0] if text else ""
     return first.replace(f"{rootdir}{os.sep}", "")[:200]
-
-
-def _timeline_entry(it: Iteration) -> TimelineEntry:
-    return TimelineEntry(
-        iteration=it.number,
-        kind=it.kind,
-        states=it.states,
-        pass_count=it.pass_count,
-        total_count=it.total_count,
-        counts=it.results.counts() if it.results else None,
-        patch_summary=it.patch_summary,
-        coder_calls=it.coder_calls,
-        review_rounds=it.review_rounds,
-        convergence_type=it.convergence_type,
-        reason=it.reason,
-        score=it.score,
-        snapshot=it.checkpoint,
-        executed=it.executed,
-        notes=it.notes,
-    )
 
 
 def _usage_line(total: Usage) -> str:

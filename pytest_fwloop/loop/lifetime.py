@@ -49,6 +49,8 @@ def control(
     started = time.monotonic()
     try:
         context = run_context.gather(config, settings.rootdir, settings.randomly_seed)
+        if continued is not None:
+            continued.record(recorder, redact)
         controller = Controller(
             config,
             settings,
@@ -59,9 +61,8 @@ def control(
             redact,
             loop=continued.loop if continued is not None else None,
             child=child,
+            past=continued.past if continued is not None else None,
         )
-        if continued is not None:
-            continued.prepare(controller)
         keeper = StateKeeper(
             recorder,
             continued.state.invocation if continued is not None else _invocation(config),

@@ -48,14 +48,6 @@ def utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
-def call_files(folder: Path, role: str, suffix: str) -> list[Path]:
-    """A round's `ROLE-K.SUFFIX` files (as the call log names them), in call order: K=10 after 9."""
-    return sorted(
-        folder.glob(f"{role}-*.{suffix}"),
-        key=lambda path: int(path.name.split(".")[0].rpartition("-")[2]),
-    )
-
-
 class RunRecorder:
     """Writes `.fwloop/runs/<run-id>/`; paths given to it are relative to that directory."""
 

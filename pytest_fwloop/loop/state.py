@@ -11,7 +11,7 @@ from pytest_fwloop.core.agent_protocol import CoderAnswer, MustFix
 from pytest_fwloop.core.convergence import ConvergenceType
 from pytest_fwloop.core.fsm import ErrorType, LoopEvent, State, StateBound
 from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.records import Event
+from pytest_fwloop.core.records import Event, TimelineEntry
 from pytest_fwloop.core.recovery import ErrorState
 from pytest_fwloop.core.results import IterationResults
 from pytest_fwloop.loop.rundir import utc_now
@@ -51,6 +51,26 @@ class Iteration:
     @property
     def total_count(self) -> int:
         return self.results.total_count if self.results else 0
+
+    def timeline_entry(self) -> TimelineEntry:
+        """The iteration as `task-timeline.json` and the report show it: the one conversion."""
+        return TimelineEntry(
+            iteration=self.number,
+            kind=self.kind,
+            states=self.states,
+            pass_count=self.pass_count,
+            total_count=self.total_count,
+            counts=self.results.counts() if self.results else None,
+            patch_summary=self.patch_summary,
+            coder_calls=self.coder_calls,
+            review_rounds=self.review_rounds,
+            convergence_type=self.convergence_type,
+            reason=self.reason,
+            score=self.score,
+            snapshot=self.checkpoint,
+            executed=self.executed,
+            notes=self.notes,
+        )
 
 
 @dataclass(frozen=True)

@@ -18,44 +18,14 @@ from typing import Any
 import jinja2
 
 from pytest_fwloop.core.history import outcomes_by_test
-from pytest_fwloop.core.records import TimelineEntry
+from pytest_fwloop.core.records import TimelineEntry, call_files
 from pytest_fwloop.core.results import IterationResults
-from pytest_fwloop.loop.rundir import RunRecorder, call_files
-from pytest_fwloop.loop.state import Iteration, LoopState
 
 #: Tests shown in the matrix at most (the failing ones first); the rest are counted.
 MATRIX_ROWS = 400
 #: Characters of each diff, analysis or log excerpt shown.
 TEXT_CHARS = 20_000
 CHART_WIDTH, CHART_HEIGHT, CHART_PAD = 640, 220, 36
-
-
-@dataclass(frozen=True)
-class Facts:
-    """What the report shows of one iteration whose tests ran, from the loop or its records."""
-
-    number: int
-    kind: str
-    pass_count: int
-    total_count: int
-    executed: int
-    verdict: str
-    reason: str
-    notes: tuple[str, ...]
-
-    @classmethod
-    def of(cls, it: Iteration | TimelineEntry) -> Facts:
-        number = it.number if isinstance(it, Iteration) else it.iteration
-        return cls(
-            number,
-            it.kind,
-            it.pass_count,
-            it.total_count,
-            it.executed,
-            it.convergence_type or "continue",
-            it.reason,
-            tuple(it.notes),
-        )
 
 
 @dataclass
@@ -76,60 +46,47 @@ class RoundView:
     links: list[str] = field(default_factory=list)
 
 
-def write_html_report(
-    recorder: RunRecorder, loop: LoopState, target: float, outcome: str, reason: str
-) -> str:
-    """(Re)write the run's `report.html` from the loop's state and the round folders; the
-    loop's own texts (reasons, notes) are redacted like every record. The page is for people,
-    never a condition of the run: what kept it from being written is returned as a note."""
+@dataclass(frozen=True)
+class RunPage:
+    """What the page shows of a run: its timeline, each attempt's tests, and how it stands."""
+
+    run_id: str
+    timeline: Sequence[TimelineEntry]
+    attempts: list[tuple[int, IterationResults]]
+    target: float
+    outcome: str
+    reason: str
+
+
+def write_html_report(run_dir: Path, page: RunPage, redact: Callable[[str], str]) -> str:
+    """(Re)write the run's `report.html` while the loop runs or as it ends; the loop's own texts
+    (reasons, notes) are redacted like every record. The page is for people, never a condition
+    of the run: what kept it from being written is returned as a note."""
     try:
-        _write_loop_report(recorder, loop, target, outcome, reason)
+        render_to(run_dir / "report.html", run_dir, page, redact)
     except (OSError, jinja2.TemplateError, ValueError, KeyError, TypeError) as exc:
         return f"report.html not written: {type(exc).__name__}: {exc}"
     return ""
 
 
-def _write_loop_report(
-    recorder: RunRecorder, loop: LoopState, target: float, outcome: str, reason: str
-) -> Path:
-    return render_to(
-        recorder.path / "report.html",
-        recorder.path,
-        recorder.run_id,
-        [Facts.of(it) for it in loop.iterations if it.results is not None],
-        loop.attempts(),
-        target,
-        outcome,
-        reason,
-        recorder.redact,
-    )
-
-
 def render_to(
-    target_file: Path,
-    run_dir: Path,
-    run_id: str,
-    facts: list[Facts],
-    attempts: list[tuple[int, IterationResults]],
-    target: float,
-    outcome: str,
-    reason: str,
-    redact: Callable[[str], str] = str,
+    target_file: Path, run_dir: Path, page: RunPage, redact: Callable[[str], str] = str
 ) -> Path:
     """Write the report of `run_dir` to `target_file`, through `redact`; its links lead into
-    the run directory wherever the file is."""
-    rounds = [_round(run_dir, f) for f in facts]
-    matrix, hidden = _matrix(attempts)
+    the run directory wherever the file is. Iterations whose tests never ran are left out."""
+    measured = [entry for entry in page.timeline if entry.counts is not None]
+    rounds = [_round(run_dir, entry) for entry in measured]
+    matrix, hidden = _matrix(page.attempts)
     html = _TEMPLATE.render(
-        run_id=run_id,
-        outcome=outcome,
-        reason=reason,
+        run_id=page.run_id,
+        outcome=page.outcome,
+        reason=page.reason,
         rounds=rounds,
-        chart=_chart(facts, target),
-        target=f"{target:.0%}",
+        chart=_chart(measured, page.target),
+        target=f"{page.target:.0%}",
         matrix=matrix,
         hidden=hidden,
-        iterations=[n for n, _ in attempts],
+        iterations=[n for n, _ in page.attempts],
         events=_events(run_dir / "task-events.jsonl"),
         base="" if target_file.parent == run_dir else f"{run_dir.as_uri()}/",
     )
@@ -139,16 +96,16 @@ def render_to(
     return target_file
 
 
-def _round(run_dir: Path, it: Facts) -> RoundView:
-    folder = run_dir / "rounds" / f"{it.number:02d}"
+def _round(run_dir: Path, it: TimelineEntry) -> RoundView:
+    folder = run_dir / "rounds" / f"{it.iteration:02d}"
     rate = it.pass_count / it.total_count if it.total_count else 0.0
     view = RoundView(
-        number=it.number,
+        number=it.iteration,
         kind=it.kind,
         counts=f"{it.pass_count}/{it.total_count}",
         rate=f"{rate:.1%}",
         executed=it.executed,
-        verdict=it.verdict,
+        verdict=it.convergence_type or "continue",
         reason=it.reason,
         notes=it.notes,
         patch=_text(folder / "patch.diff"),
@@ -199,7 +156,7 @@ def _matrix(
     return rows[:MATRIX_ROWS], max(0, len(rows) - MATRIX_ROWS)
 
 
-def _chart(measured: list[Facts], target: float) -> dict[str, Any]:
+def _chart(measured: list[TimelineEntry], target: float) -> dict[str, Any]:
     """Points of the pass-rate polyline and the target line, in SVG coordinates."""
     width, height, pad = CHART_WIDTH, CHART_HEIGHT, CHART_PAD
     step = (width - 2 * pad) / max(len(measured) - 1, 1)
@@ -211,8 +168,8 @@ def _chart(measured: list[Facts], target: float) -> dict[str, Any]:
         {
             "x": round(pad + i * step, 1),
             "y": y(it.pass_count / it.total_count if it.total_count else 0.0),
-            "label": f"iteration {it.number}: {it.pass_count}/{it.total_count}",
-            "number": it.number,
+            "label": f"iteration {it.iteration}: {it.pass_count}/{it.total_count}",
+            "number": it.iteration,
         }
         for i, it in enumerate(measured)
     ]

@@ -12,18 +12,14 @@ from typing import TYPE_CHECKING
 
 from pytest_fwloop.core.policy import (
     DEFAULT_PROTECTED,
-    FileChange,
     GitReading,
-    PatchParseError,
     PatchPolicy,
     Violation,
     check_git_reading,
     check_patch,
-    glob_match,
-    normalize_path,
-    parse_patch,
-    touched_paths,
 )
+from pytest_fwloop.core.posix_paths import glob_match, normalize_path
+from pytest_fwloop.core.unified_diff import FileChange, PatchParseError, parse_patch, touched_paths
 from pytest_fwloop.workspace.journal import Journal, WorkspaceLocked
 from pytest_fwloop.workspace.lock import RunLock
 from pytest_fwloop.workspace.shadow import PatchApplyError, ShadowRepo, WorkspaceError

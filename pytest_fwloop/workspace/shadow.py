@@ -22,12 +22,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pytest_fwloop.core.policy import (
-    GitReading,
-    PatchParseError,
-    normalize_path,
-    touched_paths,
-)
+from pytest_fwloop.core.policy import GitReading
+from pytest_fwloop.core.posix_paths import normalize_path
+from pytest_fwloop.core.unified_diff import PatchParseError, touched_paths
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence

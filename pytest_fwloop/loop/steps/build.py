@@ -8,20 +8,17 @@ back too (docs/security.md).
 
 from __future__ import annotations
 
-import threading
-
 from pytest_fwloop.config.preflight import missing_build_program
-from pytest_fwloop.config.settings import LoopSettings
 from pytest_fwloop.core.agent_protocol import MustFix
 from pytest_fwloop.core.fsm import ErrorType, LoopEvent
 from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.policy import PatchPolicy, glob_match
+from pytest_fwloop.core.policy import PatchPolicy
+from pytest_fwloop.core.posix_paths import glob_match
 from pytest_fwloop.core.recovery import ErrorState
-from pytest_fwloop.loop.rundir import RunRecorder
+from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import Iteration, Step, Verdict
 from pytest_fwloop.procs.sandbox import bwrap_argv
 from pytest_fwloop.procs.supervision import run_logged
-from pytest_fwloop.workspace import Workspace
 
 #: Diagnostics kept from a failed build for the coder.
 BUILD_DIAGNOSTICS_BYTES = 6000
@@ -30,25 +27,16 @@ BUILD_DIAGNOSTICS_BYTES = 6000
 class BuildStep:
     """The build of one run; remembers which protected paths the baseline's own build writes."""
 
-    def __init__(
-        self,
-        settings: LoopSettings,
-        workspace: Workspace,
-        recorder: RunRecorder,
-        abort: threading.Event,
-    ) -> None:
-        self.settings = settings
-        self.workspace = workspace
-        self.recorder = recorder
-        self.abort = abort
+    def __init__(self, services: Services) -> None:
+        self.services = services
         # Protected paths the baseline's own build changes: build products, not tampering.
         self.baseline_build_products: set[str] = set()
 
     def setup(self) -> Verdict:
-        build = self.settings.build
+        build = self.services.settings.build
         if build is None:
             return Verdict(Step(LoopEvent.NO_BUILD, "no build command configured"))
-        program = missing_build_program(build, self.settings.rootdir)
+        program = missing_build_program(build, self.services.settings.rootdir)
         if program is not None:
             return _failed(
                 ErrorState(
@@ -65,17 +53,19 @@ class BuildStep:
     def run(self, current: Iteration, pre_patch: str) -> Verdict:
         """Run the build; a patch that breaks it, or whose build changes protected paths, is
         rolled back to `pre_patch` and the coder gets the diagnostics."""
-        build = self.settings.build
+        build = self.services.settings.build
         assert build is not None
-        log = self.recorder.round_path(current.number, "build.log")
-        sandbox = self.settings.build_sandbox
+        log = self.services.recorder.round_path(current.number, "build.log")
+        sandbox = self.services.settings.build_sandbox
         try:
             result = run_logged(
-                build if sandbox is None else bwrap_argv(sandbox, build, self.settings.rootdir),
-                cwd=self.settings.rootdir,
+                build
+                if sandbox is None
+                else bwrap_argv(sandbox, build, self.services.settings.rootdir),
+                cwd=self.services.settings.rootdir,
                 log_path=log,
-                timeout=self.settings.build_timeout,
-                abort=self.abort,
+                timeout=self.services.settings.build_timeout,
+                abort=self.services.abort,
                 shell=sandbox is None and isinstance(build, str),
             )
         except OSError as exc:
@@ -88,8 +78,8 @@ class BuildStep:
                 ),
                 LoopEvent.BUILD_FAILED,
             )
-        self.recorder.scrub(log)
-        evidence = (self.recorder.relative(log),)
+        self.services.recorder.scrub(log)
+        evidence = (self.services.recorder.relative(log),)
         if result.returncode == 0 and not result.timed_out:
             tampered = self._protected_changed_by_build(current, pre_patch)
             if tampered:
@@ -99,13 +89,13 @@ class BuildStep:
             )
         diagnostics = build_diagnostics(log.read_text(encoding="utf-8", errors="replace"))
         if result.timed_out:
-            what = f"build exceeded fwloop_build_timeout={self.settings.build_timeout:g}s"
+            what = f"build exceeded fwloop_build_timeout={self.services.settings.build_timeout:g}s"
             error_type, event = ErrorType.TIMEOUT, LoopEvent.STATE_TIMEOUT
         else:
             what = f"build exited {result.returncode}"
             error_type, event = ErrorType.BUILD_FAILURE, LoopEvent.BUILD_FAILED
         if current.kind == "patch" and pre_patch:
-            self.workspace.restore(pre_patch)
+            self.services.workspace.restore(pre_patch)
             return Verdict(
                 Step(
                     event,
@@ -135,7 +125,7 @@ class BuildStep:
             error=ErrorState(
                 error_type,
                 f"the tree does not build before any patch ({what}): {first}; see "
-                f"{self.recorder.relative(log)}",
+                f"{self.services.recorder.relative(log)}",
                 LoopEvent.RECOVER_TO_BUILD,
                 terminal_outcome=Outcome.BUILD_FAILED,
             ),
@@ -149,8 +139,8 @@ class BuildStep:
         if current.kind != "patch" or not pre_patch:
             self.baseline_build_products = set(
                 protected_paths(
-                    self.workspace.shadow.changed_paths(self.workspace.baseline),
-                    self.settings.policy,
+                    self.services.workspace.shadow.changed_paths(self.services.workspace.baseline),
+                    self.services.settings.policy,
                 )
             )
             return []
@@ -158,9 +148,10 @@ class BuildStep:
 
     def protected_changed_since(self, snapshot: str) -> list[str]:
         """Protected paths that differ from `snapshot`, the baseline build's products aside."""
-        changed = self.workspace.shadow.changed_paths(snapshot)
+        changed = self.services.workspace.shadow.changed_paths(snapshot)
         return sorted(
-            set(protected_paths(changed, self.settings.policy)) - self.baseline_build_products
+            set(protected_paths(changed, self.services.settings.policy))
+            - self.baseline_build_products
         )
 
     def _reject_tampering_build(
@@ -168,8 +159,8 @@ class BuildStep:
     ) -> Verdict:
         """Undo the patch and whatever its build did to protected paths; the coder is told."""
         shown = ", ".join(tampered[:5]) + (f" and {len(tampered) - 5} more" if tampered[5:] else "")
-        self.workspace.touched.update(tampered)
-        self.workspace.restore(pre_patch)
+        self.services.workspace.touched.update(tampered)
+        self.services.workspace.restore(pre_patch)
         error = ErrorState(
             ErrorType.POLICY_VIOLATION,
             f"the build changed protected path(s) {shown}; patch rolled back",

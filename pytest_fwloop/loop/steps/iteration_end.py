@@ -12,10 +12,7 @@ import shlex
 import sys
 from pathlib import Path
 
-import pytest
-
 from pytest_fwloop.child.files import progress_path
-from pytest_fwloop.config.settings import LoopSettings
 from pytest_fwloop.core import recovery
 from pytest_fwloop.core.agent_protocol import MustFix
 from pytest_fwloop.core.convergence import ConvergenceChecker, ConvergenceType, PlateauAction
@@ -39,11 +36,10 @@ from pytest_fwloop.core.results import (
 from pytest_fwloop.core.state_clock import StateClock
 from pytest_fwloop.knowledge.fixes import remember
 from pytest_fwloop.knowledge.store import KnowledgeBase
-from pytest_fwloop.loop.rundir import RunRecorder, utc_now
+from pytest_fwloop.loop.rundir import utc_now
+from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import Iteration, LoopState, Step
-from pytest_fwloop.loop.terminal import Terminal
-from pytest_fwloop.reports.html import write_html_report
-from pytest_fwloop.workspace import Workspace
+from pytest_fwloop.reports.html import RunPage, write_html_report
 
 _VERDICT_OUTCOMES = {
     ConvergenceType.SUCCESS: Outcome.SUCCESS,
@@ -57,24 +53,11 @@ _VERDICT_OUTCOMES = {
 class IterationEnd:
     """The end of each iteration, over the run's shared `LoopState`."""
 
-    def __init__(
-        self,
-        loop: LoopState,
-        config: pytest.Config,
-        settings: LoopSettings,
-        workspace: Workspace,
-        recorder: RunRecorder,
-        terminal: Terminal,
-        clock: StateClock,
-    ) -> None:
+    def __init__(self, services: Services, loop: LoopState, clock: StateClock) -> None:
+        self.services = services
         self.loop = loop
-        self.config = config
-        self.settings = settings
-        self.workspace = workspace
-        self.recorder = recorder
-        self.terminal = terminal
         self.clock = clock
-        self.checker = ConvergenceChecker(settings.criteria)
+        self.checker = ConvergenceChecker(services.settings.criteria)
 
     def collect(self) -> Step:
         assert self.loop.test_run_result is not None
@@ -115,7 +98,7 @@ class IterationEnd:
         if self.loop.partial_results is not None:
             results = self.loop.partial_results.merged(results)
             self.loop.partial_results = None
-        results = with_flaky(results, self.loop.flaky, self.settings.flaky_policy)
+        results = with_flaky(results, self.loop.flaky, self.services.settings.flaky_policy)
         self.loop.flaky = {}
         if self.loop.tester_round is not None and self.loop.tester_round.records:
             commands = IterationResults(
@@ -125,12 +108,12 @@ class IterationEnd:
             self.loop.tester_round.records = []
         self.loop.current.results = results
         self.loop.current.executed = executed_in(path.parent)
-        self.loop.current.checkpoint = self.workspace.checkpoint(
+        self.loop.current.checkpoint = self.services.workspace.checkpoint(
             f"iteration {self.loop.current.number}"
         )
         self.loop.env_rerun = []
-        self.recorder.write_json(
-            f"{self.recorder.relative(self.recorder.round_path(self.loop.current.number))}/results.json",
+        self.services.recorder.write_json(
+            f"{self.services.recorder.relative(self.services.recorder.round_path(self.loop.current.number))}/results.json",
             results.model_dump(mode="json"),
         )
         counts = results.counts()
@@ -138,7 +121,7 @@ class IterationEnd:
             LoopEvent.RESULTS_NORMALIZED,
             ", ".join(f"{count} {name}" for name, count in counts.items() if count)
             or "no tests ran",
-            (self.recorder.relative(path),),
+            (self.services.recorder.relative(path),),
         )
 
     def analyse(self) -> Step:
@@ -178,7 +161,7 @@ class IterationEnd:
             if not retries_left and self._patch_broke_environment(env_failed):
                 self.loop.partial_results = None
                 self.loop.env_rerun = []
-                self.workspace.restore(self.loop.pre_patch_checkpoint)
+                self.services.workspace.restore(self.loop.pre_patch_checkpoint)
                 self.loop.must_fix = [
                     MustFix(
                         issue="the firmware no longer boots after the previous patch: the "
@@ -233,7 +216,7 @@ class IterationEnd:
         # (a coder whose patches keep making things worse plateaus), not the tree that stands.
         self.checker.add_iteration_result(iteration.pass_count, iteration.total_count)
         _, verdict, reason = self.checker.check_convergence(
-            iteration.number, self.settings.max_iter
+            iteration.number, self.services.settings.max_iter
         )
         lost = baseline_regressions(self.loop.measured())
         if verdict is ConvergenceType.SUCCESS and lost:
@@ -253,24 +236,27 @@ class IterationEnd:
             convergence_type=iteration.convergence_type,
             reason=reason,
             score=iteration.score,
-            criteria=self.settings.criteria.to_dict(),
-            max_iter=self.settings.max_iter,
+            criteria=self.services.settings.criteria.to_dict(),
+            max_iter=self.services.settings.max_iter,
         )
-        self.recorder.write_json(
-            f"{self.recorder.relative(self.recorder.round_path(iteration.number))}/"
+        self.services.recorder.write_json(
+            f"{self.services.recorder.relative(self.services.recorder.round_path(iteration.number))}/"
             "convergence.json",
             record.model_dump(mode="json"),
         )
-        unwritten = write_html_report(
-            self.recorder,
-            self.loop,
-            self.settings.criteria.target_pass_rate,
+        recorder = self.services.recorder
+        page = RunPage(
+            recorder.run_id,
+            [it.timeline_entry() for it in self.loop.iterations],
+            self.loop.attempts(),
+            self.services.settings.criteria.target_pass_rate,
             "running",
             f"after iteration {iteration.number}: {reason}",
         )
+        unwritten = write_html_report(recorder.path, page, recorder.redact)
         iteration.notes += [unwritten] if unwritten else []
-        self.config.hook.pytest_fwloop_iteration_done(
-            config=self.config,
+        self.services.config.hook.pytest_fwloop_iteration_done(
+            config=self.services.config,
             iteration=iteration.number,
             results=iteration.results,
             verdict=iteration.convergence_type,
@@ -290,17 +276,21 @@ class IterationEnd:
     def _remember_a_fix(self) -> None:
         """A kept patch that raised the pass count goes to the knowledge base (DESIGN.md §12)."""
         measured = self.loop.measured()
-        if self.loop.current.kind != "patch" or len(measured) < 2 or not self.settings.knowledge:
+        if (
+            self.loop.current.kind != "patch"
+            or len(measured) < 2
+            or not self.services.settings.knowledge
+        ):
             return
         answer = self.loop.coder_answer
         note = remember(
-            KnowledgeBase(self.settings.knowledge),
-            self.recorder.run_id,
+            KnowledgeBase(self.services.settings.knowledge),
+            self.services.recorder.run_id,
             measured[-2][1],
             self.loop.current,
             answer.analysis.root_cause if answer is not None else "",
-            self.recorder.redact,
-            str(self.settings.rootdir),
+            self.services.recorder.redact,
+            str(self.services.settings.rootdir),
         )
         if note:
             self.loop.current.notes.append(note)
@@ -318,7 +308,7 @@ class IterationEnd:
         broken = regressions_between(before, current.results, ran_only=True)
         if not broken or current.pass_count > before.pass_count:
             return
-        self.workspace.restore(self.loop.pre_patch_checkpoint)
+        self.services.workspace.restore(self.loop.pre_patch_checkpoint)
         current.kind = "rollback"
         why = (
             f"the patch broke {len(broken)} test(s) that passed before it "
@@ -329,7 +319,7 @@ class IterationEnd:
         self.loop.must_fix = [
             MustFix(issue=f"{why}; it was rolled back: fix the failures without breaking them")
         ]
-        self.recorder.append_event(
+        self.services.recorder.append_event(
             Event.note(
                 utc_now(),
                 "rollback",
@@ -347,7 +337,7 @@ class IterationEnd:
             standing is not None
             and standing.total_count > 0
             and standing.pass_count / standing.total_count
-            >= self.settings.criteria.target_pass_rate
+            >= self.services.settings.criteria.target_pass_rate
             and not baseline_regressions(self.loop.measured())
         )
         if reason.startswith("slow improvement"):
@@ -367,7 +357,9 @@ class IterationEnd:
 
     def _plateau(self, reason: str) -> Step:
         rate = self.loop.current.pass_count / max(self.loop.current.total_count, 1)
-        action, why = self.settings.plateau.handle_plateau(rate, self.loop.strategy_switches)
+        action, why = self.services.settings.plateau.handle_plateau(
+            rate, self.loop.strategy_switches
+        )
         full = f"{reason}; {why}"
         if action is PlateauAction.STRATEGY_SWITCH:
             self.loop.strategy_switches += 1
@@ -380,7 +372,7 @@ class IterationEnd:
         if action is PlateauAction.HUMAN_REVIEW:
             with self.clock.paused():
                 question = f"{full}. Continue iterating? [y/N] "
-                go_on = sys.stdin.isatty() and self.terminal.ask(question)
+                go_on = sys.stdin.isatty() and self.services.terminal.ask(question)
             if go_on:
                 self.loop.convergence_type = None
                 return self._next_iteration(f"{full}; the operator chose to continue")

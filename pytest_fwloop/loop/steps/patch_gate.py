@@ -13,26 +13,23 @@ from pathlib import Path
 
 from pytest_fwloop.agents.errors import AnswerInvalid, ProviderError
 from pytest_fwloop.agents.role import RoleAgent
-from pytest_fwloop.config.settings import LoopSettings
 from pytest_fwloop.core.agent_protocol import AgentRequest, CoderAnswer, ReviewerAnswer
 from pytest_fwloop.core.fsm import ErrorType, LoopEvent
 from pytest_fwloop.core.gate_rules import Refusal, apply_failure, first_refusal, review_refusal
 from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.policy import parse_patch
 from pytest_fwloop.core.recovery import ErrorState
 from pytest_fwloop.core.repeats import find_repeat
-from pytest_fwloop.loop.rundir import RunRecorder
+from pytest_fwloop.core.unified_diff import parse_patch
+from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import Iteration, Step, Verdict, failed, provider_error
-from pytest_fwloop.workspace import PatchApplyError, Workspace
+from pytest_fwloop.workspace import PatchApplyError
 
 
 @dataclass
 class PatchGate:
     """The gate of one run; remembers every applied patch to tell repeats."""
 
-    settings: LoopSettings
-    workspace: Workspace
-    recorder: RunRecorder
+    services: Services
     reviewer: RoleAgent
     # (iteration, patch) of every patch applied, for stuck detection; told at most once.
     tried: list[tuple[int, str]] = field(default_factory=list)
@@ -51,8 +48,8 @@ class PatchGate:
             patch,
             repeat,
             self.repeat_told,
-            lambda: self.workspace.check_patch(patch, self.settings.policy),
-            lambda: self.workspace.check_apply(patch),
+            lambda: self.services.workspace.check_patch(patch, self.services.settings.policy),
+            lambda: self.services.workspace.check_apply(patch),
             answer,
         )
         if refusal is None:
@@ -76,8 +73,8 @@ class PatchGate:
             refusal = review_refusal(
                 review,
                 current.review_rounds,
-                self.settings.review_rounds,
-                self.settings.max_risk,
+                self.services.settings.review_rounds,
+                self.services.settings.max_risk,
                 current.number,
             )
             if refusal is None:
@@ -88,18 +85,18 @@ class PatchGate:
         """Apply the approved patch to the tree snapshotted as `before`; the coder's must-fix
         items and diagnostics are spent."""
         try:
-            touched = self.workspace.apply(current.patch, before)
+            touched = self.services.workspace.apply(current.patch, before)
         except PatchApplyError as exc:
             error, must_fix = apply_failure(str(exc))
             return failed(error, LoopEvent.APPLY_FAILED, must_fix=must_fix)
         self.tried.append((current.number, current.patch))
-        folder = self.recorder.relative(self.recorder.round_path(current.number))
-        path = self.recorder.write_patch(f"{folder}/patch.diff", current.patch)
+        folder = self.services.recorder.relative(self.services.recorder.round_path(current.number))
+        path = self.services.recorder.write_patch(f"{folder}/patch.diff", current.patch)
         return Verdict(
             Step(
                 LoopEvent.PATCH_APPLIED,
                 f"applied to {len(touched)} file(s): {', '.join(touched[:5])}",
-                (self.recorder.relative(path),),
+                (self.services.recorder.relative(path),),
             ),
             must_fix=[],
             diagnostics="",
@@ -107,8 +104,8 @@ class PatchGate:
 
     def _approve(self, answer: CoderAnswer, current: Iteration, review: ReviewerAnswer) -> Verdict:
         current.patch = answer.patch
-        folder = self.recorder.relative(self.recorder.round_path(current.number))
-        self.review_path = self.recorder.write_json(
+        folder = self.services.recorder.relative(self.services.recorder.round_path(current.number))
+        self.review_path = self.services.recorder.write_json(
             f"{folder}/review.json", review.model_dump(mode="json")
         )
         files = sorted({c.new_path or c.old_path or "" for c in parse_patch(answer.patch)})
@@ -117,16 +114,16 @@ class PatchGate:
             Step(
                 LoopEvent.PATCH_APPROVED,
                 f"policy passed; reviewer approved (risk {review.risk:.2f} <= "
-                f"{self.settings.max_risk:.2f})",
+                f"{self.services.settings.max_risk:.2f})",
             )
         )
 
     def _refuse(self, refusal: Refusal, patch: str, current: Iteration, repeat: bool) -> Verdict:
         if refusal.recorded_as is not None:
-            round_path = self.recorder.round_path(current.number)
+            round_path = self.services.recorder.round_path(current.number)
             count = len(list(round_path.glob("rejected-*.diff")))
-            self.recorder.write_patch(
-                f"{self.recorder.relative(round_path)}/rejected-{count + 1}-"
+            self.services.recorder.write_patch(
+                f"{self.services.recorder.relative(round_path)}/rejected-{count + 1}-"
                 f"{refusal.recorded_as}.diff",
                 patch,
             )
@@ -134,7 +131,7 @@ class PatchGate:
             self.repeat_told = True
         constraints = None
         if refusal.recorded_as == "policy":
-            policy = self.settings.policy
+            policy = self.services.settings.policy
             constraints = [
                 "touch only firmware source files inside the workspace; tests, test "
                 "configuration, CI files, binaries, symlinks and file modes are off limits",

@@ -15,43 +15,29 @@ from collections.abc import Callable
 
 from pytest_fwloop.agents.errors import ProviderError
 from pytest_fwloop.agents.role import RoleAgent
-from pytest_fwloop.config.settings import LoopSettings
 from pytest_fwloop.core.agent_protocol import AgentRequest, CoderAnswer, MustFix
 from pytest_fwloop.core.convergence import ExecutionMode
 from pytest_fwloop.core.fsm import LoopEvent
 from pytest_fwloop.core.gate_rules import first_refusal
 from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.loop.rundir import RunRecorder
+from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import LoopState, Step
-from pytest_fwloop.loop.terminal import Terminal
-from pytest_fwloop.workspace import Workspace
 
 
 class ProposalDesk:
     """Stops a patch before the gate for the operator, as `fwloop_propose` asks."""
 
-    def __init__(
-        self,
-        settings: LoopSettings,
-        workspace: Workspace,
-        recorder: RunRecorder,
-        terminal: Terminal,
-        reviewer: RoleAgent,
-        tester: RoleAgent | None,
-    ) -> None:
-        self.settings = settings
-        self.workspace = workspace
-        self.recorder = recorder
-        self.terminal = terminal
+    def __init__(self, services: Services, reviewer: RoleAgent, tester: RoleAgent | None) -> None:
+        self.services = services
         # The roundtable: who comments on a proposal before the operator reads it.
         self.commenters = {"reviewer": reviewer, **({"tester": tester} if tester else {})}
         self.confirmed = 0  # proposals the operator said yes to, in this process
 
     def due(self, applied: int) -> bool:
         """Whether the next patch stops here: `every` patch, or the `first` one of the run."""
-        if self.settings.propose == "every":
+        if self.services.settings.propose == "every":
             return True
-        return self.settings.propose == "first" and applied == 0 and self.confirmed == 0
+        return self.services.settings.propose == "first" and applied == 0 and self.confirmed == 0
 
     def stop(
         self, applied: int, loop: LoopState, request: Callable[[str, str], AgentRequest]
@@ -71,13 +57,13 @@ class ProposalDesk:
             for role, agent in self.commenters.items()
         }
         number = loop.current.number
-        patch = self.recorder.write_patch("proposal.patch", answer.patch)
-        text = _proposal_text(self.recorder.run_id, number, answer, policy, comments)
-        notes = self.recorder.write_text("proposal.md", text)
-        evidence = (self.recorder.relative(patch), self.recorder.relative(notes))
-        if self.settings.mode is ExecutionMode.INTERACTIVE and sys.stdin.isatty():
-            self.terminal.proposal(text)
-            reply = self.terminal.answer(
+        patch = self.services.recorder.write_patch("proposal.patch", answer.patch)
+        text = _proposal_text(self.services.recorder.run_id, number, answer, policy, comments)
+        notes = self.services.recorder.write_text("proposal.md", text)
+        evidence = (self.services.recorder.relative(patch), self.services.recorder.relative(notes))
+        if self.services.settings.mode is ExecutionMode.INTERACTIVE and sys.stdin.isatty():
+            self.services.terminal.proposal(text)
+            reply = self.services.terminal.answer(
                 "Apply this patch? [y = apply / n = stop / text = ask the coder for another] "
             )
             if reply.lower() in ("y", "yes"):
@@ -91,10 +77,11 @@ class ProposalDesk:
             loop.must_fix = [MustFix(issue=f"the operator's follow-up on your proposal: {reply}")]
             return Step(LoopEvent.OPERATOR_FOLLOWUP, f"operator: {reply[:120]}", evidence)
         loop.outcome = Outcome.AWAITING_OPERATOR_CONFIRM
+        run_id = self.services.recorder.run_id
         loop.final_reason = (
-            f"proposal mode ({self.settings.propose}): the patch of iteration {number} waits for "
-            f"the operator ({policy}); read proposal.md, then `fwloop confirm "
-            f"{self.recorder.run_id}` or `fwloop followup {self.recorder.run_id} TEXT`"
+            f"proposal mode ({self.services.settings.propose}): the patch of iteration {number} "
+            f"waits for the operator ({policy}); read proposal.md, then `fwloop confirm {run_id}` "
+            f"or `fwloop followup {run_id} TEXT`"
         )
         return Step(LoopEvent.AWAIT_OPERATOR, loop.final_reason, evidence)
 
@@ -103,8 +90,10 @@ class ProposalDesk:
             answer.patch,
             None,
             False,
-            lambda: self.workspace.check_patch(answer.patch, self.settings.policy),
-            lambda: self.workspace.check_apply(answer.patch),
+            lambda: self.services.workspace.check_patch(
+                answer.patch, self.services.settings.policy
+            ),
+            lambda: self.services.workspace.check_apply(answer.patch),
             answer,
         )
         if refusal is None:

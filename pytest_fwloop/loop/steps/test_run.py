@@ -12,12 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_fwloop.child.files import Attempt, next_attempt
-from pytest_fwloop.config.settings import LoopSettings
 from pytest_fwloop.core.flaky import with_flaky
 from pytest_fwloop.core.focus import WHOLE_SUITE, FocusPlan, gate_due, plan_iteration
 from pytest_fwloop.core.results import IterationResults
 from pytest_fwloop.loop.child_runner import ChildRunner
-from pytest_fwloop.loop.rundir import RunRecorder
+from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import LoopState
 from pytest_fwloop.procs.supervision import ProcessResult
 
@@ -41,9 +40,8 @@ class SuiteOutcome:
 class SuiteRun:
     """Runs what an iteration's focus plan asks for."""
 
-    def __init__(self, settings: LoopSettings, recorder: RunRecorder, child: ChildRunner) -> None:
-        self.settings = settings
-        self.recorder = recorder
+    def __init__(self, services: Services, child: ChildRunner) -> None:
+        self.services = services
         self.child = child
 
     def iteration(
@@ -57,7 +55,7 @@ class SuiteRun:
         kind, standing = loop.current.kind, loop.latest_results()
         plan = (
             plan_iteration(kind, standing, loop.attempts(), picked)
-            if self.settings.focus
+            if self.services.settings.focus
             else WHOLE_SUITE
         )
         outcome = self.run(folder, plan, standing, run, gate=kind == "patch")
@@ -79,8 +77,9 @@ class SuiteRun:
             return self._attempt(folder, None, previous, run)
         if not plan.select:
             return self._nothing_to_rerun(folder, plan)
-        selection = self.recorder.write_text(
-            f"{self.recorder.relative(folder)}/focus-select.txt", "\n".join(plan.select) + "\n"
+        selection = self.services.recorder.write_text(
+            f"{self.services.recorder.relative(folder)}/focus-select.txt",
+            "\n".join(plan.select) + "\n",
         )
         focused = self._attempt(folder, selection, previous, run)
         focused.carried = plan.carried
@@ -91,7 +90,7 @@ class SuiteRun:
             raw = IterationResults.read(focused.attempt.results)
         except (OSError, ValueError):
             return focused  # RESULT_COLLECTION reports what the child left
-        ran = with_flaky(raw, focused.flaky, self.settings.flaky_policy)
+        ran = with_flaky(raw, focused.flaky, self.services.settings.flaky_policy)
         note += f": {ran.pass_count}/{ran.total_count} passed"
         assert plan.carried is not None
         gone = set(plan.select) - {t.nodeid for t in raw.tests}
@@ -103,7 +102,9 @@ class SuiteRun:
             note += f"; {len(gone)} focused test(s) no longer collected"
         assert focused.carried is not None
         estimate = focused.carried.merged(ran)
-        if not gate or not gate_due(ran, estimate, self.settings.criteria.target_pass_rate):
+        if not gate or not gate_due(
+            ran, estimate, self.services.settings.criteria.target_pass_rate
+        ):
             focused.notes.insert(0, f"{note}; the other tests carry their last full-run outcome")
             return focused
         full = self._attempt(folder, None, previous, run)
@@ -137,11 +138,11 @@ class SuiteRun:
         starts."""
         assert plan.carried is not None
         attempt = next_attempt(folder)
-        self.recorder.write_json(
-            self.recorder.relative(attempt.results), plan.carried.model_dump(mode="json")
+        self.services.recorder.write_json(
+            self.services.recorder.relative(attempt.results), plan.carried.model_dump(mode="json")
         )
-        self.recorder.write_text(
-            self.recorder.relative(attempt.log),
+        self.services.recorder.write_text(
+            self.services.recorder.relative(attempt.log),
             "no child pytest ran: no test failed or was flaky at any iteration, so the last "
             "full run's records stand (each marked carried)\n",
         )

@@ -16,13 +16,14 @@ from pathlib import Path
 
 from pytest_fwloop.agents.role import RoleAgent
 from pytest_fwloop.core.agent_protocol import AgentRequest, MustFix, TesterAnswer
+from pytest_fwloop.core.allowlist import CommandCheck
 from pytest_fwloop.core.fsm import ErrorType, LoopEvent
 from pytest_fwloop.core.outcomes import Outcome
 from pytest_fwloop.core.records import CommandEntry, CommandsRecord
 from pytest_fwloop.core.recovery import ErrorState
 from pytest_fwloop.core.results import IterationResults, TestRecord, nodeids
 from pytest_fwloop.loop.rundir import RunRecorder
-from pytest_fwloop.procs.allowlist import AllowlistRunner, CommandCheck, CommandResult
+from pytest_fwloop.procs.allowlist_runner import AllowlistRunner, CommandResult
 from pytest_fwloop.workspace import Workspace
 
 #: Output of a failed tester command sent to the coder as a must-fix item.

@@ -1,0 +1,87 @@
+"""The loop's options, read from pytest's config once into one typed value.
+
+`read_options` takes every option of the table but the environment fixtures' (those are read by
+the fixture a test requests) by precedence, with `resolve`'s errors; the settings are derived from
+the value it returns, so nothing after it goes back to pytest's config for an option.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import pytest
+
+from pytest_fwloop.config.options import origin, resolve
+
+if TYPE_CHECKING:
+    from pytest_fwloop.core.flaky import FlakyPolicy
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    """Each loop option's value, named as in the table (`fwloop_<name>`); a line list is a
+    tuple."""
+
+    max_iter: int
+    goal: str
+    coder: str
+    reviewer: str
+    tester: str
+    build: str
+    build_shell: bool
+    build_sandbox: str
+    mode: str
+    criteria: str
+    confirm_runs: int | None
+    knowledge: str
+    run_dir: str
+    flaky_reruns: int
+    propose: str
+    focus: bool
+    child_start: str
+    flaky_policy: FlakyPolicy
+    ci_terminate_as: Literal["warning", "failure"]
+    protect: tuple[str, ...]
+    allow_paths: tuple[str, ...]
+    snapshot_exclude: tuple[str, ...]
+    allowed_commands: tuple[str, ...]
+    command_timeout: float
+    budget_usd: float | None
+    budget_tokens: int | None
+    api_key_env: str
+    claude_permission_mode: str
+    claude_max_turns: int | None
+    max_risk: float
+    max_patch_files: int
+    max_patch_lines: int
+    review_rounds: int
+    agent_timeout: float
+    build_timeout: float
+    test_timeout: float
+    state_timeout: float
+    context_bytes: int
+    #: Where each value came from (the flag, `$FWLOOP_<NAME>` or `ini fwloop_<name>`), as the
+    #: errors found while deriving the settings name it.
+    origins: Mapping[str, str]
+
+    def origin(self, name: str) -> str:
+        """Where option `name` was set, so an error sends the user to what they wrote."""
+        return self.origins[name]
+
+
+#: The options `read_options` reads, in the order their errors are reported.
+LOOP_OPTION_NAMES = tuple(f.name for f in dataclasses.fields(LoopOptions) if f.name != "origins")
+
+
+def read_options(config: pytest.Config) -> LoopOptions:
+    """Every loop option by precedence (command line > environment > ini > default), parsed and
+    validated; the first bad value is a `pytest.UsageError` naming it and its source."""
+    values: dict[str, Any] = {}
+    for name in LOOP_OPTION_NAMES:
+        value = resolve(config, name)
+        values[name] = tuple(value) if isinstance(value, list) else value
+    origins = {name: origin(config, name) for name in LOOP_OPTION_NAMES}
+    return LoopOptions(**values, origins=origins)

@@ -1,0 +1,140 @@
+"""What one option is (its names, default and kind) and how its text becomes its value.
+
+A parser returns the value or raises `ValueError` with the reason alone; `options` quotes it in a
+`pytest.UsageError` naming the bad value and where it came from. Plain pytest imports this module
+with the option table, so it imports nothing heavier than the standard library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+def _whole(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError("must be a whole number") from None
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError("must be a number") from None
+
+
+def parse_positive_int(text: str) -> int:
+    value = _whole(text)
+    if value < 1:
+        raise ValueError("must be a whole number >= 1")
+    return value
+
+
+def parse_non_negative_int(text: str) -> int:
+    value = _whole(text)
+    if value < 0:
+        raise ValueError("must be a whole number >= 0")
+    return value
+
+
+def parse_positive_float(text: str) -> float:
+    value = _number(text)
+    if not value > 0:
+        raise ValueError("must be a number > 0")
+    return value
+
+
+def parse_unit_float(text: str) -> float:
+    value = _number(text)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError("must be a number between 0 and 1")
+    return value
+
+
+def parse_context_cap(text: str) -> int:
+    value = _whole(text)
+    if value < 1024:
+        raise ValueError("must be at least 1024 bytes; below that no failure excerpt fits")
+    return value
+
+
+def parse_mode(text: str) -> str:
+    if text not in ("interactive", "ci", "auto"):
+        raise ValueError("must be one of interactive, ci, auto")
+    return text
+
+
+def parse_terminate_as(text: str) -> str:
+    if text not in ("warning", "failure"):
+        raise ValueError("must be 'warning' or 'failure'")
+    return text
+
+
+def parse_flaky_policy(text: str) -> str:
+    if text not in ("exclude", "pass", "fail"):
+        raise ValueError("must be one of exclude, pass, fail")
+    return text
+
+
+def parse_propose(text: str) -> str:
+    lowered = text.strip().lower()
+    if lowered not in ("off", "first", "every"):
+        raise ValueError("must be one of off, first, every")
+    return lowered
+
+
+def parse_child_start(text: str) -> str:
+    lowered = text.strip().lower()
+    if lowered not in ("auto", "spawn"):
+        raise ValueError("must be 'auto' or 'spawn'")
+    return lowered
+
+
+def parse_on_off(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered not in ("on", "off"):
+        raise ValueError("must be 'on' or 'off'")
+    return lowered == "on"
+
+
+def parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("must be true or false")
+
+
+def parse_text(text: str) -> str:
+    return text
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One option. `flag` None means ini/environment only; `kind` 'linelist' reads a list."""
+
+    name: str
+    help: str
+    default: Any
+    parse: Callable[[str], Any] = parse_text
+    flag: str | None = None
+    kind: str = "string"
+    metavar: str = "VALUE"
+    #: A value shown in error messages (`e.g. fwloop_x = …`); set for the environment options.
+    example: str = ""
+
+    @property
+    def ini(self) -> str:
+        return f"fwloop_{self.name}"
+
+    @property
+    def env(self) -> str:
+        return f"FWLOOP_{self.name.upper()}"
+
+    @property
+    def dest(self) -> str:
+        return f"fwloop_{self.name}"
