@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pytest_fwloop.core.focus import WHOLE_SUITE, carry, gate_due, plan_iteration
+from pytest_fwloop.core.fsm import IterationKind
 from pytest_fwloop.core.results import IterationResults, TestOutcome, TestRecord
 
 
@@ -15,7 +16,9 @@ def run(**outcomes: TestOutcome) -> IterationResults:
 
 def test_a_patch_iteration_focuses_on_what_did_not_pass_plus_the_testers_picks() -> None:
     standing = run(a="passed", b="failed", c="error", d="skipped")
-    plan = plan_iteration("patch", standing, [(1, standing)], ["a", "b", "tester::make"])
+    plan = plan_iteration(
+        IterationKind.PATCH, standing, [(1, standing)], ["a", "b", "tester::make"]
+    )
     assert plan.select == ["b", "c", "a"]
     assert plan.carried is not None
     assert all(t.carried for t in plan.carried.tests)
@@ -28,23 +31,23 @@ def test_a_test_fixed_earlier_in_the_run_stays_in_the_focus() -> None:
     """The coder works on those: a later patch that breaks one again must be seen at once."""
     baseline = run(a="passed", b="failed", c="failed")
     standing = run(a="passed", b="passed", c="failed")
-    plan = plan_iteration("patch", standing, [(1, baseline), (2, standing)])
+    plan = plan_iteration(IterationKind.PATCH, standing, [(1, baseline), (2, standing)])
     assert plan.select == ["b", "c"]
 
 
 def test_a_test_reading_the_patchs_review_always_runs() -> None:
     gate = TestRecord(nodeid="gate", outcome="passed", phase="call", patch_aware=True)
     standing = IterationResults(exitstatus=1, tests=[*run(a="passed", b="failed").tests, gate])
-    plan = plan_iteration("patch", standing, [(1, standing)])
+    plan = plan_iteration(IterationKind.PATCH, standing, [(1, standing)])
     assert plan.select == ["b", "gate"]
     assert plan.why.endswith("+ 1 reading the patch's review or test plan")
 
 
 def test_the_baseline_and_a_patch_with_nothing_failing_run_the_whole_suite() -> None:
     green = run(a="passed")
-    assert plan_iteration("baseline", None, []) is WHOLE_SUITE
-    assert plan_iteration("patch", green, [(1, green)]) is WHOLE_SUITE
-    assert plan_iteration("patch", None, []) is WHOLE_SUITE
+    assert plan_iteration(IterationKind.BASELINE, None, []) is WHOLE_SUITE
+    assert plan_iteration(IterationKind.PATCH, green, [(1, green)]) is WHOLE_SUITE
+    assert plan_iteration(IterationKind.PATCH, None, []) is WHOLE_SUITE
 
 
 def test_a_confirmation_reruns_what_failed_or_was_flaky_at_any_iteration() -> None:
@@ -54,13 +57,13 @@ def test_a_confirmation_reruns_what_failed_or_was_flaky_at_any_iteration() -> No
         exitstatus=0,
         tests=[*run(a="passed", b="passed").tests, flaky],
     )
-    plan = plan_iteration("confirmation", gate, [(1, baseline), (2, gate)])
+    plan = plan_iteration(IterationKind.CONFIRMATION, gate, [(1, baseline), (2, gate)])
     assert plan.select == ["a", "c"]
 
 
 def test_a_confirmation_of_a_green_baseline_reruns_nothing() -> None:
     green = run(a="passed", b="passed")
-    plan = plan_iteration("confirmation", green, [(1, green)])
+    plan = plan_iteration(IterationKind.CONFIRMATION, green, [(1, green)])
     assert plan.select == []
     assert plan.carried is not None
     assert [t.nodeid for t in plan.carried.tests] == ["a", "b"]

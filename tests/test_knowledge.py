@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_fwloop.cli.main import main
+from pytest_fwloop.core.fsm import IterationKind
 from pytest_fwloop.core.redaction import Redactor
 from pytest_fwloop.core.results import IterationResults, TestRecord
 from pytest_fwloop.knowledge.fixes import remember, similar_fixes
@@ -109,7 +110,7 @@ def test_a_fix_is_stored_redacted_with_the_failures_it_fixed(base: KnowledgeBase
     )
     iteration = Iteration(
         2,
-        "patch",
+        IterationKind.PATCH,
         patch="diff --git a/fw.c b/fw.c\n+++ b/fw.c\n+key=hunter2-secret\n",
         results=after,
     )
@@ -127,7 +128,7 @@ def test_a_fix_is_stored_redacted_with_the_failures_it_fixed(base: KnowledgeBase
     assert found.signatures == ["call t.py::b:4: E"]
     assert "hunter2-secret" not in found.patch
     assert "[redacted:API_KEY]" in found.patch
-    not_better = Iteration(3, "patch", patch="x", results=before)
+    not_better = Iteration(3, IterationKind.PATCH, patch="x", results=before)
     assert remember(base, "run-9", before, not_better, "", Redactor({}), "") == ""
 
 

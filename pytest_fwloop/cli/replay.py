@@ -31,6 +31,7 @@ from pytest_fwloop.core.convergence import (
     CriteriaError,
     determine_convergence,
 )
+from pytest_fwloop.core.fsm import IterationKind
 from pytest_fwloop.core.history import baseline_regressions
 from pytest_fwloop.core.records import ConvergenceRecord, Event, Summary, Timeline, call_files
 from pytest_fwloop.core.results import IterationResults
@@ -169,7 +170,7 @@ def check_transitions(events: list[Event]) -> Difference | None:
 
 
 def check_verdicts(
-    rounds: dict[int, Round], kinds: dict[int, str], max_iter: int
+    rounds: dict[int, Round], kinds: dict[int, IterationKind], max_iter: int
 ) -> Difference | None:
     """Each recorded verdict is what the convergence rules give for the recorded counts, and the
     counts are the ones the iterations' results give."""
@@ -196,7 +197,7 @@ def check_verdicts(
             return Difference(number, "convergence", f"unusable criteria: {exc}")
         limit = record.max_iter if record.max_iter is not None else max_iter
         verdict, reason = determine_convergence(*counted, criteria, number, limit)
-        measured = [(n, r) for n, r in attempts if kinds.get(n) != "rollback"]
+        measured = [(n, r) for n, r in attempts if kinds.get(n) != IterationKind.ROLLBACK]
         if verdict is ConvergenceType.SUCCESS and baseline_regressions(measured):
             verdict = None  # DESIGN.md §13: withheld while a baseline-passing test fails
         expected = verdict.value if verdict is not None else None

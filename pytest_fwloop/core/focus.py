@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pytest_fwloop.core.flaky import COMMAND_PREFIX
+from pytest_fwloop.core.fsm import IterationKind
 from pytest_fwloop.core.results import IterationResults, not_passing
 
 Attempts = Sequence[tuple[int, IterationResults]]
@@ -40,7 +41,7 @@ WHOLE_SUITE = FocusPlan(None)
 
 
 def plan_iteration(
-    kind: str,
+    kind: IterationKind,
     standing: IterationResults | None,
     attempts: Attempts,
     extra: Iterable[str] = (),
@@ -56,10 +57,14 @@ def plan_iteration(
     - the baseline, a patch iteration with nothing failing, and any iteration with nothing
       recorded to carry, run the whole suite.
     """
-    if standing is None or not standing.tests or kind not in ("patch", "confirmation"):
+    if (
+        standing is None
+        or not standing.tests
+        or kind not in (IterationKind.PATCH, IterationKind.CONFIRMATION)
+    ):
         return WHOLE_SUITE
     failing = _suite_ids(t.nodeid for t in standing.tests if not_passing(t))
-    if kind == "patch" and not failing:
+    if kind is IterationKind.PATCH and not failing:
         return WHOLE_SUITE  # nothing failing to focus on: the patch is judged by the full suite
     ever = _suite_ids(
         t.nodeid for _, results in attempts for t in results.tests if not_passing(t) or t.flaky

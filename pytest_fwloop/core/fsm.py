@@ -35,6 +35,19 @@ class State(str, enum.Enum):
 TERMINAL_STATES = frozenset({State.SUCCESS, State.FAILURE, State.ABORTED})
 
 
+class IterationKind(str, enum.Enum):
+    """What an iteration was for; the value is what the records show."""
+
+    BASELINE = "baseline"
+    PATCH = "patch"
+    CONFIRMATION = "confirmation"
+    #: a patch that broke tests without raising the pass count, undone (DESIGN.md §13)
+    ROLLBACK = "rollback"
+
+    def __str__(self) -> str:  # tables, the report and the terminal show the bare value
+        return self.value
+
+
 class ErrorType(str, enum.Enum):
     """Error classes of seed 001 §4.2 / §5.20 that ERROR_RECOVERY distinguishes."""
 

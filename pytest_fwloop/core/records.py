@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pytest_fwloop.core.fsm import IterationKind
 from pytest_fwloop.core.outcomes import Outcome
 
 
@@ -182,7 +183,7 @@ class TimelineEntry(_Record):
     """One iteration of `task-timeline.json`."""
 
     iteration: int = Field(description="1-based iteration number")
-    kind: str = Field(description="`baseline`, `patch` or `confirmation`")
+    kind: IterationKind = Field(description="what the iteration was for")
     states: list[str] = Field(description="the states visited, in order")
     pass_count: int = Field(description="passed + xfailed")
     total_count: int = Field(description="pass count + failed + error + strict xpassed")

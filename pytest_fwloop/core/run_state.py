@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pytest_fwloop.core.agent_protocol import CoderAnswer, MustFix
+from pytest_fwloop.core.fsm import IterationKind
 
 STATE_FILE = "state.json"
 #: Raised whenever a reader of an older version could misread a newer file.
@@ -28,7 +29,7 @@ class SavedIteration(BaseModel):
     """An iteration as the loop holds it; its results stay in `rounds/NN/results.json`."""
 
     number: int = Field(ge=1, description="1-based iteration number")
-    kind: str = Field(description="`baseline`, `patch`, `confirmation` or `rollback`")
+    kind: IterationKind = Field(description="what the iteration was for")
     measured: bool = Field(description="its tests ran to the end (`rounds/NN/results.json`)")
     patch: str = Field(default="", description="the patch the reviewer approved, or empty")
     patch_summary: str = Field(default="", description="the coder's summary and the files")

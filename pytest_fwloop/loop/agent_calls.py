@@ -14,7 +14,7 @@ import pytest
 
 from pytest_fwloop.agents.role import CallRecord, RoleAgent
 from pytest_fwloop.config.settings import LoopSettings
-from pytest_fwloop.core.agent_protocol import load_schema
+from pytest_fwloop.core.agent_protocol import Role, load_schema
 from pytest_fwloop.core.budget import Budget, BudgetExhausted, UsageLedger
 from pytest_fwloop.core.fsm import State
 from pytest_fwloop.core.records import CallMeta, Event, call_files
@@ -29,16 +29,16 @@ if TYPE_CHECKING:
 def role_agent(
     config: pytest.Config,
     settings: LoopSettings,
-    role: str,
+    role: Role,
     on_call: Callable[[CallRecord], None],
     time_left: Callable[[], float],
 ) -> RoleAgent:
     """The role's failover list of providers, as parsed and checked before the run (so a
     conftest's provider hook is not asked again), with its schema (shipped, or a conftest's)."""
-    shipped = load_schema(role)  # type: ignore[arg-type]
+    shipped = load_schema(role)
     schema = config.hook.pytest_fwloop_schema(config=config, role=role, schema=shipped)
     return RoleAgent(
-        role,  # type: ignore[arg-type]
+        role,
         settings.providers[role],
         schema if schema is not None else shipped,
         on_call,

@@ -31,9 +31,9 @@ def answer_chat(
 ) -> int:
     """Ask `order.role` the question in `order.text`; print and keep the answer."""
     run_dir = settings.runs_root / order.run_id
-    spec = {"coder": settings.coder, "reviewer": settings.reviewer, "tester": settings.tester}
-    if not spec.get(order.role):
-        terminal.line(f"fwloop: run {order.run_id} has no {order.role}; ask the coder or reviewer")
+    role = order.role
+    if role == "" or not settings.providers.get(role):
+        terminal.line(f"fwloop: run {order.run_id} has no {role}; ask the coder or reviewer")
         return int(pytest.ExitCode.USAGE_ERROR)
     try:
         loop = LoopState(run_id=order.run_id)
@@ -46,30 +46,30 @@ def answer_chat(
     agent = role_agent(
         config,
         settings,
-        order.role,
+        role,
         lambda call: thread.record_call(call.request, call.raw, redact),
         lambda: settings.agent_timeout,
     )
     request = agent_request(
         loop,
         settings,
-        order.role,
+        role,
         chat={
             "thread": order.thread,
             "messages": [{"author": m.author, "text": m.text} for m in earlier],
             "question": redact(order.text),
         },
     )
-    title = f"chat with the {order.role} about run {order.run_id}"
-    thread.append("operator", "chat", order.text, redact, order.role, title)
+    title = f"chat with the {role} about run {order.run_id}"
+    thread.append("operator", "chat", order.text, redact, role, title)
     try:
         answer = agent.comment(request)
     except ProviderError as exc:
         terminal.line(
-            f"fwloop: the {order.role}'s provider gave no answer ({exc.kind.value}: "
+            f"fwloop: the {role}'s provider gave no answer ({exc.kind.value}: "
             f"{exc.message}); the question is kept in thread {order.thread}"
         )
         return 1
-    kept = thread.append(order.role, "chat", answer, redact, order.role, title)
+    kept = thread.append(role, "chat", answer, redact, role, title)
     terminal.line(kept.text)
     return 0

@@ -14,13 +14,13 @@ import enum
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel
 
-from pytest_fwloop.core.agent_protocol import MustFix
+from pytest_fwloop.core.agent_protocol import MustFix, Role
 from pytest_fwloop.core.budget import UsageLedger
-from pytest_fwloop.core.fsm import LoopEvent, State
+from pytest_fwloop.core.fsm import IterationKind, LoopEvent, State
 from pytest_fwloop.core.outcomes import Outcome
 from pytest_fwloop.core.records import Event
 from pytest_fwloop.core.results import IterationResults
@@ -59,7 +59,7 @@ class Order(BaseModel):
     #: The state revision the command judged; another one means someone acted first.
     revision: int
     text: str = ""
-    role: str = ""
+    role: Role | Literal[""] = ""
     thread: str = ""
 
 
@@ -166,7 +166,7 @@ def restore(loop: LoopState, state: RunState, run_dir: Path, order: Order) -> Re
     written = sorted({p for it in kept if it.patch.strip() for p in touched_paths(it.patch)})
     pending = state.pending
     if state.in_flight is None:
-        loop.iterations.append(Iteration(loop.current.number + 1, "patch"))
+        loop.iterations.append(Iteration(loop.current.number + 1, IterationKind.PATCH))
     number = loop.current.number
     awaiting = state.outcome == Outcome.AWAITING_OPERATOR_CONFIRM.value
     if order.action is Action.FOLLOWUP and pending is not None and awaiting:
@@ -198,7 +198,7 @@ def restore(loop: LoopState, state: RunState, run_dir: Path, order: Order) -> Re
         )
     else:
         pending = None  # a refused or spent answer: the coder is asked again
-        if loop.current.kind == "confirmation":
+        if loop.current.kind is IterationKind.CONFIRMATION:
             event, reason = LoopEvent.RESUME_TESTS, f"iteration {number} confirms the green tree"
         else:
             event, reason = LoopEvent.RESUME, f"iteration {number}: the coder is asked for a patch"

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import gc
 import os
-import tempfile
 import threading
-import traceback
 from typing import TYPE_CHECKING
 
 import pytest
@@ -21,11 +19,10 @@ import pytest
 from pytest_fwloop.child.rewrite_cache import RewriteCache
 from pytest_fwloop.config.options import OPERATOR_DEST
 from pytest_fwloop.config.settings import LoopSettings, load_settings
-from pytest_fwloop.core.outcomes import describe_crash
 from pytest_fwloop.core.redaction import Redactor
 from pytest_fwloop.loop.child_runner import ChildRunner
 from pytest_fwloop.loop.rundir import RunRecorder, new_run_id
-from pytest_fwloop.loop.terminal import PREFIX, Terminal
+from pytest_fwloop.loop.terminal import Terminal
 from pytest_fwloop.procs import reaper
 from pytest_fwloop.workspace import RecoveryReport, Workspace, WorkspaceError
 
@@ -42,24 +39,13 @@ def run_loop(config: pytest.Config) -> int:
     except pytest.UsageError:
         raise
     except Exception as exc:
-        return _crash_before_the_run(exc)
+        from pytest_fwloop.loop.crash import crash_before_the_run  # records: off the fork's way
+
+        return crash_before_the_run(exc)
     finally:
         # The process ends with the run: what the loop holds is never collected again, so
         # the interpreter's collections at exit pass over its heap (~30 ms of each run).
         gc.freeze()
-
-
-def _crash_before_the_run(exc: Exception) -> int:
-    text = "".join(traceback.format_exception(exc))
-    with tempfile.NamedTemporaryFile(
-        "w", prefix="fwloop-internal-error-", suffix=".txt", delete=False, encoding="utf-8"
-    ) as stream:
-        stream.write(text)
-    Terminal().line(
-        f"{PREFIX} internal error before the run started: {describe_crash(exc)}; the tree was "
-        f"not changed; traceback in {stream.name}"
-    )
-    return int(pytest.ExitCode.INTERNAL_ERROR)
 
 
 def _run_loop(config: pytest.Config) -> int:

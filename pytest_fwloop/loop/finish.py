@@ -1,36 +1,29 @@
 """The end of a run: the tree settled, `summary.json`, the timeline, the report, the summary.
 
-Also the end of a run that could not end that way (an internal error, DESIGN.md §10): exit
-status 3, the tree restored, and as many of the records as can still be written.
+A run that cannot end this way (an internal error) is settled by `crash.py`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import traceback
-from typing import TYPE_CHECKING, Any
-
-import pytest
+from typing import TYPE_CHECKING
 
 from pytest_fwloop.core.budget import Usage
 from pytest_fwloop.core.fsm import State
 from pytest_fwloop.core.history import broken_per_iteration, flaky_per_iteration, outcomes_by_test
-from pytest_fwloop.core.outcomes import Outcome, describe_crash, exit_status
+from pytest_fwloop.core.outcomes import Outcome, exit_status
 from pytest_fwloop.core.records import (
-    CrashSummary,
     RunContext,
     Summary,
     Timeline,
     UsageRecord,
 )
 from pytest_fwloop.core.results import TestRecord, nodeids
+from pytest_fwloop.loop.crash import INTERNAL_ERROR_FILE
 from pytest_fwloop.loop.rundir import utc_now
-from pytest_fwloop.loop.terminal import PREFIX
 from pytest_fwloop.reports.html import RunPage, write_html_report
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
     from pathlib import Path
 
     from pytest_fwloop.config.settings import LoopSettings
@@ -40,9 +33,6 @@ if TYPE_CHECKING:
     from pytest_fwloop.loop.state import Iteration, LoopState
     from pytest_fwloop.loop.terminal import Terminal
     from pytest_fwloop.workspace import Workspace
-
-#: The tracebacks of an internal error, in the run directory.
-INTERNAL_ERROR_FILE = "internal-error.txt"
 
 
 def final_state_of(outcome: Outcome) -> State:
@@ -77,27 +67,82 @@ def finalize(
     """Keep or restore the tree, then write every record and print the summary."""
     assert loop.outcome is not None
     outcome = loop.outcome
-    state = final_state_of(outcome)
-    patch_name: str | None = None
-    if outcome is Outcome.SUCCESS:
-        recorder.write_patch("final.patch", workspace.diff_from_baseline())
-        patch_name = "final.patch"
-        tree = "the fixed tree is kept"
-    else:
-        best = best_iteration(loop.iterations)
-        if best is not None:
-            recorder.write_patch("best.patch", workspace.diff(workspace.baseline, best.checkpoint))
-            patch_name = "best.patch"
-        restored = workspace.restore_baseline()
-        tree = f"the tree is restored to its baseline ({len(restored)} path(s) reverted)"
+    tree, patch_name = _settle_tree(loop, recorder, workspace)
+    summary = _summary(loop, calls, settings, recorder, workspace, patch_name, duration, context)
+    recorder.write_json("summary.json", summary.model_dump(mode="json"))
+    timeline = Timeline(
+        run_id=recorder.run_id, iterations=[it.timeline_entry() for it in loop.iterations]
+    )
+    recorder.write_json("task-timeline.json", timeline.model_dump(mode="json"))
+    usage = _usage_line(calls.usage.total)
+    recorder.write_text("report.md", _report(summary, loop.iterations, tree, usage))
+    page = RunPage(
+        recorder.run_id,
+        timeline.iterations,
+        loop.attempts(),
+        settings.criteria.target_pass_rate,
+        outcome.value,
+        redact(loop.final_reason),
+    )
+    unwritten = write_html_report(recorder.path, page, recorder.redact)
+    measured = [it for it in loop.iterations if it.results is not None]
+    closing = [
+        f"{tree}; records: {recorder.path}",
+        *_deliver_user_reports(measured, outcome, settings, recorder.run_id),
+        f"agent usage: {usage}",
+        *([f"patch: {recorder.path / patch_name}"] if patch_name else []),
+        *([unwritten] if unwritten else []),
+        *_warnings(summary, settings),
+    ]
+    latest = measured[-1].results if measured else None
+    terminal.summary(
+        outcome=outcome.value,
+        final_state=summary.final_state,
+        reason=redact(loop.final_reason),
+        rows=[_row(it) for it in measured],
+        closing=closing,
+        failing=[(t.nodeid, redact(_one_line(t, settings.rootdir))) for t in latest.not_passing()]
+        if latest
+        else [],
+    )
+    # Last, so that a failure anywhere above leaves the journal for settle_crash to restore from.
+    workspace.close(keep_tree=True)
 
+
+def _settle_tree(
+    loop: LoopState, recorder: RunRecorder, workspace: Workspace
+) -> tuple[str, str | None]:
+    """Keep the fixed tree on success, else restore the baseline and keep the best iteration's
+    diff; what happened to the tree, and the patch file written."""
+    if loop.outcome is Outcome.SUCCESS:
+        recorder.write_patch("final.patch", workspace.diff_from_baseline())
+        return "the fixed tree is kept", "final.patch"
+    best = best_iteration(loop.iterations)
+    if best is not None:
+        recorder.write_patch("best.patch", workspace.diff(workspace.baseline, best.checkpoint))
+    restored = workspace.restore_baseline()
+    tree = f"the tree is restored to its baseline ({len(restored)} path(s) reverted)"
+    return tree, "best.patch" if best is not None else None
+
+
+def _summary(
+    loop: LoopState,
+    calls: CallLog,
+    settings: LoopSettings,
+    recorder: RunRecorder,
+    workspace: Workspace,
+    patch_name: str | None,
+    duration: float,
+    context: RunContext,
+) -> Summary:
+    assert loop.outcome is not None
+    outcome = loop.outcome
     measured = [it for it in loop.iterations if it.results is not None]
     latest = measured[-1].results if measured else None
-    code = int(exit_status(outcome, advisory=settings.advisory))
-    summary = Summary(
+    return Summary(
         run_id=recorder.run_id,
         outcome=outcome,
-        final_state=state.value,
+        final_state=final_state_of(outcome).value,
         iterations=len(measured),
         convergence_type=loop.convergence_type.value if loop.convergence_type else None,
         reason=loop.final_reason,
@@ -108,7 +153,7 @@ def finalize(
         usage=UsageRecord.model_validate(calls.usage.to_dict()),
         unresolved=nodeids(latest.not_passing()) if latest else [],
         patch=patch_name,
-        exit_status=code,
+        exit_status=int(exit_status(outcome, advisory=settings.advisory)),
         mode=settings.mode.value,
         criteria=settings.criteria.to_dict(),
         max_iter=settings.max_iter,
@@ -122,134 +167,50 @@ def finalize(
         regressions=broken_per_iteration(loop.attempts(), loop.rolled_back()),
         flaky=flaky_per_iteration(loop.attempts()),
     )
-    recorder.write_json("summary.json", summary.model_dump(mode="json"))
-    timeline = Timeline(
-        run_id=recorder.run_id, iterations=[it.timeline_entry() for it in loop.iterations]
-    )
-    recorder.write_json("task-timeline.json", timeline.model_dump(mode="json"))
-    recorder.write_text(
-        "report.md", _report(summary, loop.iterations, tree, _usage_line(calls.usage.total))
-    )
-    page = RunPage(
-        recorder.run_id,
-        timeline.iterations,
-        loop.attempts(),
-        settings.criteria.target_pass_rate,
-        outcome.value,
-        redact(loop.final_reason),
-    )
-    unwritten = write_html_report(recorder.path, page, recorder.redact)
 
-    rows = [
-        [
-            it.number,
-            it.kind,
-            f"{it.pass_count}/{it.total_count}",
-            f"{it.pass_count / max(it.total_count, 1):.1%}",
-            it.coder_calls,
-            it.convergence_type or "continue",
-        ]
-        for it in measured
+
+def _row(it: Iteration) -> list[object]:
+    """One line of the terminal's per-iteration table."""
+    return [
+        it.number,
+        it.kind,
+        f"{it.pass_count}/{it.total_count}",
+        f"{it.pass_count / max(it.total_count, 1):.1%}",
+        it.coder_calls,
+        it.convergence_type or "continue",
     ]
-    # The user's reports describe the tree they are left with: the last one, or the baseline;
-    # by its last whole-suite run (a confirmation reruns a focus on the gate's tree).
+
+
+def _deliver_user_reports(
+    measured: list[Iteration], outcome: Outcome, settings: LoopSettings, run_id: str
+) -> list[str]:
+    """The user's reports describe the tree they are left with: the last one, or the baseline;
+    by its last whole-suite run (a confirmation reruns a focus on the gate's tree)."""
     kept = measured if outcome is Outcome.SUCCESS else measured[:1]
     described = [it for it in kept if it.full_run is not None][-1:]
-    delivered = [
+    return [
         line
         for it in described
         if it.full_run is not None
-        for line in settings.reports.deliver(it.full_run, recorder.run_id, it.number)
+        for line in settings.reports.deliver(it.full_run, run_id, it.number)
     ]
-    closing = [
-        f"{tree}; records: {recorder.path}",
-        *delivered,
-        f"agent usage: {_usage_line(calls.usage.total)}",
-    ]
-    if patch_name:
-        closing.append(f"patch: {recorder.path / patch_name}")
-    if unwritten:
-        closing.append(unwritten)
+
+
+def _warnings(summary: Summary, settings: LoopSettings) -> list[str]:
+    """What the operator must not miss: flaky tests, and an exit 0 that is not green."""
+    lines = []
     if summary.flaky:
         flaky = sorted({nodeid for nodeids in summary.flaky.values() for nodeid in nodeids})
-        closing.append(
+        lines.append(
             f"flaky ({len(flaky)}, counted as fwloop_flaky_policy = {settings.flaky_policy}, "
             f"never sent to the coder): {', '.join(flaky[:5])}" + (" …" if len(flaky) > 5 else "")
         )
-    if code == 0 and outcome is not Outcome.SUCCESS:
-        closing.append(
-            f"WARNING: outcome {outcome.value} exits 0 only because ci_terminate_as = warning; "
-            "the suite is NOT green"
+    if summary.exit_status == 0 and summary.outcome is not Outcome.SUCCESS:
+        lines.append(
+            f"WARNING: outcome {summary.outcome.value} exits 0 only because ci_terminate_as = "
+            "warning; the suite is NOT green"
         )
-    terminal.summary(
-        outcome=outcome.value,
-        final_state=state.value,
-        reason=redact(loop.final_reason),
-        rows=rows,
-        closing=closing,
-        failing=[(t.nodeid, redact(_one_line(t, settings.rootdir))) for t in latest.not_passing()]
-        if latest
-        else [],
-    )
-    # Last, so that a failure anywhere above leaves the journal for settle_crash to restore from.
-    workspace.close(keep_tree=True)
-
-
-def record_internal_error(recorder: RunRecorder, crashes: Sequence[BaseException]) -> str:
-    """Write the tracebacks of an internal error to INTERNAL_ERROR_FILE; where they are, as
-    the terminal says it."""
-    text = "\n".join("".join(traceback.format_exception(exc)) for exc in crashes)
-    try:
-        path = recorder.write_text(INTERNAL_ERROR_FILE, text)
-    except OSError as exc:
-        return f"its traceback could not be written ({exc})"
-    return f"traceback in {path}; please report it with that file"
-
-
-def settle_crash(
-    workspace: Workspace,
-    recorder: RunRecorder,
-    terminal: Terminal,
-    redact: Redactor,
-    crashes: Sequence[BaseException],
-    duration: float,
-) -> int:
-    """The end of a run that `finalize` could not give: the tree back to its baseline first,
-    then what records can still be written, then one line. Never raises; exit status 3."""
-    try:
-        restored = workspace.restore_baseline()
-        workspace.close(keep_tree=True)
-        tree = f"the tree is restored to its baseline ({len(restored)} path(s) reverted)"
-    except Exception as exc:  # whatever broke the run may break this too; the journal remains
-        tree = (
-            f"the tree could not be restored ({describe_crash(exc)}); the next "
-            f"`pytest --fwloop` in {workspace.root} restores it from its journal"
-        )
-    reason = f"internal error: {describe_crash(crashes[0])}"
-    if len(crashes) > 1:
-        reason += f"; then, ending the run: {describe_crash(crashes[-1])}"
-    pointer = record_internal_error(recorder, crashes)
-    # What finalize wrote before it failed is kept; only the verdict on it changes.
-    ending: dict[str, Any] = {
-        "outcome": Outcome.INTERNAL_ERROR,
-        "final_state": State.FAILURE.value,
-        "reason": reason,
-        "exit_status": int(pytest.ExitCode.INTERNAL_ERROR),
-        "internal_error": INTERNAL_ERROR_FILE,
-        "finished": utc_now(),
-        "duration_s": round(duration, 2),
-    }
-    record: Summary | CrashSummary
-    try:
-        written = Summary.model_validate_json((recorder.path / "summary.json").read_bytes())
-        record = written.model_copy(update=ending)
-    except (OSError, ValueError):
-        record = CrashSummary(run_id=recorder.run_id, **ending)
-    with contextlib.suppress(OSError):
-        recorder.write_json("summary.json", record.model_dump(mode="json"))
-    with contextlib.suppress(OSError):
-        terminal.line(redact(f"{PREFIX} {reason}; {tree}; {pointer}"))
-    return int(pytest.ExitCode.INTERNAL_ERROR)
+    return lines
 
 
 def _one_line(record: TestRecord, rootdir: Path) -> str:

@@ -16,17 +16,16 @@ from typing import Any
 import pytest
 
 from pytest_fwloop.config.settings import LoopSettings
-from pytest_fwloop.core.fsm import State
-from pytest_fwloop.core.outcomes import Outcome, describe_crash, exit_status
-from pytest_fwloop.core.records import Event
+from pytest_fwloop.core.outcomes import Outcome, exit_status
 from pytest_fwloop.core.redaction import Redactor
 from pytest_fwloop.core.run_state import Invocation
 from pytest_fwloop.loop import run_context
 from pytest_fwloop.loop.child_runner import ChildRunner
 from pytest_fwloop.loop.continuation import Continued, StateKeeper
 from pytest_fwloop.loop.controller import Controller
-from pytest_fwloop.loop.finish import finalize, settle_crash
-from pytest_fwloop.loop.rundir import RunRecorder, utc_now
+from pytest_fwloop.loop.crash import settle_crash, stop_on_internal_error
+from pytest_fwloop.loop.finish import finalize
+from pytest_fwloop.loop.rundir import RunRecorder
 from pytest_fwloop.loop.state import LoopState
 from pytest_fwloop.loop.terminal import PREFIX, Terminal
 from pytest_fwloop.procs import reaper
@@ -86,7 +85,7 @@ def control(
         controller.run()
     except Exception as exc:
         crashes.append(exc)
-        pointer = _stop_on_internal_error(controller, exc)
+        pointer = stop_on_internal_error(controller.loop, controller.recorder, exc)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -127,29 +126,6 @@ def _left(keeper: StateKeeper, loop: LoopState) -> None:
         keeper.left_tree = kept[-1].checkpoint
     with contextlib.suppress(OSError):  # the records are written; a full disk loses only this
         keeper.save(loop)
-
-
-def _stop_on_internal_error(controller: Controller, exc: Exception) -> str:
-    """End the run where an exception left it: outcome internal_error, the traceback in the run
-    directory and the move to FAILURE in the trace. Where the traceback is, for the terminal."""
-    from pytest_fwloop.loop.finish import INTERNAL_ERROR_FILE, record_internal_error
-
-    controller.loop.outcome = Outcome.INTERNAL_ERROR
-    controller.loop.final_reason = f"internal error: {describe_crash(exc)}"
-    pointer = record_internal_error(controller.recorder, [exc])
-    with contextlib.suppress(OSError):  # finalize will meet a failing disk too, and settle it
-        event = Event.note(
-            utc_now(),
-            "internal_error",
-            (controller.loop.state.value, State.FAILURE.value),
-            "internal_error",
-            controller.loop.final_reason,
-            controller.loop.current.number,
-            [INTERNAL_ERROR_FILE],
-        )
-        controller.recorder.append_event(event.to_json())
-    controller.loop.state = State.FAILURE
-    return pointer
 
 
 def _install_abort_handlers(controller: Controller) -> dict[int, Any]:

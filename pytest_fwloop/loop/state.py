@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from pytest_fwloop.agents.errors import ProviderError
 from pytest_fwloop.core.agent_protocol import CoderAnswer, MustFix
 from pytest_fwloop.core.convergence import ConvergenceType
-from pytest_fwloop.core.fsm import ErrorType, LoopEvent, State, StateBound
+from pytest_fwloop.core.fsm import ErrorType, IterationKind, LoopEvent, State, StateBound
 from pytest_fwloop.core.outcomes import Outcome
 from pytest_fwloop.core.records import Event, TimelineEntry
 from pytest_fwloop.core.recovery import ErrorState
@@ -26,7 +26,7 @@ class Iteration:
     """One pass through the test run, and the patch that led to it."""
 
     number: int
-    kind: str  # "baseline", "patch", "confirmation", or "rollback" (a patch undone)
+    kind: IterationKind
     patch: str = ""
     patch_summary: str = ""
     checkpoint: str = ""
@@ -138,7 +138,9 @@ class LoopState:
 
     state: State = State.IDLE
     run_id: str = ""
-    iterations: list[Iteration] = field(default_factory=lambda: [Iteration(1, "baseline")])
+    iterations: list[Iteration] = field(
+        default_factory=lambda: [Iteration(1, IterationKind.BASELINE)]
+    )
     error: ErrorState | None = None
     retries: dict[ErrorType, int] = field(default_factory=dict)
     outcome: Outcome | None = None
@@ -181,12 +183,16 @@ class LoopState:
         return [(it.number, it.results) for it in self.iterations if it.results is not None]
 
     def rolled_back(self) -> frozenset[int]:
-        return frozenset(it.number for it in self.iterations if it.kind == "rollback")
+        return frozenset(it.number for it in self.iterations if it.kind is IterationKind.ROLLBACK)
 
     def kept(self) -> list[Iteration]:
         """Every iteration whose tests ran on a tree the loop kept, baseline first: a
         rolled-back patch's results describe a tree that is gone."""
-        return [it for it in self.iterations if it.results is not None and it.kind != "rollback"]
+        return [
+            it
+            for it in self.iterations
+            if it.results is not None and it.kind is not IterationKind.ROLLBACK
+        ]
 
     def measured(self) -> list[tuple[int, IterationResults]]:
         """(number, results) of each of `kept()`."""
@@ -227,6 +233,6 @@ class LoopState:
         )
 
     def fail(self, error: ErrorState, event: LoopEvent) -> Step:
-        """Hand `error` to ERROR_RECOVERY through `event`."""
+        """Hand `error` to ERROR_RECOVERY through `event`: `failed`, taken by the loop at once."""
         self.error = error
-        return Step(event, f"{error.type.value}: {error.reason}")
+        return failed(error, event).step

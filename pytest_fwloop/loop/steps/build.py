@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from pytest_fwloop.config.preflight import missing_build_program
 from pytest_fwloop.core.agent_protocol import MustFix
-from pytest_fwloop.core.fsm import ErrorType, LoopEvent
+from pytest_fwloop.core.fsm import ErrorType, IterationKind, LoopEvent
 from pytest_fwloop.core.outcomes import Outcome
 from pytest_fwloop.core.policy import PatchPolicy
 from pytest_fwloop.core.posix_paths import glob_match
 from pytest_fwloop.core.recovery import ErrorState
 from pytest_fwloop.loop.services import Services
-from pytest_fwloop.loop.state import Iteration, Step, Verdict
+from pytest_fwloop.loop.state import Iteration, Step, Verdict, failed
 from pytest_fwloop.procs.sandbox import bwrap_argv
 from pytest_fwloop.procs.supervision import run_logged
 
@@ -38,7 +38,7 @@ class BuildStep:
             return Verdict(Step(LoopEvent.NO_BUILD, "no build command configured"))
         program = missing_build_program(build, self.services.settings.rootdir)
         if program is not None:
-            return _failed(
+            return failed(
                 ErrorState(
                     ErrorType.BUILD_FAILURE,
                     f"build tool '{program}' not found on PATH; install it or fix --fwloop-build",
@@ -69,7 +69,7 @@ class BuildStep:
                 shell=sandbox is None and isinstance(build, str),
             )
         except OSError as exc:
-            return _failed(
+            return failed(
                 ErrorState(
                     ErrorType.BUILD_FAILURE,
                     f"cannot start the build: {exc}",
@@ -94,7 +94,7 @@ class BuildStep:
         else:
             what = f"build exited {result.returncode}"
             error_type, event = ErrorType.BUILD_FAILURE, LoopEvent.BUILD_FAILED
-        if current.kind == "patch" and pre_patch:
+        if current.kind is IterationKind.PATCH and pre_patch:
             self.services.workspace.restore(pre_patch)
             return Verdict(
                 Step(
@@ -136,7 +136,7 @@ class BuildStep:
         runs, and could rewrite the tests or their configuration; the patch policy never sees
         that, so the tree is checked after the build (and after each tester command). Protected
         paths the baseline's own build changes are its products, not tampering."""
-        if current.kind != "patch" or not pre_patch:
+        if current.kind is not IterationKind.PATCH or not pre_patch:
             self.baseline_build_products = set(
                 protected_paths(
                     self.services.workspace.shadow.changed_paths(self.services.workspace.baseline),
@@ -177,10 +177,6 @@ class BuildStep:
             ],
             note="patch rolled back: its build changed protected files",
         )
-
-
-def _failed(error: ErrorState, event: LoopEvent) -> Verdict:
-    return Verdict(Step(event, f"{error.type.value}: {error.reason}"), error=error)
 
 
 def protected_paths(paths: list[str], policy: PatchPolicy) -> list[str]:

@@ -17,7 +17,7 @@ from pytest_fwloop.core import recovery
 from pytest_fwloop.core.agent_protocol import MustFix
 from pytest_fwloop.core.convergence import ConvergenceChecker, ConvergenceType, PlateauAction
 from pytest_fwloop.core.flaky import with_flaky
-from pytest_fwloop.core.fsm import ErrorType, LoopEvent, State
+from pytest_fwloop.core.fsm import ErrorType, IterationKind, LoopEvent, State
 from pytest_fwloop.core.history import baseline_regressions, regressions_between
 from pytest_fwloop.core.outcomes import Outcome
 from pytest_fwloop.core.records import ConvergenceRecord, Event
@@ -139,7 +139,7 @@ class IterationEnd:
                 LoopEvent.ENVIRONMENT_FAILED,
             )
         broken = collection_errors(results)
-        if broken and self.loop.current.kind == "baseline":
+        if broken and self.loop.current.kind is IterationKind.BASELINE:
             return self.loop.fail(
                 ErrorState(
                     ErrorType.COLLECTION_ERROR,
@@ -204,7 +204,7 @@ class IterationEnd:
         )
 
     def _patch_broke_environment(self, env_failed: list[TestRecord]) -> bool:
-        if self.loop.current.kind != "patch" or len(self.loop.iterations) < 2:
+        if self.loop.current.kind is not IterationKind.PATCH or len(self.loop.iterations) < 2:
             return False
         return environment_lost(env_failed, self.loop.iterations[-2].results)
 
@@ -277,7 +277,7 @@ class IterationEnd:
         """A kept patch that raised the pass count goes to the knowledge base (DESIGN.md §12)."""
         measured = self.loop.measured()
         if (
-            self.loop.current.kind != "patch"
+            self.loop.current.kind is not IterationKind.PATCH
             or len(measured) < 2
             or not self.services.settings.knowledge
         ):
@@ -300,7 +300,7 @@ class IterationEnd:
         pass count is undone, and the coder is told which and why."""
         current = self.loop.current
         measured = self.loop.measured()  # the kept trees, this iteration's last
-        if current.kind != "patch" or len(measured) < 2 or current.results is None:
+        if current.kind is not IterationKind.PATCH or len(measured) < 2 or current.results is None:
             return
         before = measured[-2][1]
         # Only what ran before the patch convicts it: a test the focus left out may have been
@@ -309,7 +309,7 @@ class IterationEnd:
         if not broken or current.pass_count > before.pass_count:
             return
         self.services.workspace.restore(self.loop.pre_patch_checkpoint)
-        current.kind = "rollback"
+        current.kind = IterationKind.ROLLBACK
         why = (
             f"the patch broke {len(broken)} test(s) that passed before it "
             f"({', '.join(broken[:3])}) and raised the pass count no higher "
@@ -349,7 +349,10 @@ class IterationEnd:
         self.loop.tester_round = None
         self.loop.coder_answer = None  # spent: state.json must not offer it as pending
         self.loop.iterations.append(
-            Iteration(self.loop.current.number + 1, "confirmation" if green else "patch")
+            Iteration(
+                self.loop.current.number + 1,
+                IterationKind.CONFIRMATION if green else IterationKind.PATCH,
+            )
         )
         if green:
             return Step(LoopEvent.CONFIRM, f"{reason}; green once, confirming with no new patch")

@@ -14,6 +14,7 @@ from pathlib import Path
 from pytest_fwloop.child.files import Attempt, next_attempt
 from pytest_fwloop.core.flaky import with_flaky
 from pytest_fwloop.core.focus import WHOLE_SUITE, FocusPlan, gate_due, plan_iteration
+from pytest_fwloop.core.fsm import IterationKind
 from pytest_fwloop.core.results import IterationResults
 from pytest_fwloop.loop.child_runner import ChildRunner
 from pytest_fwloop.loop.services import Services
@@ -58,7 +59,7 @@ class SuiteRun:
             if self.services.settings.focus
             else WHOLE_SUITE
         )
-        outcome = self.run(folder, plan, standing, run, gate=kind == "patch")
+        outcome = self.run(folder, plan, standing, run, gate=kind is IterationKind.PATCH)
         if outcome.carried is None and plan.select != []:
             loop.current.full_run = outcome.attempt
         return outcome
