@@ -60,9 +60,23 @@ def run_agent_process(
     Raises ProviderError for what is never an answer: cannot start, timeout, too much output,
     stdout that is not UTF-8. A non-zero exit is returned; its meaning is the provider's to judge.
     """
+    process = _start(argv, cwd=cwd, provider=provider, env=env)
+    with process:  # closes the pipes on every path
+        stdout, stderr = _exchange_or_stop(process, stdin, timeout, argv[0], provider)
+    return AgentProcessResult(
+        returncode=process.returncode,
+        stdout=_decode_stdout(stdout, argv[0], provider),
+        stderr=stderr.decode("utf-8", errors="replace"),
+    )
+
+
+def _start(
+    argv: Sequence[str], *, cwd: str, provider: str, env: Mapping[str, str] | None
+) -> subprocess.Popen[bytes]:
+    """Start `argv` without a shell; failing to start is a ProviderError, never an answer."""
     program = argv[0]
     try:
-        process = subprocess.Popen(
+        return subprocess.Popen(
             argv,
             cwd=cwd,
             stdin=subprocess.PIPE,
@@ -85,41 +99,45 @@ def run_agent_process(
             provider,
             f"cannot execute {program}: {exc.strerror}; make it executable (chmod +x, #! line)",
         ) from None
-    with process:  # closes the pipes on every path
-        try:
-            stdout, stderr = _exchange(process, stdin, time.monotonic() + timeout)
-        except subprocess.TimeoutExpired:
-            stop_group(process)
-            raise ProviderError(
-                ProviderErrorKind.PROVIDER_TIMEOUT,
-                provider,
-                f"{program} gave no answer within {timeout:g} s and was stopped; "
-                "raise the agent timeout or make it answer sooner",
-            ) from None
-        except _OutputTooLarge:
-            stop_group(process)
-            raise ProviderError(
-                ProviderErrorKind.PROVIDER_BAD_OUTPUT,
-                provider,
-                f"{program} wrote more than {MAX_STDOUT_BYTES} bytes to stdout; "
-                "an answer is one JSON object, send logs to stderr",
-            ) from None
-        except BaseException:
-            stop_group(process)
-            raise
+
+
+def _exchange_or_stop(
+    process: subprocess.Popen[bytes], stdin: bytes, timeout: float, program: str, provider: str
+) -> tuple[bytes, bytes]:
+    """`_exchange`, but nothing is left running if it fails: the whole group is stopped."""
     try:
-        text = stdout.decode("utf-8")
+        return _exchange(process, stdin, time.monotonic() + timeout)
+    except subprocess.TimeoutExpired:
+        stop_group(process)
+        raise ProviderError(
+            ProviderErrorKind.PROVIDER_TIMEOUT,
+            provider,
+            f"{program} gave no answer within {timeout:g} s and was stopped; "
+            "raise the agent timeout or make it answer sooner",
+        ) from None
+    except _OutputTooLarge:
+        stop_group(process)
+        raise ProviderError(
+            ProviderErrorKind.PROVIDER_BAD_OUTPUT,
+            provider,
+            f"{program} wrote more than {MAX_STDOUT_BYTES} bytes to stdout; "
+            "an answer is one JSON object, send logs to stderr",
+        ) from None
+    except BaseException:
+        stop_group(process)
+        raise
+
+
+def _decode_stdout(stdout: bytes, program: str, provider: str) -> str:
+    """The answer is JSON text; bytes that are not UTF-8 can never be one."""
+    try:
+        return stdout.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ProviderError(
             ProviderErrorKind.PROVIDER_BAD_OUTPUT,
             provider,
             f"{program} wrote stdout that is not UTF-8 ({exc.reason} at byte {exc.start})",
         ) from None
-    return AgentProcessResult(
-        returncode=process.returncode,
-        stdout=text,
-        stderr=stderr.decode("utf-8", errors="replace"),
-    )
 
 
 def _exchange(

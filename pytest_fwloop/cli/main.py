@@ -99,6 +99,18 @@ def _configured(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The `fwloop` console script; the exit status is returned, not raised, for tests."""
+    args = _parser().parse_args(argv)
+    try:
+        _configured(args)
+    except IniError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    return _dispatch(args)
+
+
+def _parser() -> argparse.ArgumentParser:
+    """Every subcommand; those reading recorded runs share --rootdir and --run-dir."""
     parser = argparse.ArgumentParser(prog="fwloop", description="Control pytest-fwloop runs.")
     commands = parser.add_subparsers(dest="command", required=True)
     stop = commands.add_parser("cancel", help="stop the loop running in a rootdir")
@@ -131,6 +143,12 @@ def main(argv: list[str] | None = None) -> int:
             help="where the runs are, relative to the rootdir (default: $FWLOOP_RUN_DIR, the "
             "ini's fwloop_run_dir, or .fwloop/runs)",
         )
+    _add_knowledge_parser(commands)
+    return parser
+
+
+def _add_knowledge_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`fwloop kb`: its actions read the knowledge base file, not a run, so no --rootdir."""
     kb = commands.add_parser("kb", help="the knowledge base of fixes that worked")
     actions = kb.add_subparsers(dest="action", required=True)
     search = actions.add_parser("search", help="fixes whose failures match the words of TEXT")
@@ -146,12 +164,10 @@ def main(argv: list[str] | None = None) -> int:
             "fwloop_knowledge in the current directory, or .fwloop/knowledge.sqlite)",
         )
         action.add_argument("--limit", type=int, default=20, help="rows to show (default 20)")
-    args = parser.parse_args(argv)
-    try:
-        _configured(args)
-    except IniError as exc:
-        print(exc, file=sys.stderr)
-        return 2
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    """Run the chosen subcommand; its exit status is the command's."""
     if args.command == "kb":
         if args.knowledge is None:
             print(

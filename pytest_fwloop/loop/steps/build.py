@@ -8,6 +8,8 @@ back too (docs/security.md).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pytest_fwloop.config.preflight import missing_build_program
 from pytest_fwloop.core.agent_protocol import MustFix
 from pytest_fwloop.core.fsm import ErrorType, IterationKind, LoopEvent
@@ -19,6 +21,11 @@ from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import Iteration, Step, Verdict, failed
 from pytest_fwloop.procs.sandbox import bwrap_argv
 from pytest_fwloop.procs.supervision import run_logged
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from pytest_fwloop.procs.supervision import ProcessResult
 
 #: Diagnostics kept from a failed build for the coder.
 BUILD_DIAGNOSTICS_BYTES = 6000
@@ -87,6 +94,18 @@ class BuildStep:
             return Verdict(
                 Step(LoopEvent.BUILD_OK, f"build exited 0 in {result.duration:.1f}s", evidence)
             )
+        return self._failed_build(current, pre_patch, result, log, evidence)
+
+    def _failed_build(
+        self,
+        current: Iteration,
+        pre_patch: str,
+        result: ProcessResult,
+        log: Path,
+        evidence: tuple[str, ...],
+    ) -> Verdict:
+        """Who mends a failed build: the coder if its patch broke it (rolled back), a retry if
+        it timed out without a new patch, nobody if the tree does not build before any patch."""
         diagnostics = build_diagnostics(log.read_text(encoding="utf-8", errors="replace"))
         if result.timed_out:
             what = f"build exceeded fwloop_build_timeout={self.services.settings.build_timeout:g}s"

@@ -151,41 +151,7 @@ class IterationEnd:
             )
         env_failed = results.environment_failures()
         if env_failed:
-            self.loop.partial_results = results
-            self.loop.env_rerun = nodeids(env_failed)
-            first = env_failed[0].env_failure
-            retries_left = (
-                self.loop.retries.get(ErrorType.TEST_ENV_FAILURE, 0)
-                < recovery.RULES[ErrorType.TEST_ENV_FAILURE].max_retries
-            )
-            if not retries_left and self._patch_broke_environment(env_failed):
-                self.loop.partial_results = None
-                self.loop.env_rerun = []
-                self.services.workspace.restore(self.loop.pre_patch_checkpoint)
-                self.loop.must_fix = [
-                    MustFix(
-                        issue="the firmware no longer boots after the previous patch: the "
-                        f"environment check passed before it and fails after it ({first})"
-                    )
-                ]
-                self.loop.current.notes.append("patch rolled back: the firmware no longer boots")
-                return self.loop.fail(
-                    ErrorState(
-                        ErrorType.FIRMWARE_NO_BOOT,
-                        f"{len(env_failed)} test(s) lost their environment after the patch "
-                        f"({first}); patch rolled back",
-                        LoopEvent.RECOVER_TO_ANALYSIS,
-                    ),
-                    LoopEvent.FIRMWARE_NO_BOOT,
-                )
-            return self.loop.fail(
-                ErrorState(
-                    ErrorType.TEST_ENV_FAILURE,
-                    f"{len(env_failed)} test(s) failed on the environment ({first})",
-                    LoopEvent.RECOVER_TO_TEST_SETUP,
-                ),
-                LoopEvent.ENVIRONMENT_FAILED,
-            )
+            return self._environment_failed(results, env_failed)
         self.loop.partial_results = None
         repeated = sorted(self.loop.failed_commands & self.loop.previous_failed_commands)
         if repeated:
@@ -201,6 +167,45 @@ class IterationEnd:
         return Step(
             LoopEvent.DECISION_PRODUCED,
             f"pass_count={results.pass_count} total_count={results.total_count}",
+        )
+
+    def _environment_failed(self, results: IterationResults, env_failed: list[TestRecord]) -> Step:
+        """Tests that lost their environment are rerun without asking the coder; once the
+        retries are spent, a patch that made the firmware stop booting is rolled back."""
+        self.loop.partial_results = results
+        self.loop.env_rerun = nodeids(env_failed)
+        first = env_failed[0].env_failure
+        retries_left = (
+            self.loop.retries.get(ErrorType.TEST_ENV_FAILURE, 0)
+            < recovery.RULES[ErrorType.TEST_ENV_FAILURE].max_retries
+        )
+        if not retries_left and self._patch_broke_environment(env_failed):
+            self.loop.partial_results = None
+            self.loop.env_rerun = []
+            self.services.workspace.restore(self.loop.pre_patch_checkpoint)
+            self.loop.must_fix = [
+                MustFix(
+                    issue="the firmware no longer boots after the previous patch: the "
+                    f"environment check passed before it and fails after it ({first})"
+                )
+            ]
+            self.loop.current.notes.append("patch rolled back: the firmware no longer boots")
+            return self.loop.fail(
+                ErrorState(
+                    ErrorType.FIRMWARE_NO_BOOT,
+                    f"{len(env_failed)} test(s) lost their environment after the patch "
+                    f"({first}); patch rolled back",
+                    LoopEvent.RECOVER_TO_ANALYSIS,
+                ),
+                LoopEvent.FIRMWARE_NO_BOOT,
+            )
+        return self.loop.fail(
+            ErrorState(
+                ErrorType.TEST_ENV_FAILURE,
+                f"{len(env_failed)} test(s) failed on the environment ({first})",
+                LoopEvent.RECOVER_TO_TEST_SETUP,
+            ),
+            LoopEvent.ENVIRONMENT_FAILED,
         )
 
     def _patch_broke_environment(self, env_failed: list[TestRecord]) -> bool:
@@ -229,6 +234,21 @@ class IterationEnd:
         iteration.convergence_type = verdict.value if verdict else None
         iteration.reason = reason
         iteration.score = round(self.checker.score(), 4)
+        self._record_convergence(iteration, reason)
+        self._publish_progress(iteration, reason)
+        if verdict is None:
+            return self._next_iteration(reason)
+        self.loop.convergence_type = verdict
+        self.loop.final_reason = reason
+        if verdict is ConvergenceType.PLATEAUED:
+            return self._plateau(reason)
+        self.loop.outcome = _VERDICT_OUTCOMES[verdict]
+        if verdict is ConvergenceType.SUCCESS:
+            return Step(LoopEvent.CONVERGED, reason)
+        return Step(LoopEvent.STOP, reason)
+
+    def _record_convergence(self, iteration: Iteration, reason: str) -> None:
+        """convergence.json: what `fwloop replay` checks the verdict against."""
         record = ConvergenceRecord(
             iteration=iteration.number,
             pass_counts=self.checker.pass_counts,
@@ -244,6 +264,9 @@ class IterationEnd:
             "convergence.json",
             record.model_dump(mode="json"),
         )
+
+    def _publish_progress(self, iteration: Iteration, reason: str) -> None:
+        """The report and the iteration-done hook, so a person or a plugin can follow the run."""
         recorder = self.services.recorder
         page = RunPage(
             recorder.run_id,
@@ -262,16 +285,6 @@ class IterationEnd:
             verdict=iteration.convergence_type,
             reason=reason,
         )
-        if verdict is None:
-            return self._next_iteration(reason)
-        self.loop.convergence_type = verdict
-        self.loop.final_reason = reason
-        if verdict is ConvergenceType.PLATEAUED:
-            return self._plateau(reason)
-        self.loop.outcome = _VERDICT_OUTCOMES[verdict]
-        if verdict is ConvergenceType.SUCCESS:
-            return Step(LoopEvent.CONVERGED, reason)
-        return Step(LoopEvent.STOP, reason)
 
     def _remember_a_fix(self) -> None:
         """A kept patch that raised the pass count goes to the knowledge base (DESIGN.md §12)."""

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pytest_fwloop.agents.role import RoleAgent
 from pytest_fwloop.core.agent_protocol import AgentRequest, MustFix, TesterAnswer
-from pytest_fwloop.core.allowlist import CommandCheck
+from pytest_fwloop.core.allowlist import Argv, CommandCheck
 from pytest_fwloop.core.fsm import ErrorType, LoopEvent
 from pytest_fwloop.core.outcomes import Outcome
 from pytest_fwloop.core.records import CommandEntry, CommandsRecord
@@ -129,13 +129,7 @@ def run_tester_commands(
         if abort.is_set() or time_left() <= 0:
             break
         log = folder / "commands" / f"{index}.log"
-        before = workspace.checkpoint(f"before tester command {index}")
-        result = runner.run(argv, log)
-        tampered = protected_changed_since(before)
-        if tampered:
-            workspace.touched.update(tampered)
-            workspace.restore(before)
-            result = dataclasses.replace(result, tampered=tuple(tampered))
+        result = _run_guarded(index, argv, log, runner, workspace, protected_changed_since)
         tester.records.append(command_record(result, timeout))
         if not result.passed:
             failed.append(result)
@@ -153,6 +147,33 @@ def run_tester_commands(
         f"{recorder.relative(folder)}/commands.json",
         CommandsRecord(commands=entries).model_dump(mode="json", exclude_none=True),
     )
+    return _commands_done(tester, failed, timeout)
+
+
+def _run_guarded(
+    index: int,
+    argv: Argv,
+    log: Path,
+    runner: AllowlistRunner,
+    workspace: Workspace,
+    protected_changed_since: Callable[[str], list[str]],
+) -> CommandResult:
+    """Run one command; protected paths it changed are put back and fail it, since an allowed
+    command may run a file the coder patched."""
+    before = workspace.checkpoint(f"before tester command {index}")
+    result = runner.run(argv, log)
+    tampered = protected_changed_since(before)
+    if tampered:
+        workspace.touched.update(tampered)
+        workspace.restore(before)
+        result = dataclasses.replace(result, tampered=tuple(tampered))
+    return result
+
+
+def _commands_done(
+    tester: TesterRound, failed: list[CommandResult], timeout: float
+) -> CommandsDone:
+    """Each failed command becomes a must-fix item with its output tail, for the coder."""
     must_fix = [
         MustFix(
             issue=f"the tester's command `{shlex.join(r.argv)}` failed "
