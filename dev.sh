@@ -120,11 +120,27 @@ pytest_tiers() {
     return "$slow"
 }
 
+# labgrid for the board-farm tests (tests/test_farm.py), in a venv of its own with this checkout:
+# its pytest plugin and its fork of pyserial stay out of the project's venv and of every other test.
+LABGRID_VERSION=26.0.1
+
+labgrid_env() {
+    local venv=.tools/labgrid-venv stamp=.tools/labgrid-venv/.fwloop-installed
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$LABGRID_VERSION" ] && [ "$stamp" -nt pyproject.toml ]; then
+        return 0
+    fi
+    echo "dev.sh: installing labgrid==$LABGRID_VERSION and this checkout into $venv"
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -e '.[labgrid]' "labgrid==$LABGRID_VERSION"
+    echo "$LABGRID_VERSION" > "$stamp"
+}
+
 test_suite() {
     system_deps
     rig_deps
     python_env
     agent_clis
+    labgrid_env
     "$VENV/bin/ruff" check pytest_fwloop tests benchmarks conftest.py
     "$VENV/bin/ruff" format --check pytest_fwloop tests benchmarks conftest.py
     "$VENV/bin/mypy"

@@ -1,8 +1,10 @@
 """A real labgrid farm on 127.0.0.1 for the farm tests: coordinator, exporters, places, consoles.
 
     with Farm(labgrid_bin(), tmp_path, boards=2, tag="uartcon") as farm:
-        token = farm.client("reserve", "--wait", "--shell", "board=uartcon").stdout
-        farm.client("-p", "+", "lock", env={"LG_TOKEN": ..., **Farm.identity("fwloop-A", "h1")})
+        me = Farm.identity("fwloop-A", "h1")
+        token = farm.reserve("board=uartcon", env=me)        # reserve --wait --shell
+        farm.client("-p", "+", "lock", env={**me, "LG_TOKEN": token}, check=True)
+        assert farm.who()[0].user == "fwloop-A"
 
 Nothing is mocked. Each board K (1-based) is a console server (by default this file's own prompt
 server, `python farmkit.py console benchK`, a separate process) exported by `labgrid-exporter -n
@@ -74,10 +76,19 @@ class FarmError(RuntimeError):
     """The farm could not be started or a checked call failed; the message quotes the output."""
 
 
+LABGRID_VENV = Path(__file__).resolve().parents[1] / ".tools" / "labgrid-venv"
+
+
 def labgrid_bin() -> Path | None:
-    """The folder holding `labgrid-coordinator`: $FWLOOP_LABGRID_BIN, else beside this
-    interpreter, else on PATH; None when labgrid is not installed."""
-    candidates = [os.environ.get("FWLOOP_LABGRID_BIN", ""), str(Path(sys.executable).parent)]
+    """The folder holding `labgrid-coordinator`: $FWLOOP_LABGRID_BIN, else the venv `./dev.sh
+    test` makes (`.tools/labgrid-venv`: labgrid and this checkout, apart from the project's own
+    venv, so labgrid's pytest plugin and serial fork stay out of every other test), else beside
+    this interpreter, else on PATH; None when labgrid is not installed."""
+    candidates = [
+        os.environ.get("FWLOOP_LABGRID_BIN", ""),
+        str(LABGRID_VENV / "bin"),
+        str(Path(sys.executable).parent),
+    ]
     for folder in candidates:
         if folder and (Path(folder) / "labgrid-coordinator").is_file():
             return Path(folder)
@@ -134,6 +145,12 @@ class Reservation:
     places: tuple[str, ...]
 
 
+def parse_token(text: str) -> str | None:
+    """The token of `reserve --shell`'s `export LG_TOKEN=TOKEN` line."""
+    match = re.search(r"^export LG_TOKEN=(\S+)$", text, re.MULTILINE)
+    return match.group(1) if match else None
+
+
 def parse_who(text: str) -> list[Lock]:
     """The rows of `who` (its header is `User Host Place Changed`)."""
     locks = []
@@ -178,15 +195,18 @@ class Proc:
         self.argv = list(argv)
         self.log = log
         with log.open("ab") as out:
-            self.popen = subprocess.Popen(
-                self.argv,
-                cwd=cwd,
-                env=clean_environ(),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            try:
+                self.popen = subprocess.Popen(
+                    self.argv,
+                    cwd=cwd,
+                    env=clean_environ(),
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            except OSError as error:
+                raise FarmError(f"{name}: cannot start {self.argv[0]}: {error}") from error
         self.pid = self.popen.pid
 
     def output(self) -> str:
@@ -204,15 +224,16 @@ class Proc:
         """The first match of `pattern` in the log; FarmError if the process exits first or
         the timeout passes."""
         regex = re.compile(re.escape(pattern)) if isinstance(pattern, str) else pattern
+        what = pattern if isinstance(pattern, str) else pattern.pattern
         deadline = time.monotonic() + timeout
         while True:
             match = regex.search(self.output())
             if match:
                 return match
             if not self.alive():
-                raise self.failure(f"exited ({self.popen.returncode}) before {regex.pattern!r}")
+                raise self.failure(f"exited ({self.popen.returncode}) before {what!r}")
             if time.monotonic() > deadline:
-                raise self.failure(f"no {regex.pattern!r} within {timeout:.0f} s")
+                raise self.failure(f"no {what!r} within {timeout:.0f} s")
             time.sleep(0.05)
 
     def wait_exit(self, timeout: float) -> int | None:
@@ -388,14 +409,40 @@ class Farm:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.popen.wait()
 
-    def stop_coordinator(self) -> None:
-        if self.coordinator is not None:
-            self.coordinator.kill()
+    def stop_coordinator(self, *, hard: bool = False) -> None:
+        """SIGTERM (it then takes ~5 s: gRPC's grace period for open streams) or, `hard`,
+        SIGKILL. Exporters exit (status 100) when it goes away."""
+        if self.coordinator is None:
+            return
+        if hard:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.coordinator.pid, signal.SIGKILL)
+        self.coordinator.kill(grace=15.0)
 
-    def restart_coordinator(self, *, exporters: bool = True, timeout: float = 30.0) -> None:
-        """Stop the coordinator (SIGTERM) and start it again on the same port. Exporters exit
-        when it goes away; with `exporters`, wait for that and start them again."""
-        self.stop_coordinator()
+    def wait_saved(self, timeout: float = 20.0) -> None:
+        """Wait until the coordinator's `places.yaml` holds every place with its tag: it saves
+        every 15 s, and a restart forgets what it had not saved."""
+        saved = self.scratch / "coordinator" / "places.yaml"
+        deadline = time.monotonic() + timeout
+        while True:
+            text = saved.read_text() if saved.exists() else ""
+            places = re.findall(r"^(board-\d+):", text, re.MULTILINE)
+            tags = [t.strip("'\"") for t in re.findall(r"^    board: (.*)$", text, re.MULTILINE)]
+            if len(places) == self.boards and sorted(tags) == sorted(self.tags):
+                return
+            if time.monotonic() > deadline:
+                raise FarmError(f"{saved} did not list the places within {timeout:.0f} s:\n{text}")
+            time.sleep(0.2)
+
+    def restart_coordinator(
+        self, *, hard: bool = False, exporters: bool = True, timeout: float = 30.0
+    ) -> None:
+        """Stop the coordinator and start it again on the same port, in the same directory:
+        places, matches and tags come back from `places.yaml` (waited for first), locks and
+        reservations do not. Exporters exit when it goes away; with `exporters`, wait for that
+        and start them again."""
+        self.wait_saved()
+        self.stop_coordinator(hard=hard)
         self.start_coordinator()
         if exporters:
             for k, proc in sorted(self.exporters.items()):
@@ -405,9 +452,11 @@ class Farm:
 
     def stop(self) -> None:
         """End every process of the farm (exporters first), waiting for each."""
-        for proc in [*self.exporters.values(), self.coordinator, *self.consoles.values()]:
-            if proc is not None:
-                proc.kill()
+        for proc in self.exporters.values():
+            proc.kill()
+        self.stop_coordinator()
+        for proc in self.consoles.values():
+            proc.kill()
 
     def running(self) -> list[str]:
         """The farm's processes still alive, as `NAME PID`."""
@@ -446,6 +495,19 @@ class Farm:
         if check and call.returncode != 0:
             raise FarmError(call.describe())
         return call
+
+    def reserve(
+        self, *filters: str, env: Mapping[str, str] | None = None, timeout: float = 60.0
+    ) -> str:
+        """`reserve --wait --shell FILTERS`: the token, once a place is allocated to it.
+        FarmError if none is within `timeout` (the waiting reservation is then cancelled)."""
+        call = self.client("reserve", "--wait", "--shell", *filters, env=env, timeout=timeout)
+        token = parse_token(call.stdout)
+        if call.returncode != 0 or token is None:
+            if token is not None:
+                self.client("cancel-reservation", token, env=env)
+            raise FarmError(call.describe())
+        return token
 
     def who(self) -> list[Lock]:
         """The places acquired now, by whom."""

@@ -62,6 +62,10 @@ class LoopOptions:
     build_timeout: float
     test_timeout: float
     state_timeout: float
+    labgrid_reserve: str
+    labgrid_coordinator: str
+    labgrid_wait: float
+    labgrid_client: str
     context_bytes: int
     #: Where each value came from (the flag, `$FWLOOP_<NAME>` or `ini fwloop_<name>`), as the
     #: errors found while deriving the settings name it.

@@ -7,6 +7,7 @@ with the option table, so it imports nothing heavier than the standard library.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -111,6 +112,16 @@ def parse_bool(text: str) -> bool:
 
 def parse_text(text: str) -> str:
     return text
+
+
+def parse_labgrid_tags(text: str) -> str:
+    """`board=stm32f4 [key=value …]` (commas allowed), as `labgrid-client reserve` takes them:
+    the tags checked and joined by single spaces."""
+    tags = text.replace(",", " ").split()
+    bad = [tag for tag in tags if not re.fullmatch(r"[A-Za-z0-9_.-]+=[^=\s]+", tag)]
+    if bad:
+        raise ValueError(f"{bad[0]!r} is not a labgrid tag (key=value, e.g. board=stm32f4)")
+    return " ".join(tags)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from pytest_fwloop.config.option_spec import (
     parse_child_start,
     parse_context_cap,
     parse_flaky_policy,
+    parse_labgrid_tags,
     parse_mode,
     parse_non_negative_int,
     parse_on_off,
@@ -262,6 +263,30 @@ OPTIONS: tuple[OptionSpec, ...] = (
         3600.0,
         parse_positive_float,
     ),
+    # Board farms (DESIGN.md §14, docs/farm.md).
+    OptionSpec(
+        "labgrid_reserve",
+        "reserve and lock a labgrid place with these tags for the whole loop (key=value …); "
+        "children get LG_PLACE=+ and its token",
+        "",
+        parse_labgrid_tags,
+        "--fwloop-labgrid-reserve",
+        metavar="TAGS",
+    ),
+    OptionSpec(
+        "labgrid_coordinator",
+        "labgrid coordinator HOST:PORT; default $LG_COORDINATOR, else labgrid's --lg-coordinator",
+        "",
+        flag="--fwloop-labgrid-coordinator",
+        metavar="HOST:PORT",
+    ),
+    OptionSpec(
+        "labgrid_wait",
+        "seconds to wait for a free place before env_unavailable",
+        600.0,
+        parse_positive_float,
+    ),
+    OptionSpec("labgrid_client", "the labgrid-client executable", "labgrid-client"),
     OptionSpec(
         "context_bytes",
         "cap in bytes on the failure context sent to the coder (at least 1024; every distinct "

@@ -12,6 +12,7 @@ import itertools
 import os
 import random
 import shlex
+import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ from pytest_fwloop.core.convergence import (
     ExecutionMode,
     PlateauHandlingStrategy,
 )
+from pytest_fwloop.farm.client import FarmSettings
 from pytest_fwloop.procs.sandbox import SandboxUnavailable, find_bwrap
 from pytest_fwloop.reports.user_files import UserReports
 from pytest_fwloop.workspace import DEFAULT_PROTECTED, PatchPolicy
@@ -89,6 +91,8 @@ class LoopSettings:
     randomly_seed: int | None = None
     #: The user's own report files, written for the final tree when the run ends.
     reports: UserReports = field(default_factory=lambda: UserReports(None, None))
+    #: The labgrid place the loop reserves and locks, or None (no board farm).
+    farm: FarmSettings | None = None
 
     @property
     def advisory(self) -> bool:
@@ -301,4 +305,25 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         child_start=options.child_start,
         propose=options.propose,
         preflight_notes=preflight_notes,
+        farm=farm_settings(config, options),
+    )
+
+
+def farm_settings(config: pytest.Config, options: LoopOptions) -> FarmSettings | None:
+    """The board farm (DESIGN.md §14): the coordinator from our option, else $LG_COORDINATOR,
+    else labgrid's own `--lg-coordinator` (whose default is labgrid's 127.0.0.1:20408)."""
+    if not options.labgrid_reserve:
+        return None
+    coordinator = (
+        options.labgrid_coordinator
+        or os.environ.get("LG_COORDINATOR", "")
+        or str(config.getoption("lg_coordinator", None) or "127.0.0.1:20408")
+    )
+    # On PATH, else beside this interpreter (a venv that is not activated, as CI runs one).
+    beside = Path(sys.executable).parent / options.labgrid_client
+    executable = shutil.which(options.labgrid_client) or (
+        str(beside) if beside.is_file() else options.labgrid_client
+    )
+    return FarmSettings(
+        tuple(options.labgrid_reserve.split()), coordinator, options.labgrid_wait, executable
     )

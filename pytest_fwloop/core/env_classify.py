@@ -10,6 +10,8 @@ pyserial's and the OS's, listed here. docs/environments.md explains each entry.
 
 from __future__ import annotations
 
+import re
+
 #: fwloop's own class: the environment is down in any test phase, not only at setup.
 ENVIRONMENT_FAILURE = "pytest_fwloop.envs.errors.EnvironmentFailure"
 
@@ -30,8 +32,34 @@ ENVIRONMENT_EXCEPTIONS: frozenset[str] = frozenset(
         # bring the target up (power, boot, login), with the original error as its __cause__.
         "labgrid.exceptions.NoResourceFoundError",
         "labgrid.strategy.common.StrategyError",
+        # labgrid's coordinator or an exporter is gone ("orphaned resource (exporter …
+        # disconnected?)", "Could not connect to coordinator").
+        "labgrid.remote.client.ServerError",
     }
 )
+
+#: The farm's own failures (a coordinator or an exporter gone): no patch can cause them, so they
+#: are never taken for a patch that stopped the firmware booting; the board is swapped instead.
+FARM_EXCEPTIONS = frozenset({"labgrid.remote.client.ServerError"})
+
+
+def is_farm_failure(env_failure: str) -> bool:
+    """Whether a test's recorded environment failure (`CLASS: message`) is the farm's."""
+    return env_failure.split(":", 1)[0] in FARM_EXCEPTIONS
+
+
+#: What labgrid's pytest plugin stops a whole session with, before any test, when the place is
+#: not this identity's: never locked, or its lock lost; a coordinator restart drops every lock
+#: and reservation, so the token no longer names a place.
+_LABGRID_REFUSAL = re.compile(
+    r"Error: (?:place \S+ is not acquired[^!\n]*|reservation token \S+ matches nothing)"
+)
+
+
+def labgrid_refusal(output: str) -> str | None:
+    """labgrid's one line when a child pytest stopped because its place is not locked by it."""
+    found = _LABGRID_REFUSAL.search(output)
+    return found.group(0).strip() if found else None
 
 
 def _qualname(cls: type) -> str:

@@ -127,6 +127,9 @@ E = LoopEvent
 TRANSITIONS: tuple[Transition, ...] = (
     Transition(S.IDLE, E.START, S.INIT, "pytest --fwloop started"),
     Transition(
+        S.IDLE, E.ENVIRONMENT_FAILED, S.ERROR_RECOVERY, "no labgrid place could be reserved"
+    ),
+    Transition(
         S.IDLE,
         E.OPERATOR_CONFIRMED,
         S.PATCH_GENERATION,
@@ -219,6 +222,9 @@ TRANSITIONS: tuple[Transition, ...] = (
         "every command the tester proposed is outside the allowlist",
     ),
     Transition(S.TEST_SETUP, E.TESTER_FAILED, S.ERROR_RECOVERY, "the tester's provider failed"),
+    Transition(
+        S.TEST_SETUP, E.ENVIRONMENT_FAILED, S.ERROR_RECOVERY, "the labgrid place is lost for good"
+    ),
     Transition(
         S.TEST_SETUP, E.BUDGET_EXHAUSTED, S.FAILURE, "the tester's call went over the budget"
     ),

@@ -65,6 +65,23 @@ class RunContext(_Record):
     )
 
 
+class HeldPlace(_Record):
+    """A labgrid place a run held, from the iteration whose tests first used it."""
+
+    place: str = Field(description="the place's name at the coordinator")
+    from_iteration: int = Field(description="the first iteration that ran on it")
+
+
+class LabgridRecord(_Record):
+    """`summary.json["labgrid"]` and `state.json`'s: the board farm's side of a run."""
+
+    place: str | None = Field(description="the place held last, null if none was had")
+    tags: list[str] = Field(description="the tags it was reserved by (fwloop_labgrid_reserve)")
+    coordinator: str = Field(description="the coordinator's HOST:PORT")
+    identity: str = Field(description="`HOST/USER`: the labgrid identity the locks belong to")
+    held: list[HeldPlace] = Field(description="every place held, in order (a swap adds one)")
+
+
 class Summary(_Record):
     """`summary.json`: the final record of a run."""
 
@@ -110,6 +127,9 @@ class Summary(_Record):
     flaky: dict[str, list[str]] = Field(
         description="per iteration (number): the tests that failed and then passed on a rerun "
         "with no code change (counted by fwloop_flaky_policy, never sent to the coder)"
+    )
+    labgrid: LabgridRecord | None = Field(
+        default=None, description="the labgrid place the loop held (below), null without a farm"
     )
 
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pytest_fwloop.core.agent_protocol import CoderAnswer, MustFix
 from pytest_fwloop.core.fsm import IterationKind
+from pytest_fwloop.core.records import LabgridRecord
 
 STATE_FILE = "state.json"
 #: Raised whenever a reader of an older version could misread a newer file.
@@ -95,6 +96,9 @@ class RunState(BaseModel):
     strategy_switches: int = Field(default=0, description="plateau strategy switches so far")
     usage: dict[str, object] = Field(
         default_factory=dict, description="the agents' usage so far (`summary.json` `usage`)"
+    )
+    labgrid: LabgridRecord | None = Field(
+        default=None, description="the labgrid place held (`fwloop resume` asks for it first)"
     )
 
     @property

@@ -10,11 +10,28 @@ import contextlib
 import fcntl
 import struct
 import termios
-
-import serial
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from pytest_fwloop.envs.console import POLL_SECONDS, READ_CHUNK, Console
 from pytest_fwloop.envs.errors import ConsoleTimeout, EnvironmentFailure
+
+if TYPE_CHECKING:
+    import serial
+
+
+def pyserial() -> ModuleType:
+    """pyserial's `serial` package: an extra (`pytest-fwloop[serial]`), or labgrid's fork of it
+    (pyserial-labgrid), so that installing this plugin never overwrites labgrid's."""
+    try:
+        import serial
+    except ModuleNotFoundError:
+        raise EnvironmentFailure(
+            "fwloop: the serial console needs pyserial, which is not installed: "
+            "pip install 'pytest-fwloop[serial]' (labgrid users: labgrid's pyserial-labgrid "
+            "provides it)"
+        ) from None
+    return serial
 
 
 class PySerialTransport:
@@ -27,9 +44,10 @@ class PySerialTransport:
     @classmethod
     def open(cls, url: str, baudrate: int = 115200) -> PySerialTransport:
         """Open `url`; a port that cannot be opened is an EnvironmentFailure."""
+        module = pyserial()
         try:
-            port = serial.serial_for_url(url, baudrate=baudrate, timeout=POLL_SECONDS)
-        except (serial.SerialException, ValueError) as exc:
+            port = module.serial_for_url(url, baudrate=baudrate, timeout=POLL_SECONDS)
+        except (module.SerialException, ValueError) as exc:
             raise EnvironmentFailure(
                 f"fwloop: serial port {url}: cannot open ({exc}); "
                 "check that the board is connected and fwloop_serial_url is right"
@@ -61,7 +79,7 @@ class PySerialTransport:
 
     def close(self) -> None:
         # The device may already be gone (board reset, USB unplugged).
-        with contextlib.suppress(OSError, serial.SerialException):
+        with contextlib.suppress(OSError, pyserial().SerialException):
             self._port.close()
 
 

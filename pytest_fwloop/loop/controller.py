@@ -15,14 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_fwloop.agents.errors import AnswerInvalid, ProviderError
+from pytest_fwloop.agents.errors import ProviderError
 from pytest_fwloop.config.settings import LoopSettings
 from pytest_fwloop.core import fsm, recovery
-from pytest_fwloop.core.agent_protocol import AgentRequest, CoderAnswer, TesterAnswer
-from pytest_fwloop.core.allowlist import CommandCheck
+from pytest_fwloop.core.agent_protocol import AgentRequest, CoderAnswer
 from pytest_fwloop.core.budget import BudgetExhausted, UsageLedger
 from pytest_fwloop.core.convergence import ExecutionMode
-from pytest_fwloop.core.fsm import LoopEvent, State
+from pytest_fwloop.core.fsm import ErrorType, LoopEvent, State
 from pytest_fwloop.core.outcomes import Outcome
 from pytest_fwloop.core.redaction import Redactor
 from pytest_fwloop.core.state_clock import DeadlinePassed, StateClock
@@ -32,18 +31,21 @@ from pytest_fwloop.loop.child_runner import ChildRunner
 from pytest_fwloop.loop.continuation import Past
 from pytest_fwloop.loop.rundir import RunRecorder
 from pytest_fwloop.loop.services import Services
-from pytest_fwloop.loop.state import ChildOutput, LoopState, Step, Verdict, provider_error
+from pytest_fwloop.loop.state import (
+    ChildOutput,
+    LoopState,
+    Step,
+    TesterRound,
+    Verdict,
+    provider_error,
+)
 from pytest_fwloop.loop.steps.build import BuildStep
+from pytest_fwloop.loop.steps.farm import check_board, farm_hold, swap_board, take_board
 from pytest_fwloop.loop.steps.iteration_end import IterationEnd
 from pytest_fwloop.loop.steps.patch_gate import PatchGate
 from pytest_fwloop.loop.steps.proposal import ProposalDesk
 from pytest_fwloop.loop.steps.test_run import SuiteRun
-from pytest_fwloop.loop.steps.tester import (
-    TesterRound,
-    all_blocked,
-    ask_tester,
-    run_tester_commands,
-)
+from pytest_fwloop.loop.steps.tester import plan_tests, run_tester_commands
 from pytest_fwloop.loop.terminal import Terminal
 from pytest_fwloop.procs.allowlist_runner import AllowlistRunner
 from pytest_fwloop.procs.supervision import ProcessResult
@@ -103,7 +105,6 @@ class Controller:
             if settings.tester
             else None
         )
-        self.tester_schema = self.tester.schema if self.tester is not None else {}
         self.child = child or ChildRunner(settings, recorder, abort, terminal)
         services = Services(config, settings, recorder, workspace, terminal, abort)
         self.suite = SuiteRun(services, self.child)
@@ -111,6 +112,7 @@ class Controller:
         self.gate = PatchGate(services, self.reviewer)
         self.proposals = ProposalDesk(services, self.reviewer, self.tester)
         self.end = IterationEnd(services, self.loop, self.clock)
+        self.farm = farm_hold(services)
         self.handlers: dict[State, Callable[[], Step]] = {
             State.IDLE: self.idle,
             State.INIT: self.init,
@@ -177,7 +179,10 @@ class Controller:
 
     def idle(self) -> Step:
         started = Step(LoopEvent.START, f"run {self.recorder.run_id} in {self.settings.rootdir}")
-        return self.loop.resumed or started
+        step = self.loop.resumed or started
+        if self.farm is None:
+            return step
+        return self._take(take_board(self.farm, self.loop, self.abort.is_set, step))
 
     def init(self) -> Step:
         return Step(
@@ -207,62 +212,36 @@ class Controller:
     def test_setup(self) -> Step:
         folder = self.recorder.round_path(self.loop.current.number)
         selection = folder / "selection.txt"
+        error, board = self.loop.error, ""
+        if self.farm and error is not None and error.type is ErrorType.TEST_ENV_FAILURE:
+            checked = check_board(self.farm, self.loop, self.abort.is_set)
+            if isinstance(checked, Verdict):
+                return self._take(checked)
+            board = f"; {checked}" if checked else ""
         if self.loop.env_rerun:
             self.recorder.write_text(
                 selection.relative_to(self.recorder.path), "\n".join(self.loop.env_rerun) + "\n"
             )
             return Step(
                 LoopEvent.ENV_READY,
-                f"environment reset; rerunning {len(self.loop.env_rerun)} test(s)",
+                f"environment reset{board}; rerunning {len(self.loop.env_rerun)} test(s)",
             )
         selection.unlink(missing_ok=True)
         if self.loop.tester_due:
             self.loop.tester_due = False
             return self._plan_tests()
-        return Step(LoopEvent.ENV_READY, "child pytest prepared")
+        return Step(LoopEvent.ENV_READY, f"child pytest prepared{board}")
 
     def _plan_tests(self) -> Step:
         """Ask the tester for the applied patch's test plan (DESIGN.md §5, seed 004)."""
-        self.loop.previous_failed_commands, self.loop.failed_commands = (
-            self.loop.failed_commands,
-            frozenset(),
-        )
-        try:
-            plan, check = self._ask_tester()
-        except AnswerInvalid as exc:
-            # Not terminal (seed 004: iterate): the tests still run, only without the plan.
-            note = f"tester_schema_invalid: {'; '.join(exc.errors[:2])}"
-            self.loop.current.notes.append(note)
-            return Step(
-                LoopEvent.TESTER_SCHEMA_INVALID, f"{note}; the full suite runs without a plan"
-            )
-        except ProviderError as exc:
-            return self.loop.fail(provider_error("tester", exc), LoopEvent.TESTER_FAILED)
-        if check.only_blocked:
-            return self.loop.fail(all_blocked(check), LoopEvent.TESTER_COMMAND_BLOCKED)
-        folder = self.recorder.relative(self.recorder.round_path(self.loop.current.number))
-        path = self.recorder.write_json(f"{folder}/test-plan.json", plan.model_dump(mode="json"))
-        self.loop.tester_round = TesterRound(plan, path, check)
-        return Step(
-            LoopEvent.TEST_PLAN_READY,
-            f"tester: {len(plan.select)} test(s) to pre-check, {len(check.runnable)} command(s) "
-            f"to run, {len(check.blocked)} blocked",
-            (self.recorder.relative(path),),
-        )
-
-    def _ask_tester(self) -> tuple[TesterAnswer, CommandCheck]:
         assert self.tester is not None
         allowed = [shlex.join(prefix) for prefix in self.settings.allowed_commands]
         request = self._request(
             "tester", self.loop.current.patch, allowed_commands=allowed, constraints=[]
         )
-        return ask_tester(
-            self.tester,
-            self.tester_schema,
-            request,
-            self.loop.latest_results(),
-            self.runner,
-            retry_blocked=self.settings.mode is ExecutionMode.AUTO,
+        retry_blocked = self.settings.mode is ExecutionMode.AUTO
+        return plan_tests(
+            self.loop, self.tester, request, self.runner, self.recorder, retry_blocked
         )
 
     def test_run(self) -> Step:
@@ -390,6 +369,11 @@ class Controller:
         assert error is not None
         used = self.loop.retries.get(error.type, 0)
         decision = recovery.decide(error, used)
+        sick = decision.outcome is Outcome.ENV_UNAVAILABLE and error.terminal_outcome is None
+        swapped = swap_board(self.farm, self.loop, self.abort.is_set) if sick and self.farm else ""
+        if swapped:  # another board: the environment's retries start again on it
+            self.loop.retries[error.type] = 0
+            return Step(error.resume_event, f"{decision.reason}; {swapped}")
         if decision.outcome is not None:
             self.loop.outcome = decision.outcome
             self.loop.final_reason = decision.reason

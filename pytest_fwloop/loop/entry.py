@@ -67,8 +67,9 @@ def _run_loop(config: pytest.Config) -> int:
         setup_errors = (WorkspaceError, StateError, ThreadError)
     workspace = Workspace(settings.rootdir, settings.snapshot_exclude)
     run_id = order.run_id if order is not None else new_run_id()
-    # A new run with no build step starts its baseline's tests before it writes its journal.
-    head_start = order is None and settings.build is None
+    # A new run with no build step starts its baseline's tests before it writes its journal
+    # (not with a board farm: the tests wait for the place the controller locks first).
+    head_start = order is None and settings.build is None and settings.farm is None
     continued: Continued | None = None
     opened = False
     try:

@@ -166,6 +166,7 @@ def _summary(
         tests=outcomes_by_test(loop.attempts()),
         regressions=broken_per_iteration(loop.attempts(), loop.rolled_back()),
         flaky=flaky_per_iteration(loop.attempts()),
+        labgrid=loop.labgrid,
     )
 
 

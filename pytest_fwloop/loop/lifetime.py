@@ -89,6 +89,9 @@ def control(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if controller.farm is not None:  # no child runs from here: the board goes back now
+            for problem in controller.farm.release():
+                terminal.line(f"{PREFIX} labgrid: {problem}")
     reaper.release()  # its sweep overlaps the records written below
     try:
         finalize(

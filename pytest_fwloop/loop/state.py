@@ -7,18 +7,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_fwloop.agents.errors import ProviderError
-from pytest_fwloop.core.agent_protocol import CoderAnswer, MustFix
+from pytest_fwloop.core.agent_protocol import CoderAnswer, MustFix, TesterAnswer
+from pytest_fwloop.core.allowlist import CommandCheck
 from pytest_fwloop.core.convergence import ConvergenceType
 from pytest_fwloop.core.fsm import ErrorType, IterationKind, LoopEvent, State, StateBound
 from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.records import Event, TimelineEntry
+from pytest_fwloop.core.records import Event, LabgridRecord, TimelineEntry
 from pytest_fwloop.core.recovery import ErrorState
-from pytest_fwloop.core.results import IterationResults
+from pytest_fwloop.core.results import IterationResults, TestRecord
 from pytest_fwloop.loop.rundir import utc_now
 
 if TYPE_CHECKING:
     from pytest_fwloop.child.files import Attempt
-    from pytest_fwloop.loop.steps.tester import TesterRound
 
 
 @dataclass
@@ -121,6 +121,17 @@ def provider_error(role: str, exc: ProviderError) -> ErrorState:
     )
 
 
+@dataclass
+class TesterRound:
+    """The tester's validated plan for the patch under test, and what has become of it."""
+
+    plan: TesterAnswer
+    path: Path  # rounds/NN/test-plan.json, handed to the child runs as FWLOOP_TEST_PLAN
+    commands: CommandCheck
+    done: bool = False  # pre-check and commands run: once per round, never on env reruns
+    records: list[TestRecord] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class ChildOutput:
     """Where the iteration's child pytest left its results and its log, and how it exited."""
@@ -164,6 +175,8 @@ class LoopState:
     env_rerun: list[str] = field(default_factory=list)
     partial_results: IterationResults | None = None
     strategy_switches: int = 0
+    #: The labgrid place the loop holds (DESIGN.md §14), None without a board farm.
+    labgrid: LabgridRecord | None = None
     test_run_result: ChildOutput | None = None
     # The tests of this iteration that failed and then passed on a rerun: node id -> which.
     flaky: dict[str, int] = field(default_factory=dict)

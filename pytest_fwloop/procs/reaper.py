@@ -10,6 +10,10 @@ loop can find all of them, however deep or detached, in /proc. Two things stop t
 - a **registry**, `.fwloop/children.json`, naming the token: the next start in the same tree stops
   whatever carries it, in case the watchdog was killed too.
 
+What the run holds outside this machine (a labgrid place's lock) is given back the same two ways:
+the run keeps the commands that give it back in `.fwloop/on-exit.json` while it holds it, and the
+watchdog, else the next start, runs them.
+
 Only processes whose environment holds this run's token are ever signalled.
 """
 
@@ -27,6 +31,9 @@ from pathlib import Path
 
 OWNER_ENV = "FWLOOP_RUN_OWNER"
 REGISTRY_NAME = "children.json"
+EXIT_COMMANDS_NAME = "on-exit.json"
+#: Bound on each exit command: the watchdog must end even if the other side never answers.
+EXIT_COMMAND_TIMEOUT = 30.0
 GRACE_SECONDS = 2.0
 
 
@@ -46,7 +53,14 @@ class Guard:
         package_parent = str(Path(__file__).resolve().parents[2])
         search = os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))
         self._watchdog = subprocess.Popen(
-            [sys.executable, "-S", "-m", "pytest_fwloop.procs.watchdog", self.token],
+            [
+                sys.executable,
+                "-S",
+                "-m",
+                "pytest_fwloop.procs.watchdog",
+                self.token,
+                str(state_dir),
+            ],
             env={**os.environ, "PYTHONPATH": search},
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
@@ -105,7 +119,49 @@ def reap_leftovers(state_dir: Path) -> int:
         owner = ""  # unreadable: nothing can be matched against it
     stopped = stop_owned(owner) if owner else 0
     registry.unlink(missing_ok=True)
+    run_exit_commands(state_dir)
     return stopped
+
+
+def keep_exit_commands(state_dir: Path, commands: list[dict[str, object]]) -> None:
+    """Commands that must run however the run ends, each `{"argv": [...], "env": {...}}`; an
+    empty list forgets them (the run gave back what they would)."""
+    path = state_dir / EXIT_COMMANDS_NAME
+    if not commands:
+        path.unlink(missing_ok=True)
+        return
+    temporary = path.with_name(f".{EXIT_COMMANDS_NAME}.tmp")
+    temporary.write_text(json.dumps(commands))
+    os.replace(temporary, path)
+
+
+def run_exit_commands(state_dir: Path) -> int:
+    """Run the commands a dead run kept (each bounded, never through a shell), then forget
+    them; how many ran."""
+    path = state_dir / EXIT_COMMANDS_NAME
+    try:
+        commands = json.loads(path.read_text())
+    except FileNotFoundError:
+        return 0
+    except (OSError, ValueError):
+        commands = []
+    ran = 0
+    for command in commands if isinstance(commands, list) else []:
+        try:
+            subprocess.run(
+                [str(arg) for arg in command["argv"]],
+                env={**os.environ, **{str(k): str(v) for k, v in command["env"].items()}},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=EXIT_COMMAND_TIMEOUT,
+                check=False,
+            )
+            ran += 1
+        except (OSError, KeyError, TypeError, AttributeError, subprocess.TimeoutExpired):
+            continue
+    path.unlink(missing_ok=True)
+    return ran
 
 
 def stop_owned(token: str) -> int:

@@ -16,6 +16,7 @@ from pytest_fwloop.child.files import progress_path
 from pytest_fwloop.core import recovery
 from pytest_fwloop.core.agent_protocol import MustFix
 from pytest_fwloop.core.convergence import ConvergenceChecker, ConvergenceType, PlateauAction
+from pytest_fwloop.core.env_classify import is_farm_failure, labgrid_refusal
 from pytest_fwloop.core.flaky import with_flaky
 from pytest_fwloop.core.fsm import ErrorType, IterationKind, LoopEvent, State
 from pytest_fwloop.core.history import baseline_regressions, regressions_between
@@ -82,6 +83,9 @@ class IterationEnd:
         return self._normalized(results, path)
 
     def _no_results(self, returncode: int | None, tail: list[str]) -> Step:
+        refused = self._labgrid_refusal()
+        if refused is not None:
+            return refused
         return self.loop.fail(
             ErrorState(
                 ErrorType.ARTIFACT_MISSING,
@@ -90,6 +94,26 @@ class IterationEnd:
                 LoopEvent.RECOVER_TO_TEST_SETUP,
             ),
             LoopEvent.ARTIFACTS_MISSING,
+        )
+
+    def _labgrid_refusal(self) -> Step | None:
+        """A child that labgrid's plugin stopped before any test because the place is not this
+        loop's: the environment's failure (the lock is checked and taken back), not the suite's."""
+        assert self.loop.test_run_result is not None
+        try:
+            output = self.loop.test_run_result.log.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+        said = labgrid_refusal(output)
+        if said is None:
+            return None
+        return self.loop.fail(
+            ErrorState(
+                ErrorType.TEST_ENV_FAILURE,
+                f"labgrid stopped the child pytest before any test: {said}",
+                LoopEvent.RECOVER_TO_TEST_SETUP,
+            ),
+            LoopEvent.ENVIRONMENT_FAILED,
         )
 
     def _normalized(self, results: IterationResults, path: Path) -> Step:
@@ -128,7 +152,7 @@ class IterationEnd:
         results = self.loop.current.results
         assert results is not None
         if not results.tests:
-            return self.loop.fail(
+            return self._labgrid_refusal() or self.loop.fail(
                 ErrorState(
                     ErrorType.ARTIFACT_MISSING,
                     f"the child pytest ran no tests (exit {results.exitstatus}); check the "
@@ -179,7 +203,8 @@ class IterationEnd:
             self.loop.retries.get(ErrorType.TEST_ENV_FAILURE, 0)
             < recovery.RULES[ErrorType.TEST_ENV_FAILURE].max_retries
         )
-        if not retries_left and self._patch_broke_environment(env_failed):
+        farm_down = all(is_farm_failure(t.env_failure or "") for t in env_failed)
+        if not retries_left and not farm_down and self._patch_broke_environment(env_failed):
             self.loop.partial_results = None
             self.loop.env_rerun = []
             self.services.workspace.restore(self.loop.pre_patch_checkpoint)

@@ -11,9 +11,10 @@ import dataclasses
 import shlex
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_fwloop.agents.errors import AnswerInvalid, ProviderError
 from pytest_fwloop.agents.role import RoleAgent
 from pytest_fwloop.core.agent_protocol import AgentRequest, MustFix, TesterAnswer
 from pytest_fwloop.core.allowlist import Argv, CommandCheck
@@ -23,6 +24,7 @@ from pytest_fwloop.core.records import CommandEntry, CommandsRecord
 from pytest_fwloop.core.recovery import ErrorState
 from pytest_fwloop.core.results import IterationResults, TestRecord, nodeids
 from pytest_fwloop.loop.rundir import RunRecorder
+from pytest_fwloop.loop.state import LoopState, Step, TesterRound, provider_error
 from pytest_fwloop.procs.allowlist_runner import AllowlistRunner, CommandResult
 from pytest_fwloop.workspace import Workspace
 
@@ -30,17 +32,6 @@ from pytest_fwloop.workspace import Workspace
 COMMAND_MUST_FIX_CHARS = 3000
 #: Node ids of a tester-made record: a command's outcome counts like a test's.
 COMMAND_NODEID_PREFIX = "tester::"
-
-
-@dataclass
-class TesterRound:
-    """The tester's validated plan for the patch under test, and what has become of it."""
-
-    plan: TesterAnswer
-    path: Path  # rounds/NN/test-plan.json, handed to the child runs as FWLOOP_TEST_PLAN
-    commands: CommandCheck
-    done: bool = False  # pre-check and commands run: once per round, never on env reruns
-    records: list[TestRecord] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -98,6 +89,45 @@ def ask_tester(
     plan = tester.ask(retry)
     assert isinstance(plan, TesterAnswer)
     return plan, runner.check(c.argv for c in plan.commands)
+
+
+def plan_tests(
+    loop: LoopState,
+    tester: RoleAgent,
+    request: AgentRequest,
+    runner: AllowlistRunner,
+    recorder: RunRecorder,
+    retry_blocked: bool,
+) -> Step:
+    """TEST_SETUP's question to the tester: its plan kept for the iteration, or why not."""
+    loop.previous_failed_commands, loop.failed_commands = loop.failed_commands, frozenset()
+    try:
+        plan, check = ask_tester(
+            tester,
+            tester.schema,
+            request,
+            loop.latest_results(),
+            runner,
+            retry_blocked=retry_blocked,
+        )
+    except AnswerInvalid as exc:
+        # Not terminal (seed 004: iterate): the tests still run, only without the plan.
+        note = f"tester_schema_invalid: {'; '.join(exc.errors[:2])}"
+        loop.current.notes.append(note)
+        return Step(LoopEvent.TESTER_SCHEMA_INVALID, f"{note}; the full suite runs without a plan")
+    except ProviderError as exc:
+        return loop.fail(provider_error("tester", exc), LoopEvent.TESTER_FAILED)
+    if check.only_blocked:
+        return loop.fail(all_blocked(check), LoopEvent.TESTER_COMMAND_BLOCKED)
+    folder = recorder.relative(recorder.round_path(loop.current.number))
+    path = recorder.write_json(f"{folder}/test-plan.json", plan.model_dump(mode="json"))
+    loop.tester_round = TesterRound(plan, path, check)
+    return Step(
+        LoopEvent.TEST_PLAN_READY,
+        f"tester: {len(plan.select)} test(s) to pre-check, {len(check.runnable)} command(s) "
+        f"to run, {len(check.blocked)} blocked",
+        (recorder.relative(path),),
+    )
 
 
 def run_tester_commands(
