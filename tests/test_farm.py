@@ -227,8 +227,16 @@ def test_a_sigkilled_loop_leaves_no_lock_and_the_queue_goes_on(farm: Farm, tmp_p
     _wait_for(lambda: any(s["loop"] == "loop1" for s in _sessions(log)), 60, "loop1's baseline")
     others = [_loop(root, farm, log) for root in roots[1:]]
     _wait_for(lambda: len(farm.who()) == 2, 60, "the second loop's lock")
+    [victim_run] = (roots[0] / ".fwloop" / "runs").iterdir()
+    victim_user = f"fwloop-{victim_run.name}"
+    assert victim_user in [lock.user for lock in farm.who()]
     os.kill(victim.pid, signal.SIGKILL)
+    killed = time.monotonic()
     victim.communicate(timeout=60)
+    _wait_for(
+        lambda: victim_user not in [lock.user for lock in farm.who()], 30, "the watchdog's release"
+    )
+    print(f"the killed loop's place was free {time.monotonic() - killed:.1f}s after SIGKILL")
     outputs = [loop.communicate(timeout=600)[0] for loop in others]
     for loop, output in zip(others, outputs, strict=True):
         assert loop.returncode == 0, output
