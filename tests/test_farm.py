@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -22,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from envs_support.examples import copy_example, recorded_answers
 from farmkit import Farm, clean_environ, labgrid_bin
 from loopkit import AGENT, APPROVE, CALC, calc_fix_patches, coder_answer
 
@@ -274,6 +276,10 @@ def test_a_board_that_stays_sick_is_swapped_and_never_reaches_the_coder(
     assert len(held) == 2, held
     assert held[0] == f"board-{sick.removeprefix('bench')}", held
     assert "stayed sick; swapped" in output
+    [run] = (root / ".fwloop" / "runs").iterdir()
+    page = (run / "report.html").read_text()
+    assert f"labgrid place {held[1]} (board=uartcon) at\n{farm.address}" in page
+    assert f"{held[0]} from iteration 1, {held[1]} from iteration 2" in page
     requests = [
         json.loads(line)
         for line in agent.with_name(f"{agent.stem}.requests.jsonl").read_text().splitlines()
@@ -415,3 +421,111 @@ def test_fwloop_resume_asks_for_the_same_place_first(farm: Farm, tmp_path: Path)
     assert after["labgrid"]["place"] == place
     assert f"locked labgrid place {place} (name={place})" in resumed.stdout
     assert farm.idle(), (farm.who(), farm.reservations())
+
+
+#: Run in the labgrid venv: the exporter's file as labgrid's exporter reads it (a Jinja2
+#: template, then YAML), and the CI files as YAML.
+EXAMPLE_CONFIGS = """\
+import contextlib, io, json, sys
+import yaml
+from labgrid.remote.config import ResourceConfig
+
+root = sys.argv[1]
+with contextlib.redirect_stdout(io.StringIO()):  # it prints what it rendered and loaded
+    exporter = ResourceConfig(root + "/exporter.yaml").data
+with open(root + "/ci/github-actions.yml") as github, open(root + "/ci/gitlab-ci.yml") as gitlab:
+    ci = {"github": yaml.safe_load(github), "gitlab": yaml.safe_load(gitlab)}
+print(json.dumps({"exporter": exporter, **ci}, default=str))
+"""
+
+
+def _example_configs(root: Path) -> dict[str, Any]:
+    assert LABGRID_BIN is not None
+    read = subprocess.run(
+        [str(LABGRID_BIN / "python"), "-c", EXAMPLE_CONFIGS, str(root)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert read.returncode == 0, read.stderr
+    return json.loads(read.stdout)  # type: ignore[no-any-return]
+
+
+@needs_labgrid
+def test_the_labgrid_farm_example_converges_as_shipped(tmp_path: Path) -> None:
+    """examples/labgrid-farm, copied as a user would and run as its README says (`pytest
+    --lg-env remote.yaml --fwloop`, the coordinator in $LG_COORDINATOR as its CI jobs set it)
+    on a farm of one place tagged board=uartcon whose console is the example's own board.py:
+    the loop locks the place its pytest.ini's tags name, the README's seeded bugs fail at the
+    baseline, the recorded answers fix them, and the place is given back. Its exporter file
+    reads as labgrid's exporter reads it, and its CI files as YAML, with the matrix and the
+    loop's command."""
+    assert LABGRID_BIN is not None
+    root = copy_example("labgrid-farm", tmp_path / "labgrid-farm")
+    configs = _example_configs(root)
+    ports = [group["NetworkSerialPort"] for group in configs["exporter"].values()]
+    assert ports == [{"host": "127.0.0.1", "port": 7001, "protocol": "raw", "speed": 115200}]
+    github = configs["github"]
+    [job] = github["jobs"].values()
+    assert job["strategy"] == {"fail-fast": False, "matrix": {"board": ["stm32f4", "nrf52"]}}
+    assert job["env"]["LG_COORDINATOR"].startswith("${{ vars.")
+    assert "concurrency" not in github
+    assert "concurrency" not in job
+    runs = [step.get("run", "") for step in job["steps"]]
+    assert "pip install 'pytest-fwloop[labgrid]'" in runs
+    assert (
+        "pytest --lg-env remote.yaml --fwloop --max-iter=10 "
+        "--fwloop-labgrid-reserve=board=${{ matrix.board }}"
+    ) in runs
+    [upload] = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
+    assert upload["if"] == "always()"
+    assert upload["with"]["path"] == ".fwloop/runs/"
+    gitlab = configs["gitlab"]["fwloop-farm"]
+    assert gitlab["parallel"]["matrix"] == [{"BOARD": ["stm32f4", "nrf52"]}]
+    assert (
+        "pytest --lg-env remote.yaml --fwloop --max-iter=10 --fwloop-labgrid-reserve=board=$BOARD"
+    ) in gitlab["script"]
+    assert gitlab["artifacts"]["when"] == "always"
+    assert gitlab["artifacts"]["paths"] == [".fwloop/runs/"]
+
+    board = [sys.executable, str(root / "board.py"), "--port", "0"]
+    with Farm(
+        LABGRID_BIN, tmp_path / "farm", boards=1, tag="uartcon", console=lambda k: board
+    ) as farm:
+        env = clean_environ({"CI": "true", "LG_COORDINATOR": farm.address})
+        loop = subprocess.run(
+            [str(LABGRID_BIN / "python"), "-m", "pytest", "--lg-env", "remote.yaml", "--fwloop"],
+            cwd=root,
+            env={k: v for k, v in env.items() if not k.startswith("FWLOOP_")},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=600,
+            start_new_session=True,
+            check=False,
+        )
+        output = loop.stdout
+        assert loop.returncode == 0, output
+        summary = _summary(root)
+        assert summary["outcome"] == "success", output
+        assert summary["coder_calls"] == len(recorded_answers(root)) == 3
+        assert summary["pass_counts"] == [7, 9, 10, 11, 11]
+        readme = (root / "README.md").read_text()
+        seeded = {
+            test
+            for row in re.findall(r"^\| \d \|.*\|([^|]*)\|$", readme, re.MULTILINE)
+            for test in re.findall(r"`(test_\w+)`", row)
+        }
+        baseline = {
+            nodeid.rpartition("::")[2]
+            for nodeid, outcomes in summary["tests"].items()
+            if outcomes["1"] == "failed"
+        }
+        assert baseline == seeded
+        labgrid = summary["labgrid"]
+        assert labgrid["place"] == farm.place(1) == "board-1"
+        assert labgrid["tags"] == ["board=uartcon"]
+        assert labgrid["coordinator"] == farm.address
+        assert "locked labgrid place board-1 (board=uartcon)" in output
+        assert farm.idle(), (farm.who(), farm.reservations())
+    assert farm.running() == []

@@ -225,6 +225,7 @@ def report_run(root: Path, runs: Path, name: str, output: Path | None) -> int:
         float(run.summary.criteria.get("target_pass_rate", 1.0)),
         run.summary.outcome.value,
         run.summary.reason,
+        run.summary.labgrid,
     )
     written = render_to(output or path / "report.html", path.resolve(), page)
     print(f"fwloop: report of run {run.summary.run_id}: {written}")

@@ -83,6 +83,7 @@ def finalize(
         settings.criteria.target_pass_rate,
         outcome.value,
         redact(loop.final_reason),
+        loop.labgrid,
     )
     unwritten = write_html_report(recorder.path, page, recorder.redact)
     measured = [it for it in loop.iterations if it.results is not None]

@@ -18,7 +18,7 @@ from typing import Any
 import jinja2
 
 from pytest_fwloop.core.history import outcomes_by_test
-from pytest_fwloop.core.records import TimelineEntry, call_files
+from pytest_fwloop.core.records import LabgridRecord, TimelineEntry, call_files
 from pytest_fwloop.core.results import IterationResults
 
 #: Tests shown in the matrix at most (the failing ones first); the rest are counted.
@@ -56,6 +56,8 @@ class RunPage:
     target: float
     outcome: str
     reason: str
+    #: The labgrid place(s) the run held, None without a board farm.
+    labgrid: LabgridRecord | None = None
 
 
 def write_html_report(run_dir: Path, page: RunPage, redact: Callable[[str], str]) -> str:
@@ -81,6 +83,7 @@ def render_to(
         run_id=page.run_id,
         outcome=page.outcome,
         reason=page.reason,
+        labgrid=page.labgrid,
         rounds=rounds,
         chart=_chart(measured, page.target),
         target=f"{page.target:.0%}",

@@ -300,6 +300,7 @@ class IterationEnd:
             self.services.settings.criteria.target_pass_rate,
             "running",
             f"after iteration {iteration.number}: {reason}",
+            self.loop.labgrid,
         )
         unwritten = write_html_report(recorder.path, page, recorder.redact)
         iteration.notes += [unwritten] if unwritten else []
