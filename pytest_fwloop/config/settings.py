@@ -321,9 +321,13 @@ def farm_settings(config: pytest.Config, options: LoopOptions) -> FarmSettings |
     )
     # On PATH, else beside this interpreter (a venv that is not activated, as CI runs one).
     beside = Path(sys.executable).parent / options.labgrid_client
-    executable = shutil.which(options.labgrid_client) or (
-        str(beside) if beside.is_file() else options.labgrid_client
-    )
+    executable = shutil.which(options.labgrid_client) or (str(beside) if beside.is_file() else "")
+    if not executable:
+        raise pytest.UsageError(
+            f"fwloop: {options.origin('labgrid_reserve')}: the labgrid client "
+            f"'{options.labgrid_client}' is not on PATH nor beside {sys.executable}; install "
+            "labgrid (pip install 'pytest-fwloop[labgrid]') or set fwloop_labgrid_client"
+        )
     return FarmSettings(
         tuple(options.labgrid_reserve.split()), coordinator, options.labgrid_wait, executable
     )

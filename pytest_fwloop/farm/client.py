@@ -21,7 +21,6 @@ from dataclasses import dataclass
 CALL_TIMEOUT = 20.0
 _TOKEN = re.compile(r"^export LG_TOKEN=(\S+)$", re.MULTILINE)
 _ACQUIRED = re.compile(r"acquired place (\S+)")
-_PLACE = re.compile(r"^Place '([^']+)':", re.MULTILINE)
 _ACQUIRED_BY = re.compile(r"^\s+acquired: (\S+)", re.MULTILINE)
 
 #: Asked while waiting for a place: True stops the wait (the operator aborted).
@@ -103,6 +102,8 @@ class LabgridClient:
             return token
         if token:
             self.call("cancel-reservation", token, check=False)
+        if abort is not None and abort():
+            raise FarmError(f"the wait for a place with {' '.join(tags)} was aborted")
         if process.returncode == -signal.SIGKILL:
             raise FarmError(
                 f"no place with {' '.join(tags)} became free at the coordinator "
@@ -117,10 +118,6 @@ class LabgridClient:
         if found is None:
             raise FarmError(f"labgrid-client lock said {done.strip()!r}, not 'acquired place'")
         return found.group(1)
-
-    def lock_place(self, place: str) -> None:
-        """Lock a place by name (the one this loop held before the coordinator lost its lock)."""
-        self.call("-p", place, "lock")
 
     def holder(self, place: str) -> str | None:
         """`HOST/USER` holding `place`, None when nobody does."""
