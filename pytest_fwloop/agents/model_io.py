@@ -64,7 +64,9 @@ _ROLE_TASKS = {
         "configuration or CI files. Address every `must_fix` item and every line of "
         "`build_diagnostics`, obey `constraints`, and do not repeat a change that `history` "
         "shows did not help. Put the fix in `patch` as a unified diff in `git apply` format, "
-        "paths relative to the workspace."
+        "paths relative to the workspace. A failure no change to the code can mend (the "
+        "environment lacks a tool or an optional dependency, say) goes in `declined` with why, "
+        "and `patch` stays empty unless other failures are fixed."
     ),
     "reviewer": (
         "You are the reviewer of a firmware repair loop. Review the unified diff in `patch` "

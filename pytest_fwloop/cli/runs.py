@@ -226,6 +226,7 @@ def report_run(root: Path, runs: Path, name: str, output: Path | None) -> int:
         run.summary.outcome.value,
         run.summary.reason,
         run.summary.labgrid,
+        run.summary.declined,
     )
     written = render_to(output or path / "report.html", path.resolve(), page)
     print(f"fwloop: report of run {run.summary.run_id}: {written}")

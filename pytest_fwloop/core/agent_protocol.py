@@ -113,12 +113,21 @@ class Analysis(BaseModel):
     confidence: float = Field(ge=0, le=1)
 
 
+class DeclinedTest(BaseModel):
+    """A failing test the coder says no change to the code can mend, and why."""
+
+    nodeid: str
+    reason: str
+
+
 class CoderAnswer(BaseModel):
-    """`patch` is a `git apply` diff relative to the workspace, or "" when the coder edited it."""
+    """`patch` is a `git apply` diff relative to the workspace, or "" when the coder edited it.
+    An empty patch with `declined` declines those tests (DESIGN.md §15)."""
 
     analysis: Analysis
     patch: str
     summary: str
+    declined: list[DeclinedTest] = Field(default_factory=list)
 
 
 class ReviewerAnswer(BaseModel):

@@ -74,6 +74,8 @@ class LoopEvent(str, enum.Enum):
     PATCH_APPROVED = "patch_approved"
     REVIEW_CHANGES_REQUESTED = "review_changes_requested"
     PATCH_REPEATED = "patch_repeated"
+    CODER_DECLINED = "coder_declined"
+    ONLY_DECLINED_LEFT = "only_declined_left"
     PATCH_REJECTED = "patch_rejected"
     PATCH_APPLIED = "patch_applied"
     APPLY_FAILED = "apply_failed"
@@ -170,6 +172,18 @@ TRANSITIONS: tuple[Transition, ...] = (
         E.PATCH_REPEATED,
         S.CODE_ANALYSIS,
         "the coder proposed a change already tried: told once, not applied",
+    ),
+    Transition(
+        S.PATCH_GENERATION,
+        E.CODER_DECLINED,
+        S.CODE_ANALYSIS,
+        "the coder declined tests (not a code defect): the others go on without them",
+    ),
+    Transition(
+        S.CODE_ANALYSIS,
+        E.ONLY_DECLINED_LEFT,
+        S.FAILURE,
+        "only tests the coder declined are left: converged with improvement, or failure",
     ),
     Transition(
         S.PATCH_GENERATION,

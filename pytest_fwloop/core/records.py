@@ -65,6 +65,14 @@ class RunContext(_Record):
     )
 
 
+class DeclinedRecord(_Record):
+    """A test the coder declined (DESIGN.md §15): not sent again while it fails the same way."""
+
+    signature: str = Field(description="its failure signature when declined")
+    reason: str = Field(description="the coder's words")
+    iteration: int = Field(description="the iteration whose coder call declined it")
+
+
 class HeldPlace(_Record):
     """A labgrid place a run held, from the iteration whose tests first used it."""
 
@@ -130,6 +138,9 @@ class Summary(_Record):
     )
     labgrid: LabgridRecord | None = Field(
         default=None, description="the labgrid place the loop held (below), null without a farm"
+    )
+    declined: dict[str, DeclinedRecord] = Field(
+        default_factory=dict, description="node id: the tests the coder declined, and why"
     )
 
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pytest_fwloop.core.agent_protocol import CoderAnswer, MustFix
 from pytest_fwloop.core.fsm import IterationKind
-from pytest_fwloop.core.records import LabgridRecord
+from pytest_fwloop.core.records import DeclinedRecord, LabgridRecord
 
 STATE_FILE = "state.json"
 #: Raised whenever a reader of an older version could misread a newer file.
@@ -99,6 +99,9 @@ class RunState(BaseModel):
     )
     labgrid: LabgridRecord | None = Field(
         default=None, description="the labgrid place held (`fwloop resume` asks for it first)"
+    )
+    declined: dict[str, DeclinedRecord] = Field(
+        default_factory=dict, description="the tests the coder declined, by node id"
     )
 
     @property

@@ -14,15 +14,15 @@ from pytest_fwloop.core.history import open_regressions
 from pytest_fwloop.knowledge.fixes import similar_fixes
 from pytest_fwloop.knowledge.store import KnowledgeBase
 from pytest_fwloop.loop.state import LoopState
+from pytest_fwloop.loop.steps.decline import open_failures
 
 
 def agent_request(
     loop: LoopState, settings: LoopSettings, role: str, patch: str = "", **extra: object
 ) -> AgentRequest:
     """The request for `role`; `extra` adds protocol fields or replaces the defaults."""
-    latest = loop.latest_results()
-    failing = [t for t in latest.not_passing() if not t.flaky] if latest else []
     root = str(settings.rootdir)
+    failing = open_failures(loop, root)
     similar: list[SimilarFix] = []
     if role == "coder" and settings.knowledge is not None:
         # A quarter of the context at most, taken from what the failures may fill.

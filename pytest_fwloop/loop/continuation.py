@@ -163,6 +163,7 @@ def restore(loop: LoopState, state: RunState, run_dir: Path, order: Order) -> Re
     loop.build_diagnostics = state.build_diagnostics
     loop.strategy_switches = state.strategy_switches
     loop.labgrid = state.labgrid
+    loop.declined = dict(state.declined)
     kept = loop.kept()
     written = sorted({p for it in kept if it.patch.strip() for p in touched_paths(it.patch)})
     pending = state.pending
@@ -384,6 +385,7 @@ class StateKeeper:
             build_diagnostics=loop.build_diagnostics,
             strategy_switches=loop.strategy_switches,
             labgrid=loop.labgrid,
+            declined=loop.declined,
             usage=self.usage.to_dict(),
         )
         self.recorder.write_json(STATE_FILE, state.model_dump(mode="json"))

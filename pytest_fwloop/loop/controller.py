@@ -40,6 +40,7 @@ from pytest_fwloop.loop.state import (
     provider_error,
 )
 from pytest_fwloop.loop.steps.build import BuildStep
+from pytest_fwloop.loop.steps.decline import only_declined_left, take_decline
 from pytest_fwloop.loop.steps.farm import check_board, farm_hold, swap_board, take_board
 from pytest_fwloop.loop.steps.iteration_end import IterationEnd
 from pytest_fwloop.loop.steps.patch_gate import PatchGate
@@ -314,6 +315,9 @@ class Controller:
         return agent_request(self.loop, self.settings, role, patch, **extra)
 
     def code_analysis(self) -> Step:
+        ended = only_declined_left(self.loop, str(self.settings.rootdir))
+        if ended is not None:
+            return ended
         before = self.workspace.expect_agent_edits(
             f"before the coder's call in iteration {self.loop.current.number}"
         )
@@ -339,6 +343,9 @@ class Controller:
 
     def patch_generation(self) -> Step:
         assert self.loop.coder_answer is not None
+        declined = take_decline(self.loop, str(self.settings.rootdir))
+        if declined is not None:
+            return declined
         paused = self.proposals.stop(len(self.gate.tried), self.loop, self._request)
         if paused is not None:
             return paused

@@ -84,6 +84,7 @@ def finalize(
         outcome.value,
         redact(loop.final_reason),
         loop.labgrid,
+        loop.declined,
     )
     unwritten = write_html_report(recorder.path, page, recorder.redact)
     measured = [it for it in loop.iterations if it.results is not None]
@@ -168,6 +169,7 @@ def _summary(
         regressions=broken_per_iteration(loop.attempts(), loop.rolled_back()),
         flaky=flaky_per_iteration(loop.attempts()),
         labgrid=loop.labgrid,
+        declined=loop.declined,
     )
 
 
@@ -200,7 +202,12 @@ def _deliver_user_reports(
 
 def _warnings(summary: Summary, settings: LoopSettings) -> list[str]:
     """What the operator must not miss: flaky tests, and an exit 0 that is not green."""
-    lines = []
+    lines = [
+        f"declined by the coder, not sent again while failing the same way: {nodeid}: "
+        f"{record.reason}"
+        for nodeid, record in summary.declined.items()
+        if nodeid in summary.unresolved
+    ]
     if summary.flaky:
         flaky = sorted({nodeid for nodeids in summary.flaky.values() for nodeid in nodeids})
         lines.append(

@@ -12,7 +12,7 @@ from pytest_fwloop.core.allowlist import CommandCheck
 from pytest_fwloop.core.convergence import ConvergenceType
 from pytest_fwloop.core.fsm import ErrorType, IterationKind, LoopEvent, State, StateBound
 from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.records import Event, LabgridRecord, TimelineEntry
+from pytest_fwloop.core.records import DeclinedRecord, Event, LabgridRecord, TimelineEntry
 from pytest_fwloop.core.recovery import ErrorState
 from pytest_fwloop.core.results import IterationResults, TestRecord
 from pytest_fwloop.loop.rundir import utc_now
@@ -177,6 +177,8 @@ class LoopState:
     strategy_switches: int = 0
     #: The labgrid place the loop holds (DESIGN.md §14), None without a board farm.
     labgrid: LabgridRecord | None = None
+    #: Tests the coder declined (DESIGN.md §15), by node id.
+    declined: dict[str, DeclinedRecord] = field(default_factory=dict)
     test_run_result: ChildOutput | None = None
     # The tests of this iteration that failed and then passed on a rerun: node id -> which.
     flaky: dict[str, int] = field(default_factory=dict)

@@ -10,7 +10,7 @@ autoescaping): a test named `<script>` shows as text.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from typing import Any
 import jinja2
 
 from pytest_fwloop.core.history import outcomes_by_test
-from pytest_fwloop.core.records import LabgridRecord, TimelineEntry, call_files
+from pytest_fwloop.core.records import DeclinedRecord, LabgridRecord, TimelineEntry, call_files
 from pytest_fwloop.core.results import IterationResults
 
 #: Tests shown in the matrix at most (the failing ones first); the rest are counted.
@@ -58,6 +58,8 @@ class RunPage:
     reason: str
     #: The labgrid place(s) the run held, None without a board farm.
     labgrid: LabgridRecord | None = None
+    #: The tests the coder declined (node id: record), DESIGN.md §15.
+    declined: Mapping[str, DeclinedRecord] = field(default_factory=dict)
 
 
 def write_html_report(run_dir: Path, page: RunPage, redact: Callable[[str], str]) -> str:
@@ -84,6 +86,7 @@ def render_to(
         outcome=page.outcome,
         reason=page.reason,
         labgrid=page.labgrid,
+        declined=page.declined,
         rounds=rounds,
         chart=_chart(measured, page.target),
         target=f"{page.target:.0%}",

@@ -301,6 +301,7 @@ class IterationEnd:
             "running",
             f"after iteration {iteration.number}: {reason}",
             self.loop.labgrid,
+            self.loop.declined,
         )
         unwritten = write_html_report(recorder.path, page, recorder.redact)
         iteration.notes += [unwritten] if unwritten else []
