@@ -255,7 +255,7 @@ class LoopProject:
     def fwloop(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         """The `fwloop` command run in the project, as an operator types it (no terminal)."""
         return subprocess.run(
-            [sys.executable, "-m", "pytest_fwloop.cli.main", *args],
+            [sys.executable, "-m", "pytest_fwloop.cli", *args],
             cwd=self.root,
             capture_output=True,
             text=True,

@@ -228,6 +228,6 @@ def test_the_demo_operator_walk_through(tmp_path: Path, follow_up: bool) -> None
     assert summary["pass_counts"][0] < summary["pass_counts"][-1] == summary["total_counts"][-1]
     # None asked twice: one call per recorded fix, and one for the revised proposal.
     assert summary["coder_calls"] == len(recorded_answers(Path(scratch))) + follow_up
-    replayed = typed([sys.executable, "-m", "pytest_fwloop.cli.main", "replay", "last"], scratch)
+    replayed = typed([sys.executable, "-m", "pytest_fwloop.cli", "replay", "last"], scratch)
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert running_under(Path(scratch)) == []

@@ -402,7 +402,7 @@ def test_fwloop_resume_asks_for_the_same_place_first(farm: Farm, tmp_path: Path)
         [
             str(LABGRID_BIN / "python"),
             "-m",
-            "pytest_fwloop.cli.main",
+            "pytest_fwloop.cli",
             "resume",
             "last",
             "--max-iter",

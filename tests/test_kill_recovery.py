@@ -297,7 +297,7 @@ def test_a_killed_run_resumes_from_its_state_with_its_kept_fixes(
 
     resumed = subprocess.run(
         # A killed run keeps its limit (--max-iter=4) unless told: room for the rest.
-        [sys.executable, "-m", "pytest_fwloop.cli.main", "resume", "last", "--max-iter", "4"],
+        [sys.executable, "-m", "pytest_fwloop.cli", "resume", "last", "--max-iter", "4"],
         cwd=project.root,
         env=rig.env(),
         capture_output=True,

@@ -577,7 +577,7 @@ def test_fwloop_cancel_stops_the_run_and_restores_the_tree(project: LoopProject)
     coder = project.agent("coder", [coder_answer(calc_fix_patches()[0])])
     process = start_loop(project, coder, "TEST_SETUP -> TEST_RUN")
     cancel = subprocess.run(
-        [sys.executable, "-m", "pytest_fwloop.cli.main", "cancel", str(project.root)],
+        [sys.executable, "-m", "pytest_fwloop.cli", "cancel", str(project.root)],
         capture_output=True,
         text=True,
         timeout=120,

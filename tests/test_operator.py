@@ -384,7 +384,7 @@ def test_of_two_operators_confirming_at_once_one_goes_on_the_other_is_told(
         "coder", [coder_answer(p) for p in patches], [APPROVE, slow_review, APPROVE]
     )
     assert project.run(f"--fwloop-coder={coder.spec}", "--fwloop-propose=first").ret == 1
-    command = [sys.executable, "-m", "pytest_fwloop.cli.main", "confirm", "last"]
+    command = [sys.executable, "-m", "pytest_fwloop.cli", "confirm", "last"]
     both = [
         subprocess.Popen(
             command, cwd=project.root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True

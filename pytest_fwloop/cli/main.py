@@ -190,7 +190,3 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.target is not None and Path(args.target).is_dir():
         return cancel(Path(args.target).resolve(), None, args.wait)  # `fwloop cancel ROOTDIR`
     return cancel(args.rootdir.resolve(), args.target, args.wait)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
