@@ -97,13 +97,14 @@ class FarmHold:
         return f"labgrid place {sick} stayed sick; swapped: {done}{note}"
 
     def release(self) -> list[str]:
-        """Cancel the reservation and unlock; what went wrong (the place is then left to the
-        coordinator's reservation timeout and a person)."""
+        """Cancel the reservation and unlock; what went wrong (the commands are then kept for
+        the watchdog and the next start to try again)."""
         if not self.place and not self.token:
             return []
         problems = self.client.release(self.place, self.token)
+        if not problems:  # else the kept commands stay: the watchdog, or the next start, retries
+            self._keep([])
         self.place, self.token = "", ""
-        self._keep([])
         return problems
 
     def record(self) -> dict[str, object]:

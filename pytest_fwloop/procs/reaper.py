@@ -113,13 +113,11 @@ def reap_leftovers(state_dir: Path) -> int:
     registry = state_dir / REGISTRY_NAME
     try:
         owner = str(json.loads(registry.read_text())["owner"])
-    except FileNotFoundError:
-        return 0
     except (OSError, ValueError, KeyError, TypeError):
-        owner = ""  # unreadable: nothing can be matched against it
+        owner = ""  # none, or unreadable: nothing can be matched against it
     stopped = stop_owned(owner) if owner else 0
     registry.unlink(missing_ok=True)
-    run_exit_commands(state_dir)
+    run_exit_commands(state_dir)  # also when the run ended but could not give everything back
     return stopped
 
 

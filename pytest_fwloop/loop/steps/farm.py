@@ -45,6 +45,7 @@ def take_board(hold: FarmHold, loop: LoopState, abort: Callable[[], bool], step:
                 wait = min(hold.settings.wait, SAME_PLACE_WAIT)
                 note = hold.acquire(loop.current.number, abort, name=earlier, wait=wait)
             except FarmError as exc:
+                hold.release()  # a reservation made before the lock failed is not left queued
                 note = f"{earlier} not to be had ({exc}); "
         if not hold.place:
             note += hold.acquire(loop.current.number, abort)
