@@ -419,6 +419,7 @@ def test_fwloop_resume_asks_for_the_same_place_first(farm: Farm, tmp_path: Path)
     after = _summary(root)
     assert after["outcome"] == "success"
     assert after["labgrid"]["place"] == place
+    assert after["labgrid"]["held"] == [{"place": place, "from_iteration": 1}]
     assert f"locked labgrid place {place} (name={place})" in resumed.stdout
     assert farm.idle(), (farm.who(), farm.reservations())
 

@@ -15,7 +15,7 @@ from pytest_fwloop.core.outcomes import Outcome
 from pytest_fwloop.core.records import LabgridRecord
 from pytest_fwloop.core.recovery import ErrorState
 from pytest_fwloop.farm.client import FarmError, PlaceLost
-from pytest_fwloop.farm.hold import FarmHold
+from pytest_fwloop.farm.hold import FarmHold, HeldPlace
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import LoopState, Step, Verdict, failed
 from pytest_fwloop.procs.reaper import keep_exit_commands
@@ -38,6 +38,8 @@ def farm_hold(services: Services) -> FarmHold | None:
 def take_board(hold: FarmHold, loop: LoopState, abort: Callable[[], bool], step: Step) -> Verdict:
     """Before anything runs: reserve and lock (a continued run asks for its place first)."""
     earlier = loop.labgrid.place if loop.labgrid is not None else None
+    if loop.labgrid is not None:  # a continued run keeps the places its earlier runs held
+        hold.held = [HeldPlace(h.place, h.from_iteration) for h in loop.labgrid.held]
     try:
         note = ""
         if earlier:
