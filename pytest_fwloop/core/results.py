@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from pytest_fwloop.core.env_classify import is_farm_failure
+
 TestOutcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed"]
 Phase = Literal["collect", "setup", "call", "teardown"]
 
@@ -108,8 +110,9 @@ def nodeids(records: Iterable[TestRecord]) -> list[str]:
 
 def environment_lost(env_failed: Iterable[TestRecord], before: IterationResults | None) -> bool:
     """The environment came up for every one of these tests in the run `before` and not now:
-    what changed in between (a patch) broke it, so no reset will bring it back."""
-    if before is None:
+    what changed in between (a patch) broke it, so no reset will bring it back. The farm's own
+    failures (a coordinator or exporter gone) no patch can cause."""
+    if before is None or all(is_farm_failure(t.env_failure or "") for t in env_failed):
         return False
     previous = {t.nodeid: t for t in before.tests}
     return all(t.nodeid in previous and previous[t.nodeid].env_failure is None for t in env_failed)

@@ -12,17 +12,9 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Callable, MutableMapping
-from dataclasses import dataclass
 
+from pytest_fwloop.core.records import HeldPlace, LabgridRecord
 from pytest_fwloop.farm.client import FarmSettings, Identity, LabgridClient, PlaceLost
-
-
-@dataclass(frozen=True)
-class HeldPlace:
-    """A place the run held, and the iteration it was first used in."""
-
-    place: str
-    from_iteration: int
 
 
 class FarmHold:
@@ -62,7 +54,7 @@ class FarmHold:
         self.place = self.client.lock(self.token)
         self._remember()
         if not self.held or self.held[-1].place != self.place:
-            self.held.append(HeldPlace(self.place, iteration))
+            self.held.append(HeldPlace(place=self.place, from_iteration=iteration))
         self._environ.update(self.client.environ(self.token))
         return (
             f"locked labgrid place {self.place} ({' '.join(filters)}) at "
@@ -107,15 +99,15 @@ class FarmHold:
         self.place, self.token = "", ""
         return problems
 
-    def record(self) -> dict[str, object]:
+    def record(self) -> LabgridRecord:
         """`summary.json["labgrid"]`."""
-        return {
-            "place": self.held[-1].place if self.held else None,
-            "tags": list(self.settings.tags),
-            "coordinator": self.settings.coordinator,
-            "identity": str(self.client.identity),
-            "held": [{"place": h.place, "from_iteration": h.from_iteration} for h in self.held],
-        }
+        return LabgridRecord(
+            place=self.held[-1].place if self.held else None,
+            tags=list(self.settings.tags),
+            coordinator=self.settings.coordinator,
+            identity=str(self.client.identity),
+            held=list(self.held),
+        )
 
     def _remember(self) -> None:
         """Keep the commands that give back what is held now (the exit commands of the run)."""

@@ -76,16 +76,7 @@ def finalize(
     recorder.write_json("task-timeline.json", timeline.model_dump(mode="json"))
     usage = _usage_line(calls.usage.total)
     recorder.write_text("report.md", _report(summary, loop.iterations, tree, usage))
-    page = RunPage(
-        recorder.run_id,
-        timeline.iterations,
-        loop.attempts(),
-        settings.criteria.target_pass_rate,
-        outcome.value,
-        redact(loop.final_reason),
-        loop.labgrid,
-        loop.declined,
-    )
+    page = report_page(loop, recorder.run_id, settings, outcome.value, redact(loop.final_reason))
     unwritten = write_html_report(recorder.path, page, recorder.redact)
     measured = [it for it in loop.iterations if it.results is not None]
     closing = [
@@ -109,6 +100,22 @@ def finalize(
     )
     # Last, so that a failure anywhere above leaves the journal for settle_crash to restore from.
     workspace.close(keep_tree=True)
+
+
+def report_page(
+    loop: LoopState, run_id: str, settings: LoopSettings, outcome: str, reason: str
+) -> RunPage:
+    """What report.html shows of the loop as it stands: during the run and at its end."""
+    return RunPage(
+        run_id,
+        [it.timeline_entry() for it in loop.iterations],
+        loop.attempts(),
+        settings.criteria.target_pass_rate,
+        outcome,
+        reason,
+        loop.labgrid,
+        loop.declined,
+    )
 
 
 def _settle_tree(

@@ -12,10 +12,9 @@ from collections.abc import Callable
 
 from pytest_fwloop.core.fsm import ErrorType, LoopEvent
 from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.records import LabgridRecord
 from pytest_fwloop.core.recovery import ErrorState
 from pytest_fwloop.farm.client import FarmError, PlaceLost
-from pytest_fwloop.farm.hold import FarmHold, HeldPlace
+from pytest_fwloop.farm.hold import FarmHold
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import LoopState, Step, Verdict, failed
 from pytest_fwloop.procs.reaper import keep_exit_commands
@@ -39,7 +38,7 @@ def take_board(hold: FarmHold, loop: LoopState, abort: Callable[[], bool], step:
     """Before anything runs: reserve and lock (a continued run asks for its place first)."""
     earlier = loop.labgrid.place if loop.labgrid is not None else None
     if loop.labgrid is not None:  # a continued run keeps the places its earlier runs held
-        hold.held = [HeldPlace(h.place, h.from_iteration) for h in loop.labgrid.held]
+        hold.held = list(loop.labgrid.held)
     try:
         note = ""
         if earlier:
@@ -53,7 +52,7 @@ def take_board(hold: FarmHold, loop: LoopState, abort: Callable[[], bool], step:
             note += hold.acquire(loop.current.number, abort)
     except FarmError as exc:
         return _unavailable(str(exc))
-    loop.labgrid = _record(hold)
+    loop.labgrid = hold.record()
     return Verdict(Step(step.event, f"{step.reason}; {note}", step.evidence))
 
 
@@ -70,7 +69,7 @@ def check_board(hold: FarmHold, loop: LoopState, abort: Callable[[], bool]) -> V
             ErrorState(ErrorType.TEST_ENV_FAILURE, str(exc), LoopEvent.RECOVER_TO_TEST_SETUP),
             LoopEvent.ENVIRONMENT_FAILED,
         )
-    loop.labgrid = _record(hold)
+    loop.labgrid = hold.record()
     return note
 
 
@@ -84,13 +83,9 @@ def swap_board(hold: FarmHold, loop: LoopState, abort: Callable[[], bool]) -> st
     except FarmError as exc:
         loop.current.notes.append(f"no other labgrid place to swap to: {exc}")
         return ""
-    loop.labgrid = _record(hold)
+    loop.labgrid = hold.record()
     loop.current.notes.append(note)
     return note
-
-
-def _record(hold: FarmHold) -> LabgridRecord:
-    return LabgridRecord.model_validate(hold.record())
 
 
 def _unavailable(reason: str) -> Verdict:

@@ -16,7 +16,7 @@ from pytest_fwloop.child.files import progress_path
 from pytest_fwloop.core import recovery
 from pytest_fwloop.core.agent_protocol import MustFix
 from pytest_fwloop.core.convergence import ConvergenceChecker, ConvergenceType, PlateauAction
-from pytest_fwloop.core.env_classify import is_farm_failure, labgrid_refusal
+from pytest_fwloop.core.env_classify import labgrid_refusal
 from pytest_fwloop.core.flaky import with_flaky
 from pytest_fwloop.core.fsm import ErrorType, IterationKind, LoopEvent, State
 from pytest_fwloop.core.history import baseline_regressions, regressions_between
@@ -37,10 +37,11 @@ from pytest_fwloop.core.results import (
 from pytest_fwloop.core.state_clock import StateClock
 from pytest_fwloop.knowledge.fixes import remember
 from pytest_fwloop.knowledge.store import KnowledgeBase
+from pytest_fwloop.loop.finish import report_page
 from pytest_fwloop.loop.rundir import utc_now
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import Iteration, LoopState, Step
-from pytest_fwloop.reports.html import RunPage, write_html_report
+from pytest_fwloop.reports.html import write_html_report
 
 _VERDICT_OUTCOMES = {
     ConvergenceType.SUCCESS: Outcome.SUCCESS,
@@ -203,8 +204,7 @@ class IterationEnd:
             self.loop.retries.get(ErrorType.TEST_ENV_FAILURE, 0)
             < recovery.RULES[ErrorType.TEST_ENV_FAILURE].max_retries
         )
-        farm_down = all(is_farm_failure(t.env_failure or "") for t in env_failed)
-        if not retries_left and not farm_down and self._patch_broke_environment(env_failed):
+        if not retries_left and self._patch_broke_environment(env_failed):
             self.loop.partial_results = None
             self.loop.env_rerun = []
             self.services.workspace.restore(self.loop.pre_patch_checkpoint)
@@ -293,16 +293,8 @@ class IterationEnd:
     def _publish_progress(self, iteration: Iteration, reason: str) -> None:
         """The report and the iteration-done hook, so a person or a plugin can follow the run."""
         recorder = self.services.recorder
-        page = RunPage(
-            recorder.run_id,
-            [it.timeline_entry() for it in self.loop.iterations],
-            self.loop.attempts(),
-            self.services.settings.criteria.target_pass_rate,
-            "running",
-            f"after iteration {iteration.number}: {reason}",
-            self.loop.labgrid,
-            self.loop.declined,
-        )
+        running = f"after iteration {iteration.number}: {reason}"
+        page = report_page(self.loop, recorder.run_id, self.services.settings, "running", running)
         unwritten = write_html_report(recorder.path, page, recorder.redact)
         iteration.notes += [unwritten] if unwritten else []
         self.services.config.hook.pytest_fwloop_iteration_done(
