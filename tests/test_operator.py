@@ -399,3 +399,21 @@ def test_of_two_operators_confirming_at_once_one_goes_on_the_other_is_told(
     assert "fwloop: [" not in loser  # it never moved the run
     assert project.summary()["outcome"] == "success", winner
     assert len([r for r in coder.requests("reviewer") if r["schema"]]) == 3  # one strict gate each
+
+
+@pytest.mark.parametrize(("said", "left"), [("y\n", "ok ok bug"), ("n\n", "ok bug bug")])
+def test_at_a_terminal_the_operator_chooses_the_tree_a_short_run_leaves(
+    kit: ControllerKit, monkeypatch: pytest.MonkeyPatch, said: str, left: str
+) -> None:
+    kit.coder.answers = [fixing("ok bug bug", "ok ok bug")]
+    kit.build("ok bug bug", "fwloop_mode = interactive", "fwloop_max_iter = 2")
+    monkeypatch.setattr(sys, "stdin", Operator(said))
+    assert kit.run() is Outcome.MAX_ITERATIONS_REACHED
+    assert "keep its best tree (iteration 2: 2/3 passed) in place instead of the baseline?" in (
+        kit.terminal.getvalue()
+    )
+    assert kit.firmware() == left
+    summary = json.loads((kit.controller.recorder.path / "summary.json").read_text())
+    assert summary["best"]["in_place"] is (said == "y\n")
+    loop = kit.controller.loop
+    assert loop.left_tree == (loop.iterations[1].checkpoint if said == "y\n" else "")

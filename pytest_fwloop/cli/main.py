@@ -131,6 +131,11 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("run", help="run id, unique prefix of one, `last`, or a run directory")
     for command in (listing, show):
         command.add_argument("--json", action="store_true", help="JSON instead of a table")
+    show.add_argument(
+        "--known-failures",
+        action="store_true",
+        help="print the run's declined and unresolved tests as a file for --fwloop-known-failures",
+    )
     report = commands.add_parser("report", help="write a run's report.html again")
     report.add_argument("run", help="run id, unique prefix of one, `last`, or a run directory")
     report.add_argument("-o", "--output", type=Path, help="default: the run's report.html")
@@ -182,10 +187,12 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "list":
         return list_runs(args.rootdir.resolve(), args.run_dir, args.json)
     if args.command == "show":
-        return show_run(args.rootdir.resolve(), args.run_dir, args.run, args.json)
+        return show_run(
+            args.rootdir.resolve(), args.run_dir, args.run, args.json, args.known_failures
+        )
     if args.command == "report":
         return report_run(args.rootdir.resolve(), args.run_dir, args.run, args.output)
-    if args.command in ("confirm", "followup", "resume", "rerun", "chat"):
+    if args.command in ("confirm", "followup", "resume", "rerun", "chat", "apply"):
         return operator_command(args)
     if args.target is not None and Path(args.target).is_dir():
         return cancel(Path(args.target).resolve(), None, args.wait)  # `fwloop cancel ROOTDIR`

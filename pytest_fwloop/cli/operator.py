@@ -1,4 +1,5 @@
-"""`fwloop confirm|followup|resume|rerun|chat`: the operator acts on a recorded run (DESIGN.md §11).
+"""`fwloop confirm|followup|resume|rerun|chat|apply`: the operator acts on a recorded run
+(DESIGN.md §11, §15).
 
 Each command reads the run's `state.json` and refuses, with one line and exit status 2, an action
 the run cannot take, changing nothing. Otherwise it starts pytest as the run was started (its
@@ -97,6 +98,11 @@ def add_parsers(
         "resume", help="continue a run that stopped short of success from its saved state"
     )
     rerun = commands.add_parser("rerun", help="a new run with a run's recorded arguments")
+    apply = commands.add_parser(
+        "apply",
+        help="put the best kept tree of a run that ended short of success back in place "
+        "(through the journal and the patch policy)",
+    )
     chat = commands.add_parser("chat", help="ask one role about a run, in free text")
     chat.add_argument("--role", required=True, choices=["coder", "reviewer", "tester"])
     chat.add_argument("--thread", help="continue this thread (default: chat-ROLE)")
@@ -107,7 +113,7 @@ def add_parsers(
             help="iterations it may add (default: as many as the run had; a killed run keeps "
             "its limit)",
         )
-    parsers = [confirm, followup, resume, rerun, chat]
+    parsers = [confirm, followup, resume, rerun, chat, apply]
     for parser in parsers:
         parser.add_argument("run", help="run id, unique prefix of one, `last`, or a run directory")
     for parser in (followup, chat):

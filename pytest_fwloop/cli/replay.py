@@ -149,6 +149,10 @@ def check_transitions(events: list[Event]) -> Difference | None:
         if event.kind == "internal_error":
             state = fsm.State.FAILURE  # an exception ends the loop from any state
             continue
+        if event.kind == "applied":
+            if state not in fsm.TERMINAL_STATES:
+                return Difference(iteration, "transition", "`fwloop apply` on a run not ended")
+            continue
         if event.kind == "interrupted":
             state = fsm.State.ABORTED  # a killed controller, as its resumer found it
             continue

@@ -13,6 +13,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from pytest_fwloop.cli.replay import RecordedRun, ReplayError, load_run, replay, timeline_lines
+from pytest_fwloop.core.known_failures import known_failures_file
 from pytest_fwloop.core.run_state import STATE_FILE, StateError, load_state
 from pytest_fwloop.reports.html import RunPage, render_to
 from pytest_fwloop.workspace import Journal
@@ -108,16 +109,33 @@ def list_runs(root: Path, runs: Path, as_json: bool) -> int:
     return 0
 
 
-def show_run(root: Path, runs: Path, name: str, as_json: bool) -> int:
-    """`fwloop show RUN`: outcome, reason, the iterations, and where the records are."""
+def show_run(root: Path, runs: Path, name: str, as_json: bool, known: bool = False) -> int:
+    """`fwloop show RUN`: outcome, reason, the iterations, and where the records are; with
+    `known`, its declined and unresolved tests as a --fwloop-known-failures file."""
     try:
         path = find_run(root, runs, name)
         if not (path / "summary.json").is_file():
+            if known:
+                raise ReplayError(f"fwloop: run {path.name} has not ended: no failures to list")
             return _show_unfinished(path, as_json)
         run = load_run(path)
     except ReplayError as exc:
         print(exc, file=sys.stderr)
         return 2
+    summary = run.summary
+    if known:
+        known_failing = [n for n, o in summary.known_failures.items() if o in ("failed", "error")]
+        print(
+            known_failures_file(
+                summary.run_id,
+                summary.outcome.value,
+                summary.declined,
+                summary.unresolved,
+                known_failing,
+            ),
+            end="",
+        )
+        return 0
     iterations = [
         {
             "iteration": e.iteration,
@@ -152,6 +170,7 @@ def show_run(root: Path, runs: Path, name: str, as_json: bool) -> int:
         "exit_status": run.summary.exit_status,
         "iterations": iterations,
         "records": records,
+        "best": summary.best.model_dump(mode="json") if summary.best else None,
     }
     if as_json:
         print(json.dumps(shown, indent=2))
@@ -163,6 +182,12 @@ def show_run(root: Path, runs: Path, name: str, as_json: bool) -> int:
     )
     for name, where in records.items():
         print(f"{name}: {where}")
+    best = summary.best
+    if best is not None and not best.in_place:
+        print(
+            f"best tree: iteration {best.iteration} ({best.pass_count}/{best.total_count} "
+            f"passed), not in place: {best.apply}"
+        )
     return 0
 
 

@@ -51,6 +51,12 @@ class LoopOptions:
     command_timeout: float
     budget_usd: float | None
     budget_tokens: int | None
+    keep: Literal["baseline", "best"]
+    known_failures: str
+    min_confidence: float
+    timeout: float
+    circuit_breaker: int
+    build_clean: str
     api_key_env: str
     claude_permission_mode: str
     claude_max_turns: int | None

@@ -48,6 +48,20 @@ def parse_positive_float(text: str) -> float:
     return value
 
 
+def parse_non_negative_float(text: str) -> float:
+    value = _number(text)
+    if not value >= 0:
+        raise ValueError("must be a number >= 0")
+    return value
+
+
+def parse_keep(text: str) -> str:
+    lowered = text.strip().lower()
+    if lowered not in ("baseline", "best"):
+        raise ValueError("must be 'baseline' or 'best'")
+    return lowered
+
+
 def parse_unit_float(text: str) -> float:
     value = _number(text)
     if not 0.0 <= value <= 1.0:

@@ -14,14 +14,17 @@ from typing import Any
 
 import pytest
 
+from pytest_fwloop.config.env_options import ENV_OPTIONS
 from pytest_fwloop.config.option_spec import (
     OptionSpec,
     parse_bool,
     parse_child_start,
     parse_context_cap,
     parse_flaky_policy,
+    parse_keep,
     parse_labgrid_tags,
     parse_mode,
+    parse_non_negative_float,
     parse_non_negative_int,
     parse_on_off,
     parse_positive_float,
@@ -32,17 +35,11 @@ from pytest_fwloop.config.option_spec import (
 )
 from pytest_fwloop.procs.sandbox import parse_sandbox
 
-#: The fwloop_ssh_known_hosts value that turns strict host key checking off for unknown hosts.
-KNOWN_HOSTS_ACCEPT_NEW = "insecure-accept-new"
-QEMU_COMMAND_EXAMPLE = (
-    "qemu-system-arm -M mps2-an385 -display none -monitor none -serial stdio -kernel {firmware}"
-)
-
 #: Kept literal so plain pytest never imports the providers; a test checks it against the registry.
 PROVIDER_CHOICES = "claude, codex, openai:MODEL@URL, command:PATH, scripted:DIR, rules"
 
 
-OPTIONS: tuple[OptionSpec, ...] = (
+_LOOP_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "max_iter",
         "stop after N iterations (the baseline is iteration 1)",
@@ -229,6 +226,55 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "--fwloop-budget-tokens",
         metavar="N",
     ),
+    # Endings and run limits (DESIGN.md §15, docs/endings.md).
+    OptionSpec(
+        "keep",
+        "what a run that ends short of success leaves in the tree: 'baseline' (the tree as it "
+        "started; the best kept tree is one `fwloop apply RUN` away) or 'best' (the tree of the "
+        "iteration with the most passing tests)",
+        "baseline",
+        parse_keep,
+        "--fwloop-keep",
+        metavar="baseline|best",
+    ),
+    OptionSpec(
+        "known_failures",
+        "a file of node ids (one a line, # comments) known to fail for reasons no source change "
+        "mends: run and reported, not counted against the target, never sent to the coder; "
+        "`fwloop show RUN --known-failures` writes one from a run",
+        "",
+        flag="--fwloop-known-failures",
+        metavar="FILE",
+    ),
+    OptionSpec(
+        "min_confidence",
+        "a coder answer below this confidence is not applied blind: asked once more with more "
+        "evidence, then INCONCLUSIVE (proposal mode: stops for the operator)",
+        0.3,
+        parse_unit_float,
+    ),
+    OptionSpec(
+        "timeout",
+        "minutes the whole run may take (seed 001 timeout_minutes) before it ends as timeout; "
+        "0: no limit",
+        120.0,
+        parse_non_negative_float,
+        "--fwloop-timeout",
+        metavar="MIN",
+    ),
+    OptionSpec(
+        "circuit_breaker",
+        "the run stops (outcome circuit_breaker) after this many rolled-back patches, or this "
+        "many iterations that broke tests which passed before",
+        5,
+        parse_positive_int,
+    ),
+    OptionSpec(
+        "build_clean",
+        "a clean command (e.g. `make clean`) run once before the build is retried when the "
+        "build fails at the baseline; empty: no retry",
+        "",
+    ),
     OptionSpec(
         "api_key_env",
         "environment variable holding the API key of openai: providers "
@@ -294,77 +340,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
         32768,
         parse_context_cap,
     ),
-    # The environment fixtures' options (DESIGN.md §7): read, and checked, only by a test that
-    # requests the fixture, so each has an example for its error message.
-    OptionSpec(
-        "qemu_cmd",
-        "QEMU command for fwloop_qemu with {firmware} and {port} placeholders; split like a "
-        "shell line, never run by a shell",
-        "",
-        example=QEMU_COMMAND_EXAMPLE,
-    ),
-    OptionSpec(
-        "firmware",
-        "firmware image for {firmware} in fwloop_qemu_cmd, relative to the rootdir",
-        "",
-        example="build/firmware.elf",
-    ),
-    OptionSpec(
-        "console_ready",
-        "regex the console must show at setup (QEMU: the banner; serial: the prompt after a "
-        "newline); ini drops a trailing space, write it as [ ]; empty: no health check",
-        "",
-        example=r"FW \S+ ready",
-    ),
-    OptionSpec(
-        "console_timeout",
-        "seconds to wait for the ready regex, and the default expect/run timeout",
-        "10",
-        example="10",
-    ),
-    OptionSpec(
-        "serial_url",
-        "pyserial URL of the board's console for fwloop_serial (/dev/ttyUSB0, socket://, "
-        "rfc2217://, loop://)",
-        "",
-        example="/dev/ttyUSB0",
-    ),
-    OptionSpec("serial_baudrate", "baud rate for fwloop_serial_url", "115200", example="115200"),
-    OptionSpec(
-        "serial_pool",
-        "one serial URL per pytest-xdist worker (gwN takes line N); overrides fwloop_serial_url",
-        [],
-        kind="linelist",
-        example="/dev/ttyUSB0",
-    ),
-    OptionSpec(
-        "ssh_target",
-        "user@host:port of the target for fwloop_ssh",
-        "",
-        example="root@192.168.0.20:22",
-    ),
-    OptionSpec(
-        "ssh_key",
-        "private key file for fwloop_ssh, relative to the rootdir; empty: your default keys",
-        "",
-        example="keys/id_ed25519",
-    ),
-    OptionSpec(
-        "ssh_known_hosts",
-        "known_hosts file checked strictly (empty: ~/.ssh/known_hosts), or "
-        f"{KNOWN_HOSTS_ACCEPT_NEW} to accept unknown host keys on a trusted network",
-        "",
-        example="keys/known_hosts",
-    ),
-    OptionSpec(
-        "ssh_pool",
-        "one user@host:port per pytest-xdist worker (gwN takes line N); overrides "
-        "fwloop_ssh_target",
-        [],
-        kind="linelist",
-        example="root@192.168.0.20:22",
-    ),
 )
+
+OPTIONS: tuple[OptionSpec, ...] = (*_LOOP_OPTIONS, *ENV_OPTIONS)
 
 _BY_NAME = {spec.name: spec for spec in OPTIONS}
 

@@ -33,6 +33,7 @@ from pytest_fwloop.core.convergence import (
     ExecutionMode,
     PlateauHandlingStrategy,
 )
+from pytest_fwloop.core.known_failures import read_known_failures
 from pytest_fwloop.farm.client import FarmSettings
 from pytest_fwloop.procs.sandbox import SandboxUnavailable, find_bwrap
 from pytest_fwloop.reports.user_files import UserReports
@@ -42,6 +43,24 @@ if TYPE_CHECKING:
     from pytest_fwloop.agents.base import Provider
     from pytest_fwloop.core.agent_protocol import Role
     from pytest_fwloop.core.flaky import FlakyPolicy
+
+
+@dataclass(frozen=True)
+class Endings:
+    """The run's limits and what it does short of success (DESIGN.md §15)."""
+
+    #: --fwloop-keep=best: leave the best kept tree in place instead of the baseline.
+    keep_best: bool = False
+    #: Node ids that fail for reasons no source change mends: not counted, never sent.
+    known_failures: frozenset[str] = frozenset()
+    #: A coder answer below this confidence is asked again, then INCONCLUSIVE.
+    min_confidence: float = 0.3
+    #: Seconds the whole run may take (None: no limit).
+    timeout_s: float | None = None
+    #: Rollbacks, or iterations that broke tests, before the run stops.
+    circuit_breaker: int = 5
+    #: The clean command run before the baseline's build is retried once (None: no retry).
+    build_clean: list[str] | str | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +112,7 @@ class LoopSettings:
     reports: UserReports = field(default_factory=lambda: UserReports(None, None))
     #: The labgrid place the loop reserves and locks, or None (no board farm).
     farm: FarmSettings | None = None
+    endings: Endings = field(default_factory=lambda: Endings())
 
     @property
     def advisory(self) -> bool:
@@ -213,27 +233,56 @@ def role_specs(options: LoopOptions) -> dict[Role, str]:
 def build_step(options: LoopOptions, rootdir: Path) -> tuple[list[str] | str | None, str | None]:
     """The build command (a shell line when fwloop_build_shell, else an argv; None: no build)
     and the bubblewrap executable confining it, checked now so a typo costs no baseline."""
-    text = options.build.strip()
-    where = f"{options.origin('build')}={text}"
-    build: list[str] | str | None = None
-    if text:
-        try:
-            build = text if options.build_shell else shlex.split(text)
-        except ValueError as exc:
-            raise pytest.UsageError(f"fwloop: {where}: {exc}") from None
+    build = _build_command(options, "build", rootdir)
     sandbox = None
     if options.build_sandbox == "bwrap":
         try:
             sandbox = find_bwrap()
         except SandboxUnavailable as exc:
             raise pytest.UsageError(str(exc)) from None
-    missing = missing_build_program(build, rootdir) if build else None
+    return build, sandbox
+
+
+def _build_command(options: LoopOptions, name: str, rootdir: Path) -> list[str] | str | None:
+    """fwloop_build or fwloop_build_clean as the build step runs it; UsageError when it does
+    not split or its program is nowhere."""
+    text = str(getattr(options, name)).strip()
+    if not text:
+        return None
+    where = f"{options.origin(name)}={text}"
+    try:
+        command: list[str] | str = text if options.build_shell else shlex.split(text)
+    except ValueError as exc:
+        raise pytest.UsageError(f"fwloop: {where}: {exc}") from None
+    missing = missing_build_program(command, rootdir)
     if missing is not None:
         raise pytest.UsageError(
             f"fwloop: {where}: '{missing}' is not on PATH nor a file of "
             f"{rootdir}; install it or fix the build command"
         )
-    return build, sandbox
+    return command
+
+
+def endings(options: LoopOptions, rootdir: Path) -> Endings:
+    """How the run may end short of success (DESIGN.md §15), checked before anything runs."""
+    known: frozenset[str] = frozenset()
+    if options.known_failures:
+        path = rootdir / options.known_failures
+        try:
+            known = read_known_failures(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise pytest.UsageError(
+                f"fwloop: {options.origin('known_failures')}={options.known_failures}: cannot "
+                f"read it ({type(exc).__name__}); give a file of node ids, one a line"
+            ) from None
+    return Endings(
+        keep_best=options.keep == "best",
+        known_failures=known,
+        min_confidence=options.min_confidence,
+        timeout_s=options.timeout * 60 if options.timeout else None,
+        circuit_breaker=options.circuit_breaker,
+        build_clean=_build_command(options, "build_clean", rootdir),
+    )
 
 
 def allowed_command_prefixes(options: LoopOptions) -> tuple[Argv, ...]:
@@ -306,6 +355,7 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         propose=options.propose,
         preflight_notes=preflight_notes,
         farm=farm_settings(config, options),
+        endings=endings(options, rootdir),
     )
 
 

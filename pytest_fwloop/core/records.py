@@ -90,6 +90,19 @@ class LabgridRecord(_Record):
     held: list[HeldPlace] = Field(description="every place held, in order (a swap adds one)")
 
 
+class BestTree(_Record):
+    """The best tree a run kept short of success (DESIGN.md §15)."""
+
+    iteration: int = Field(description="the earliest iteration with the most passing tests")
+    pass_count: int = Field(description="its pass count")
+    total_count: int = Field(description="its total count")
+    in_place: bool = Field(
+        description="left in the tree (--fwloop-keep=best, or the operator said so); else the "
+        "baseline is, and `apply` puts this tree back"
+    )
+    apply: str = Field(description="the command that puts it in place: `fwloop apply RUN`")
+
+
 class Summary(_Record):
     """`summary.json`: the final record of a run."""
 
@@ -142,6 +155,15 @@ class Summary(_Record):
     declined: dict[str, DeclinedRecord] = Field(
         default_factory=dict, description="node id: the tests the coder declined, and why"
     )
+    best: BestTree | None = Field(
+        default=None,
+        description="the best kept tree of a run that ended short of success (below), or null",
+    )
+    known_failures: dict[str, str] = Field(
+        default_factory=dict,
+        description="node id: the last outcome of each test named in --fwloop-known-failures "
+        "(`passed`: it can leave the file)",
+    )
 
 
 class CrashSummary(_Record):
@@ -157,7 +179,9 @@ class CrashSummary(_Record):
     duration_s: float = Field(description="wall-clock seconds of the run")
 
 
-EventKind = Literal["transition", "agent_call", "internal_error", "rollback", "interrupted"]
+EventKind = Literal[
+    "transition", "agent_call", "internal_error", "rollback", "interrupted", "applied"
+]
 
 
 class Event(_Record):
@@ -165,8 +189,8 @@ class Event(_Record):
 
     time: str = Field(description="UTC time (ISO 8601)")
     kind: EventKind = Field(
-        description="`transition`, `agent_call`, `internal_error`, `rollback` or `interrupted` "
-        "(below)"
+        description="`transition`, `agent_call`, `internal_error`, `rollback`, `interrupted` "
+        "or `applied` (below)"
     )
     from_state: str = Field(alias="from", description="the state before")
     to_state: str = Field(alias="to", description="the state after")

@@ -49,6 +49,11 @@ class TestRecord(BaseModel):
         description="uses fwloop_review or fwloop_test_plan: its outcome depends on the patch "
         "under test, so focus reruns always include it",
     )
+    known_failure: bool = Field(
+        default=False,
+        description="named in --fwloop-known-failures: when it does not pass it counts in "
+        "neither count and is never sent to the coder",
+    )
     carried: bool = Field(
         default=False,
         description="not run in this iteration (focus reruns): its outcome is the one its last "
@@ -87,7 +92,8 @@ class IterationResults(BaseModel):
         return [t for t in self.tests if not_passing(t)]
 
     def environment_failures(self) -> list[TestRecord]:
-        return [t for t in self.tests if t.env_failure is not None]
+        """Tests the environment failed; a known failure's is known, not to be recovered."""
+        return [t for t in self.tests if t.env_failure is not None and not t.known_failure]
 
     def merged(self, rerun: IterationResults) -> IterationResults:
         """This run with the records of a partial rerun (env retry) taking precedence."""
@@ -99,6 +105,8 @@ class IterationResults(BaseModel):
 
 def not_passing(record: TestRecord) -> bool:
     """A test that counts against the pass rate: the set the coder is asked to fix."""
+    if record.known_failure:
+        return False
     if record.outcome in ("failed", "error"):
         return True
     return record.outcome == "xpassed" and record.strict_xpass

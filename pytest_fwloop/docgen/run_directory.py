@@ -306,6 +306,8 @@ The `kind` of an `Event`:
   state it died in, `to` is `ABORTED`; the resumed controller's moves follow from `IDLE`.
   A continued run's trace (after `fwloop confirm`, `followup` or `resume`) walks from `IDLE`
   again after each end, with `operator_confirmed`, `resume` or `resume_tests`.
+- `applied`: written by `fwloop apply` after the run ended: `from` and `to` are its terminal
+  state, `iteration` the one whose tree was put in place (`reason` says so).
 
 `rounds/NN/`:
 

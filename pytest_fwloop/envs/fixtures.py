@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import pytest
 
-from pytest_fwloop.config.options import KNOWN_HOSTS_ACCEPT_NEW, resolve, spec_of
+from pytest_fwloop.config.env_options import KNOWN_HOSTS_ACCEPT_NEW
+from pytest_fwloop.config.options import resolve, spec_of
 from pytest_fwloop.envs.pool import CONTROLLER_ID, PoolError, pick_for_worker
 
 if TYPE_CHECKING:

@@ -265,7 +265,12 @@ class ChildRunner:
             return {}, ""
         from pytest_fwloop.core.flaky import rerun_candidates  # pydantic: see `read_results`
 
-        failing = rerun_candidates(first, previous, str(self.settings.rootdir))
+        known = self.settings.endings.known_failures
+        failing = [
+            nodeid
+            for nodeid in rerun_candidates(first, previous, str(self.settings.rootdir))
+            if nodeid not in known
+        ]
         asked, flaky = len(failing), {}
         prefix = "flaky" + attempt.log.stem.removeprefix("pytest")
         for k in range(1, self.settings.flaky_reruns + 1):

@@ -49,6 +49,7 @@ class Action(str, enum.Enum):
     FOLLOWUP = "followup"
     RESUME = "resume"
     CHAT = "chat"
+    APPLY = "apply"
 
 
 class Order(BaseModel):
@@ -81,6 +82,8 @@ def refusal(state: RunState, action: Action) -> str | None:
     name = state.run_id
     if action is Action.CHAT:
         return None
+    if action is Action.APPLY:
+        return _cannot_apply(state)
     if state.outcome is None:
         if action is Action.RESUME:
             return None  # a killed controller: the command has made sure it is not running
@@ -112,6 +115,18 @@ def refusal(state: RunState, action: Action) -> str | None:
                 f"fwloop: run {name} waits for your word on its proposal: `fwloop confirm "
                 f"{name}` applies it, `fwloop followup {name} TEXT` asks for another"
             )
+    return None
+
+
+def _cannot_apply(state: RunState) -> str | None:
+    name = state.run_id
+    if state.outcome is None:
+        return (
+            f"fwloop: run {name} has not ended (its controller was killed at {state.fsm_state}): "
+            f"`fwloop resume {name}` continues it"
+        )
+    if state.outcome == Outcome.SUCCESS.value:
+        return f"fwloop: run {name} ended with success; its fixed tree is already in place"
     return None
 
 
@@ -157,7 +172,7 @@ _PAST_THE_GATE = frozenset(
 
 def restore(loop: LoopState, state: RunState, run_dir: Path, order: Order) -> Resumption:
     """Fill `loop` (a fresh one) from `state` for `order`; StateError if a record is missing."""
-    loop.iterations = [_iteration(saved, run_dir) for saved in state.iterations]
+    loop.iterations = saved_iterations(state, run_dir)
     loop.must_fix = list(state.must_fix)
     loop.constraints = list(state.constraints)
     loop.build_diagnostics = state.build_diagnostics
@@ -250,6 +265,27 @@ def _iteration(saved: SavedIteration, run_dir: Path) -> Iteration:
     return Iteration(results=results, **saved.model_dump(exclude={"measured"}))
 
 
+def checked_state(order: Order, run_dir: Path) -> RunState:
+    """The run's state, if `order` still applies to it (read under the run lock); else
+    StateError (one line)."""
+    state = load_state(run_dir)
+    if state.revision != order.revision:
+        raise StateError(
+            f"fwloop: run {order.run_id} changed since `fwloop {order.action.value}` read it "
+            f"(revision {order.revision}, now {state.revision}): someone acted on it first; "
+            f"`fwloop show {order.run_id}` says where it stands"
+        )
+    refused = refusal(state, order.action)
+    if refused is not None:
+        raise StateError(refused)
+    return state
+
+
+def saved_iterations(state: RunState, run_dir: Path) -> list[Iteration]:
+    """The run's iterations with their recorded results; StateError if a record is missing."""
+    return [_iteration(saved, run_dir) for saved in state.iterations]
+
+
 @dataclass(frozen=True)
 class Past:
     """What the run's earlier controllers did, for the one that continues it to start from."""
@@ -279,16 +315,7 @@ class Continued:
     @classmethod
     def of(cls, order: Order, run_dir: Path) -> Continued:
         """Checked under the run lock; StateError (one line) if the order no longer applies."""
-        state = load_state(run_dir)
-        if state.revision != order.revision:
-            raise StateError(
-                f"fwloop: run {order.run_id} changed since `fwloop {order.action.value}` read it "
-                f"(revision {order.revision}, now {state.revision}): someone acted on it first; "
-                f"`fwloop show {order.run_id}` says where it stands"
-            )
-        refused = refusal(state, order.action)
-        if refused is not None:
-            raise StateError(refused)
+        state = checked_state(order, run_dir)
         loop = LoopState(run_id=order.run_id)
         resumption = restore(loop, state, run_dir, order)
         loop.resumed = Step(resumption.event, resumption.reason)

@@ -64,6 +64,10 @@ def _run_loop(config: pytest.Config) -> int:
             from pytest_fwloop.loop.chat import answer_chat
 
             return answer_chat(config, settings, order, terminal, redact)
+        if order.action is Action.APPLY:
+            from pytest_fwloop.loop.apply_best import apply_best
+
+            return apply_best(settings, order, terminal, redact)
         setup_errors = (WorkspaceError, StateError, ThreadError)
     workspace = Workspace(settings.rootdir, settings.snapshot_exclude)
     run_id = order.run_id if order is not None else new_run_id()

@@ -6,13 +6,16 @@ A run that cannot end this way (an internal error) is settled by `crash.py`.
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING
 
 from pytest_fwloop.core.budget import Usage
+from pytest_fwloop.core.convergence import ExecutionMode
 from pytest_fwloop.core.fsm import State
 from pytest_fwloop.core.history import broken_per_iteration, flaky_per_iteration, outcomes_by_test
 from pytest_fwloop.core.outcomes import Outcome, exit_status
 from pytest_fwloop.core.records import (
+    BestTree,
     RunContext,
     Summary,
     Timeline,
@@ -21,6 +24,7 @@ from pytest_fwloop.core.records import (
 from pytest_fwloop.core.results import TestRecord, nodeids
 from pytest_fwloop.loop.crash import INTERNAL_ERROR_FILE
 from pytest_fwloop.loop.rundir import utc_now
+from pytest_fwloop.loop.state import best_kept
 from pytest_fwloop.reports.html import RunPage, write_html_report
 
 if TYPE_CHECKING:
@@ -43,15 +47,6 @@ def final_state_of(outcome: Outcome) -> State:
     return State.FAILURE
 
 
-def best_iteration(iterations: list[Iteration]) -> Iteration | None:
-    """The earliest iteration with the highest pass count, if it beat the baseline."""
-    measured = [it for it in iterations if it.results is not None]
-    if len(measured) < 2:
-        return None
-    best = max(measured, key=lambda it: (it.pass_count, -it.number))
-    return best if best.pass_count > measured[0].pass_count else None
-
-
 def finalize(
     loop: LoopState,
     calls: CallLog,
@@ -67,8 +62,9 @@ def finalize(
     """Keep or restore the tree, then write every record and print the summary."""
     assert loop.outcome is not None
     outcome = loop.outcome
-    tree, patch_name = _settle_tree(loop, recorder, workspace)
+    tree, patch_name, best = _settle_tree(loop, settings, recorder, workspace, terminal)
     summary = _summary(loop, calls, settings, recorder, workspace, patch_name, duration, context)
+    summary = summary.model_copy(update={"best": best})
     recorder.write_json("summary.json", summary.model_dump(mode="json"))
     timeline = Timeline(
         run_id=recorder.run_id, iterations=[it.timeline_entry() for it in loop.iterations]
@@ -86,6 +82,7 @@ def finalize(
         *([f"patch: {recorder.path / patch_name}"] if patch_name else []),
         *([unwritten] if unwritten else []),
         *_warnings(summary, settings),
+        *_to_keep_the_fixes(best),
     ]
     latest = measured[-1].results if measured else None
     terminal.summary(
@@ -119,19 +116,65 @@ def report_page(
 
 
 def _settle_tree(
-    loop: LoopState, recorder: RunRecorder, workspace: Workspace
-) -> tuple[str, str | None]:
-    """Keep the fixed tree on success, else restore the baseline and keep the best iteration's
-    diff; what happened to the tree, and the patch file written."""
+    loop: LoopState,
+    settings: LoopSettings,
+    recorder: RunRecorder,
+    workspace: Workspace,
+    terminal: Terminal,
+) -> tuple[str, str | None, BestTree | None]:
+    """Keep the fixed tree on success; else restore the baseline, or keep the best iteration's
+    tree (--fwloop-keep=best, or the operator's yes), its diff kept either way. What happened to
+    the tree, the patch file written, and the best tree."""
     if loop.outcome is Outcome.SUCCESS:
         recorder.write_patch("final.patch", workspace.diff_from_baseline())
-        return "the fixed tree is kept", "final.patch"
-    best = best_iteration(loop.iterations)
-    if best is not None:
-        recorder.write_patch("best.patch", workspace.diff(workspace.baseline, best.checkpoint))
-    restored = workspace.restore_baseline()
-    tree = f"the tree is restored to its baseline ({len(restored)} path(s) reverted)"
-    return tree, "best.patch" if best is not None else None
+        kept = loop.kept()
+        loop.left_tree = kept[-1].checkpoint if kept else ""
+        return "the fixed tree is kept", "final.patch", None
+    best = best_kept(loop.iterations)
+    if best is None:
+        restored = workspace.restore_baseline()
+        tree = f"the tree is restored to its baseline ({len(restored)} path(s) reverted)"
+        return tree, None, None
+    recorder.write_patch("best.patch", workspace.diff(workspace.baseline, best.checkpoint))
+    counts = f"iteration {best.number}: {best.pass_count}/{best.total_count} passed"
+    in_place = settings.endings.keep_best or _operator_keeps(loop, settings, terminal, counts)
+    if in_place:
+        workspace.restore(best.checkpoint)
+        loop.left_tree = best.checkpoint
+        why = "--fwloop-keep=best" if settings.endings.keep_best else "the operator's answer"
+        tree = f"the best tree ({counts}) is kept in place ({why}); the suite is not green"
+    else:
+        restored = workspace.restore_baseline()
+        tree = f"the tree is restored to its baseline ({len(restored)} path(s) reverted)"
+    record = BestTree(
+        iteration=best.number,
+        pass_count=best.pass_count,
+        total_count=best.total_count,
+        in_place=in_place,
+        apply=apply_command(recorder.run_id, settings),
+    )
+    return tree, "best.patch", record
+
+
+def _operator_keeps(
+    loop: LoopState, settings: LoopSettings, terminal: Terminal, counts: str
+) -> bool:
+    """Interactive mode asks whether the best tree stays (a canceled run is not asked: the
+    operator stopped it)."""
+    if settings.mode is not ExecutionMode.INTERACTIVE or loop.outcome is Outcome.CANCELED:
+        return False
+    if not sys.stdin.isatty():
+        return False
+    return terminal.ask(
+        f"fwloop: the run ended {loop.outcome.value if loop.outcome else ''}; keep its best tree "
+        f"({counts}) in place instead of the baseline? [y/N] "
+    )
+
+
+def apply_command(run_id: str, settings: LoopSettings) -> str:
+    """The command that puts a run's best tree in place, as typed where pytest was started."""
+    where = "" if settings.invocation_dir == settings.rootdir else f" --rootdir {settings.rootdir}"
+    return f"fwloop apply {run_id}{where}"
 
 
 def _summary(
@@ -177,6 +220,11 @@ def _summary(
         flaky=flaky_per_iteration(loop.attempts()),
         labgrid=loop.labgrid,
         declined=loop.declined,
+        known_failures={
+            t.nodeid: t.outcome
+            for t in (latest.tests if latest else [])
+            if t.nodeid in settings.endings.known_failures
+        },
     )
 
 
@@ -215,6 +263,7 @@ def _warnings(summary: Summary, settings: LoopSettings) -> list[str]:
         for nodeid, record in summary.declined.items()
         if nodeid in summary.unresolved
     ]
+    lines += _known_lines(summary.known_failures)
     if summary.flaky:
         flaky = sorted({nodeid for nodeids in summary.flaky.values() for nodeid in nodeids})
         lines.append(
@@ -227,6 +276,33 @@ def _warnings(summary: Summary, settings: LoopSettings) -> list[str]:
             "warning; the suite is NOT green"
         )
     return lines
+
+
+def _known_lines(known: dict[str, str]) -> list[str]:
+    """Known failures: which still fail (not counted), which pass now (the file may drop them)."""
+    failing = sorted(n for n, outcome in known.items() if outcome in ("failed", "error"))
+    passing = sorted(n for n, outcome in known.items() if outcome in ("passed", "xfailed"))
+    lines = []
+    if failing:
+        lines.append(
+            f"known failures, not counted and not sent to the coder ({len(failing)}): "
+            + ", ".join(failing[:5])
+            + (" …" if len(failing) > 5 else "")
+        )
+    lines += [
+        f"known failure now passes: {n} (drop it from --fwloop-known-failures)" for n in passing
+    ]
+    return lines
+
+
+def _to_keep_the_fixes(best: BestTree | None) -> list[str]:
+    """The summary's last line when verified fixes are not in the tree: how to get them."""
+    if best is None or best.in_place:
+        return []
+    return [
+        f"to keep the fixes (iteration {best.iteration}: {best.pass_count}/{best.total_count} "
+        f"passed), run: {best.apply}"
+    ]
 
 
 def _one_line(record: TestRecord, rootdir: Path) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_fwloop.config.settings import LoopSettings
-from pytest_fwloop.core.outcomes import Outcome, exit_status
+from pytest_fwloop.core.outcomes import exit_status
 from pytest_fwloop.core.redaction import Redactor
 from pytest_fwloop.core.run_state import Invocation
 from pytest_fwloop.loop import run_context
@@ -123,10 +123,10 @@ def _invocation(config: pytest.Config) -> Invocation:
 
 def _left(keeper: StateKeeper, loop: LoopState) -> None:
     """The state's last word: how the run ended and the tree it left (the fixed one on success,
-    else its baseline), which a continuation checks the operator has not changed since."""
-    kept = loop.kept()
-    if loop.outcome is Outcome.SUCCESS and kept:
-        keeper.left_tree = kept[-1].checkpoint
+    the best one kept with --fwloop-keep=best, else its baseline), which a continuation checks
+    the operator has not changed since."""
+    if loop.left_tree:
+        keeper.left_tree = loop.left_tree
     with contextlib.suppress(OSError):  # the records are written; a full disk loses only this
         keeper.save(loop)
 

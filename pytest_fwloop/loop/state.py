@@ -179,6 +179,9 @@ class LoopState:
     labgrid: LabgridRecord | None = None
     #: Tests the coder declined (DESIGN.md §15), by node id.
     declined: dict[str, DeclinedRecord] = field(default_factory=dict)
+    #: The snapshot of the tree the run leaves in place when it is not its baseline: the fixed
+    #: tree, or the best one kept (--fwloop-keep=best); set when the run ends.
+    left_tree: str = ""
     test_run_result: ChildOutput | None = None
     # The tests of this iteration that failed and then passed on a rerun: node id -> which.
     flaky: dict[str, int] = field(default_factory=dict)
@@ -251,3 +254,15 @@ class LoopState:
         """Hand `error` to ERROR_RECOVERY through `event`: `failed`, taken by the loop at once."""
         self.error = error
         return failed(error, event).step
+
+
+def best_kept(iterations: list[Iteration]) -> Iteration | None:
+    """The earliest kept iteration with the highest pass count, if it beat the baseline: the
+    tree `fwloop apply` and `--fwloop-keep=best` put in place."""
+    kept = [
+        it for it in iterations if it.results is not None and it.kind is not IterationKind.ROLLBACK
+    ]
+    if len(kept) < 2:
+        return None
+    best = max(kept, key=lambda it: (it.pass_count, -it.number))
+    return best if best.pass_count > kept[0].pass_count else None

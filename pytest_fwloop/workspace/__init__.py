@@ -241,16 +241,21 @@ class Workspace:
         """Put `paths` back as snapshot `commit` has them: a continued run takes its kept tree
         again. Refused (`WorkspaceError`, nothing written) when one of `watched` was changed
         since the run left the tree as snapshot `left`: those are the operator's edits."""
+        self.check_unchanged(left, watched, "continuing")
+        if commit and paths:
+            self.touched.update(paths)
+            self.restore(commit)
+
+    def check_unchanged(self, left: str, watched: Sequence[str], doing: str) -> None:
+        """WorkspaceError (nothing written) when one of `watched` changed since the run left
+        the tree as snapshot `left`: those are the operator's edits, not to be overwritten."""
         changed = set(self.shadow.changed_paths(left)) & set(watched)
         if changed:
             raise WorkspaceError(
                 f"fwloop: the tree changed since the run stopped ({', '.join(sorted(changed)[:5])}"
-                "); continuing would overwrite that: commit or stash it, or start a new run "
+                f"); {doing} would overwrite that: commit or stash it, or start a new run "
                 "with `fwloop rerun`"
             )
-        if commit and paths:
-            self.touched.update(paths)
-            self.restore(commit)
 
     def close(self, keep_tree: bool) -> None:
         """End the run: keep the tree (success) or restore the baseline, then drop the journal,

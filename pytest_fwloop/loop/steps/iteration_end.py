@@ -20,6 +20,7 @@ from pytest_fwloop.core.env_classify import labgrid_refusal
 from pytest_fwloop.core.flaky import with_flaky
 from pytest_fwloop.core.fsm import ErrorType, IterationKind, LoopEvent, State
 from pytest_fwloop.core.history import baseline_regressions, regressions_between
+from pytest_fwloop.core.known_failures import with_known
 from pytest_fwloop.core.outcomes import Outcome
 from pytest_fwloop.core.records import ConvergenceRecord, Event
 from pytest_fwloop.core.recovery import ErrorState
@@ -123,7 +124,11 @@ class IterationEnd:
         if self.loop.partial_results is not None:
             results = self.loop.partial_results.merged(results)
             self.loop.partial_results = None
-        results = with_flaky(results, self.loop.flaky, self.services.settings.flaky_policy)
+        settings = self.services.settings
+        results = with_known(
+            with_flaky(results, self.loop.flaky, settings.flaky_policy),
+            settings.endings.known_failures,
+        )
         self.loop.flaky = {}
         if self.loop.tester_round is not None and self.loop.tester_round.records:
             commands = IterationResults(

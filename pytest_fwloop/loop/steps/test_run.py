@@ -15,6 +15,7 @@ from pytest_fwloop.child.files import Attempt, next_attempt
 from pytest_fwloop.core.flaky import with_flaky
 from pytest_fwloop.core.focus import WHOLE_SUITE, FocusPlan, gate_due, plan_iteration
 from pytest_fwloop.core.fsm import IterationKind
+from pytest_fwloop.core.known_failures import with_known
 from pytest_fwloop.core.results import IterationResults
 from pytest_fwloop.loop.child_runner import ChildRunner
 from pytest_fwloop.loop.services import Services
@@ -91,7 +92,10 @@ class SuiteRun:
             raw = IterationResults.read(focused.attempt.results)
         except (OSError, ValueError):
             return focused  # RESULT_COLLECTION reports what the child left
-        ran = with_flaky(raw, focused.flaky, self.services.settings.flaky_policy)
+        settings = self.services.settings
+        ran = with_known(
+            with_flaky(raw, focused.flaky, settings.flaky_policy), settings.endings.known_failures
+        )
         note += f": {ran.pass_count}/{ran.total_count} passed"
         assert plan.carried is not None
         gone = set(plan.select) - {t.nodeid for t in raw.tests}
