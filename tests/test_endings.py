@@ -173,6 +173,11 @@ def test_keep_best_leaves_the_best_tree_in_place(project: LoopProject) -> None:
     assert summary["best"]["iteration"] == 4
     assert "fwloop apply" not in result.stdout.str()
     result.stdout.fnmatch_lines(["*the best tree (iteration 4: 6/7 passed) is kept in place*"])
+    # Each coder answer's confidence, per iteration, as its decision record judged it.
+    [run] = project.run_dirs()
+    page = (run / "report.html").read_text()
+    cells = page.split('<td class="confidence">')[1:]
+    assert [cell.split("</td>", 1)[0] for cell in cells] == ["", "0.80", "0.80", "0.80"]
     assert _plain_pytest(project).parseoutcomes() == {"failed": 1, "passed": 6}
     # The state names the tree left, so `fwloop apply` finds nothing to do.
     again = project.fwloop("apply", "last")
@@ -211,3 +216,16 @@ def test_an_unreadable_known_failures_file_is_a_usage_error(project: LoopProject
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--fwloop-known-failures=missing.txt: cannot read it*"])
     assert project.run_dirs() == []
+
+
+def test_the_next_run_is_told_what_an_earlier_coder_declined(project: LoopProject) -> None:
+    first_run = _converged_with_the_extra_declined(project)
+    coder = project.agent("second", [coder_answer(p) for p in calc_fix_patches()])
+    project.run(f"--fwloop-coder={coder.spec}")
+    [told] = coder.requests()[0]["declined_before"]
+    assert told["nodeid"] == EXTRA
+    assert told["status"] == "declined"
+    assert told["reason"] == WORDS
+    assert told["run_id"] == first_run
+    assert told["outcome"] == "converged_with_improvement"
+    assert told["signature"] in {f["signature"] for f in coder.requests()[0]["failures"]}

@@ -66,7 +66,10 @@ _ROLE_TASKS = {
         "shows did not help. Put the fix in `patch` as a unified diff in `git apply` format, "
         "paths relative to the workspace. A failure no change to the code can mend (the "
         "environment lacks a tool or an optional dependency, say) goes in `declined` with why, "
-        "and `patch` stays empty unless other failures are fixed."
+        "and `patch` stays empty unless other failures are fixed (`declined_before` tells what "
+        "earlier runs' coders said of failures like these). Give your honest "
+        "`confidence`: a low one gets you more evidence before anything is applied. Set "
+        '`next_action` to "abort" only when the loop should stop, with why in `root_cause`.'
     ),
     "reviewer": (
         "You are the reviewer of a firmware repair loop. Review the unified diff in `patch` "

@@ -126,6 +126,13 @@ def triage(failures: Sequence[Failure], build_diagnostics: str = "") -> dict[str
     }
 
 
+def triage_line(failures: Sequence[Failure], build_diagnostics: str = "") -> str:
+    """The triage's root cause alone: what a run whose coder gave no readable answer ends with."""
+    analysis = triage(failures, build_diagnostics)["analysis"]
+    assert isinstance(analysis, dict)
+    return str(analysis["root_cause"])
+
+
 def _first_diagnostic(diagnostics: str) -> str:
     lines = [line.strip() for line in diagnostics.splitlines() if line.strip()]
     errors = [line for line in lines if "error" in line.lower()]

@@ -233,14 +233,13 @@ def role_specs(options: LoopOptions) -> dict[Role, str]:
 def build_step(options: LoopOptions, rootdir: Path) -> tuple[list[str] | str | None, str | None]:
     """The build command (a shell line when fwloop_build_shell, else an argv; None: no build)
     and the bubblewrap executable confining it, checked now so a typo costs no baseline."""
-    build = _build_command(options, "build", rootdir)
     sandbox = None
     if options.build_sandbox == "bwrap":
         try:
             sandbox = find_bwrap()
         except SandboxUnavailable as exc:
             raise pytest.UsageError(str(exc)) from None
-    return build, sandbox
+    return _build_command(options, "build", rootdir), sandbox
 
 
 def _build_command(options: LoopOptions, name: str, rootdir: Path) -> list[str] | str | None:

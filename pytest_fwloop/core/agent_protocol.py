@@ -93,6 +93,7 @@ class AgentRequest(BaseModel):
     constraints: list[str] = Field(default_factory=list)
     regressions: list[Regression] = Field(default_factory=list)
     similar_fixes: list[SimilarFix] = Field(default_factory=list)
+    declined_before: list[DeclinedBefore] = Field(default_factory=list)
     operator_messages: list[str] = Field(default_factory=list)
 
     @field_validator("workspace")
@@ -105,6 +106,18 @@ class AgentRequest(BaseModel):
     def to_wire(self) -> dict[str, object]:
         """The request as sent on stdin, with the schema under its wire name `schema`."""
         return self.model_dump(mode="json", by_alias=True)
+
+
+class DeclinedBefore(BaseModel):
+    """A failure like one of this request's (same signature) that an earlier run's coder
+    declined or could not analyse (seed 001 §5.16), and how that run ended."""
+
+    nodeid: str
+    signature: str
+    status: Literal["declined", "inconclusive"]
+    reason: str
+    run_id: str
+    outcome: str
 
 
 class Analysis(BaseModel):
@@ -122,12 +135,14 @@ class DeclinedTest(BaseModel):
 
 class CoderAnswer(BaseModel):
     """`patch` is a `git apply` diff relative to the workspace, or "" when the coder edited it.
-    An empty patch with `declined` declines those tests (DESIGN.md §15)."""
+    An empty patch with `declined` declines those tests; `next_action` "abort" asks the run to
+    stop (DESIGN.md §15)."""
 
     analysis: Analysis
     patch: str
     summary: str
     declined: list[DeclinedTest] = Field(default_factory=list)
+    next_action: Literal["continue", "abort"] = "continue"
 
 
 class ReviewerAnswer(BaseModel):

@@ -76,6 +76,9 @@ class LoopEvent(str, enum.Enum):
     PATCH_REPEATED = "patch_repeated"
     CODER_DECLINED = "coder_declined"
     ONLY_DECLINED_LEFT = "only_declined_left"
+    CODER_UNSURE = "coder_unsure"
+    CODER_INCONCLUSIVE = "coder_inconclusive"
+    CODER_ABORTED = "coder_aborted"
     PATCH_REJECTED = "patch_rejected"
     PATCH_APPLIED = "patch_applied"
     APPLY_FAILED = "apply_failed"
@@ -112,6 +115,8 @@ class LoopEvent(str, enum.Enum):
     UNRECOVERABLE = "unrecoverable"
     ABORT = "abort"
     STATE_TIMEOUT = "state_timeout"
+    RUN_TIMEOUT = "run_timeout"
+    CIRCUIT_BREAKER = "circuit_breaker"
 
 
 @dataclass(frozen=True)
@@ -178,6 +183,24 @@ TRANSITIONS: tuple[Transition, ...] = (
         E.CODER_DECLINED,
         S.CODE_ANALYSIS,
         "the coder declined tests (not a code defect): the others go on without them",
+    ),
+    Transition(
+        S.PATCH_GENERATION,
+        E.CODER_UNSURE,
+        S.CODE_ANALYSIS,
+        "confidence below fwloop_min_confidence: asked once more, with more evidence",
+    ),
+    Transition(
+        S.PATCH_GENERATION,
+        E.CODER_INCONCLUSIVE,
+        S.FAILURE,
+        "low confidence twice: INCONCLUSIVE (converged_with_improvement or failure)",
+    ),
+    Transition(
+        S.PATCH_GENERATION,
+        E.CODER_ABORTED,
+        S.FAILURE,
+        "the coder's next_action is abort (converged_with_improvement or failure)",
     ),
     Transition(
         S.CODE_ANALYSIS,
@@ -274,6 +297,12 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition(S.CONVERGENCE_CHECK, E.CONVERGED, S.SUCCESS, "target met and confirmed"),
     Transition(S.CONVERGENCE_CHECK, E.STOP, S.FAILURE, "verdict: target not met"),
     Transition(S.CONVERGENCE_CHECK, E.AWAIT_OPERATOR, S.ABORTED, "plateau: operator decides"),
+    Transition(
+        S.CONVERGENCE_CHECK,
+        E.CIRCUIT_BREAKER,
+        S.FAILURE,
+        "too many rollbacks or regressions (fwloop_circuit_breaker)",
+    ),
     Transition(S.ERROR_RECOVERY, E.RECOVER_TO_ANALYSIS, S.CODE_ANALYSIS, "back to the coder"),
     Transition(S.ERROR_RECOVERY, E.RECOVER_TO_BUILD, S.BUILD_RUN, "retry the build"),
     Transition(S.ERROR_RECOVERY, E.RECOVER_TO_TEST_SETUP, S.TEST_SETUP, "reset env, rerun tests"),
@@ -284,6 +313,7 @@ TRANSITIONS: tuple[Transition, ...] = (
 WILDCARD_TRANSITIONS: tuple[tuple[LoopEvent, State, str], ...] = (
     (E.ABORT, S.ABORTED, "SIGINT, SIGTERM or `fwloop cancel`"),
     (E.STATE_TIMEOUT, S.ERROR_RECOVERY, "state exceeded its timeout (error type TIMEOUT)"),
+    (E.RUN_TIMEOUT, S.FAILURE, "the whole run exceeded --fwloop-timeout (outcome timeout)"),
 )
 
 

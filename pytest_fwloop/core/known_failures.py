@@ -8,9 +8,11 @@ passes counts as any passing test, and the run says so, so the file can lose it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
-from pytest_fwloop.core.records import DeclinedRecord
-from pytest_fwloop.core.results import IterationResults
+if TYPE_CHECKING:  # settings read the file before the baseline's fork, without pydantic
+    from pytest_fwloop.core.records import DeclinedRecord
+    from pytest_fwloop.core.results import IterationResults
 
 
 def read_known_failures(text: str) -> frozenset[str]:

@@ -32,6 +32,8 @@ class Outcome(str, enum.Enum):
     PROVIDER_BAD_OUTPUT = "provider_bad_output"
     BUDGET_EXHAUSTED = "budget_exhausted"
     REPEATED_PATCH = "repeated_patch"
+    TIMEOUT = "timeout"
+    CIRCUIT_BREAKER = "circuit_breaker"
     COLLECTION_ERROR = "collection_error"
     INTERNAL_ERROR = "internal_error"
 

@@ -73,6 +73,21 @@ class DeclinedRecord(_Record):
     iteration: int = Field(description="the iteration whose coder call declined it")
 
 
+DecisionStatus = Literal["usable", "low_confidence", "inconclusive", "declined", "abort"]
+
+
+class DecisionRecord(_Record):
+    """One coder answer as seed 001's decision record (§5.5, §5.14) judges it."""
+
+    confidence: float = Field(description="the coder's confidence, 0..1")
+    status: DecisionStatus = Field(
+        description="`usable` (goes to the gate), `low_confidence` (below "
+        "fwloop_min_confidence: asked once more), `inconclusive` (low twice: the run ends), "
+        "`declined` (no patch: not a code defect) or `abort` (the coder asked to stop)"
+    )
+    reason: str = Field(default="", description="the coder's root cause, bounded")
+
+
 class HeldPlace(_Record):
     """A labgrid place a run held, from the iteration whose tests first used it."""
 
@@ -252,6 +267,9 @@ class TimelineEntry(_Record):
     snapshot: str | None = Field(description="shadow-repository commit of the tested tree")
     executed: int = Field(description="test executions in this iteration, reruns included")
     notes: list[str] = Field(description="what else happened (rollbacks, discarded edits)")
+    decisions: list[DecisionRecord] = Field(
+        default_factory=list, description="each coder answer of this iteration, judged (below)"
+    )
 
 
 class Timeline(_Record):

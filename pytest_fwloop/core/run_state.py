@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pytest_fwloop.core.agent_protocol import CoderAnswer, MustFix
 from pytest_fwloop.core.fsm import IterationKind
-from pytest_fwloop.core.records import DeclinedRecord, LabgridRecord
+from pytest_fwloop.core.records import DecisionRecord, DeclinedRecord, LabgridRecord
 
 STATE_FILE = "state.json"
 #: Raised whenever a reader of an older version could misread a newer file.
@@ -42,6 +42,9 @@ class SavedIteration(BaseModel):
     score: float | None = Field(default=None, description="the convergence score")
     notes: list[str] = Field(default_factory=list, description="what happened in it")
     executed: int = Field(default=0, description="test executions, reruns included")
+    decisions: list[DecisionRecord] = Field(
+        default_factory=list, description="each coder answer, judged (decision records)"
+    )
 
 
 #: What a SavedIteration copies of an `Iteration` (`loop/continuation.py` copies it back).

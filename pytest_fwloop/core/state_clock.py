@@ -27,6 +27,10 @@ class StateClock:
         self.limit = seconds
         self._deadline = self._now() + seconds
 
+    def now(self) -> float:
+        """The clock's time (monotonic seconds): what a run-wide deadline is measured on."""
+        return self._now()
+
     def remaining(self) -> float:
         """Seconds left, never below zero."""
         return max(self._deadline - self._now(), 0.0)

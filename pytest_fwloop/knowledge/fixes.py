@@ -1,5 +1,6 @@
-"""What the loop remembers across runs (DESIGN.md §12): each fix that raised the pass count goes to
-the knowledge base, and the coder is shown the fixes of failures like its own.
+"""What the loop remembers across runs (DESIGN.md §12, §15): each fix that raised the pass count
+goes to the knowledge base, and so does each test a coder declined or could not analyse; the
+coder is shown the fixes of failures like its own, and what earlier coders said of them.
 
 The knowledge base is a help, never a condition: a file that cannot be read or written costs the
 run one note, not its outcome.
@@ -8,11 +9,12 @@ run one note, not its outcome.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from pytest_fwloop.core.agent_protocol import SimilarFix
+from pytest_fwloop.core.agent_protocol import DeclinedBefore, SimilarFix
 from pytest_fwloop.core.context import excerpt, scrub, signature
+from pytest_fwloop.core.records import DeclinedRecord
 from pytest_fwloop.core.redaction import Redactor
 from pytest_fwloop.core.results import IterationResults, not_passing
 from pytest_fwloop.knowledge.store import KnowledgeBase, KnowledgeError, StoredFix
@@ -53,6 +55,46 @@ def similar_fixes(
             break
         kept.append(fix)
     return kept, ""
+
+
+def declined_before(
+    knowledge: KnowledgeBase, signatures: Sequence[str], run_id: str
+) -> tuple[list[DeclinedBefore], str]:
+    """What earlier runs' coders said of failures with these signatures (declined, or
+    inconclusive); a note when the knowledge base could not be read."""
+    try:
+        return knowledge.verdicts_for(list(dict.fromkeys(signatures)), run_id), ""
+    except KnowledgeError as exc:
+        return [], f"knowledge base not used: {exc}"
+
+
+def remember_verdicts(
+    knowledge: KnowledgeBase | None,
+    run_id: str,
+    outcome: str,
+    verdicts: Mapping[str, tuple[DeclinedRecord, str]],
+    redact: Redactor,
+) -> str:
+    """Store each declined or inconclusive test (node id: (record, status)) with the run's
+    outcome; a note when that failed."""
+    if knowledge is None or not verdicts:
+        return ""
+    rows = [
+        DeclinedBefore(
+            nodeid=nodeid,
+            signature=redact(record.signature),
+            status="declined" if status == "declined" else "inconclusive",
+            reason=redact(record.reason)[:500],
+            run_id=run_id,
+            outcome=outcome,
+        )
+        for nodeid, (record, status) in verdicts.items()
+    ]
+    try:
+        knowledge.store_verdicts(rows)
+    except KnowledgeError as exc:
+        return f"knowledge base not written: {exc}"
+    return ""
 
 
 def remember(

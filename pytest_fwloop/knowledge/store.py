@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from pytest_fwloop.core.agent_protocol import SimilarFix
+from pytest_fwloop.core.agent_protocol import DeclinedBefore, SimilarFix
 
 #: How long a writer waits for another process's transaction before giving up.
 BUSY_TIMEOUT_MS = 30_000
@@ -48,7 +48,20 @@ CREATE VIRTUAL TABLE IF NOT EXISTS fixes_text USING fts5(
     signatures, nodeids, excerpts, analysis, summary, content='fixes', content_rowid='id'
 );
 CREATE TABLE IF NOT EXISTS words (term TEXT PRIMARY KEY, doc INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS verdicts (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    created TEXT NOT NULL,
+    nodeid TEXT NOT NULL,
+    signature TEXT NOT NULL,
+    status TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    outcome TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS verdicts_by_signature ON verdicts (signature);
 """
+#: Earlier verdicts a coder request carries at most.
+VERDICT_LIMIT = 5
 #: A word found in more than this share of the fixes (`call`, `AssertionError`) tells them
 #: apart no better than chance and makes every lookup rank them all: it is left out of queries.
 COMMON_SHARE = 0.05
@@ -188,6 +201,36 @@ class KnowledgeBase:
             )
             for f in found
         ]
+
+    def store_verdicts(self, verdicts: Sequence[DeclinedBefore]) -> None:
+        """Keep the tests a run's coder declined or could not analyse, with why and how the
+        run ended (seed 001 §5.16: the round's evidence, not only its fixes)."""
+        created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        with self._connect() as db, db:
+            db.executemany(
+                "INSERT INTO verdicts (run_id, created, nodeid, signature, status, reason, "
+                "outcome) VALUES (?,?,?,?,?,?,?)",
+                [
+                    (v.run_id, created, v.nodeid, v.signature, v.status, v.reason, v.outcome)
+                    for v in verdicts
+                ],
+            )
+
+    def verdicts_for(
+        self, signatures: Sequence[str], run_id: str = "", limit: int = VERDICT_LIMIT
+    ) -> list[DeclinedBefore]:
+        """The latest verdicts of other runs on failures with exactly these signatures."""
+        if not signatures:
+            return []
+        marks = ",".join("?" * len(signatures))
+        with self._connect() as db:
+            rows = db.execute(
+                "SELECT nodeid, signature, status, reason, run_id, outcome FROM verdicts "
+                f"WHERE signature IN ({marks}) AND run_id != ? ORDER BY id DESC LIMIT ?",
+                (*signatures, run_id, limit),
+            ).fetchall()
+        keys = ("nodeid", "signature", "status", "reason", "run_id", "outcome")
+        return [DeclinedBefore.model_validate(dict(zip(keys, row, strict=True))) for row in rows]
 
     def recent(self, limit: int = 20) -> list[FoundFix]:
         with self._connect() as db:

@@ -1,17 +1,22 @@
 """What every agent is sent (DESIGN.md §5): the `command:` protocol's request, bounded.
 
 Failures are packed by signature within `fwloop_context_bytes` (less what the coder's
-`similar_fixes` from the knowledge base take, a quarter at most); the history carries earlier
+`similar_fixes` and `declined_before` from the knowledge base take); the history carries earlier
 iterations' counts, patch summaries and outcomes; never a whole log.
 """
 
 from __future__ import annotations
 
 from pytest_fwloop.config.settings import LoopSettings
-from pytest_fwloop.core.agent_protocol import AgentRequest, HistoryEntry, SimilarFix
+from pytest_fwloop.core.agent_protocol import (
+    AgentRequest,
+    DeclinedBefore,
+    HistoryEntry,
+    SimilarFix,
+)
 from pytest_fwloop.core.context import pack_failures, signature
 from pytest_fwloop.core.history import open_regressions
-from pytest_fwloop.knowledge.fixes import similar_fixes
+from pytest_fwloop.knowledge.fixes import declined_before, similar_fixes
 from pytest_fwloop.knowledge.store import KnowledgeBase
 from pytest_fwloop.loop.state import LoopState
 from pytest_fwloop.loop.steps.decline import open_failures
@@ -24,17 +29,19 @@ def agent_request(
     root = str(settings.rootdir)
     failing = open_failures(loop, root)
     similar: list[SimilarFix] = []
+    before: list[DeclinedBefore] = []
     if role == "coder" and settings.knowledge is not None:
+        knowledge = KnowledgeBase(settings.knowledge)
+        signatures = [signature(t, root) for t in failing]
         # A quarter of the context at most, taken from what the failures may fill.
         similar, note = similar_fixes(
-            KnowledgeBase(settings.knowledge),
-            [signature(t, root) for t in failing],
-            loop.run_id,
-            settings.context_bytes // 4,
+            knowledge, signatures, loop.run_id, settings.context_bytes // 4
         )
-        if note and note not in loop.current.notes:
-            loop.current.notes.append(note)
-    used = sum(len(fix.model_dump_json()) for fix in similar)
+        before, unread = declined_before(knowledge, signatures, loop.run_id)
+        for text in (note, unread):
+            if text and text not in loop.current.notes:
+                loop.current.notes.append(text)
+    used = sum(len(item.model_dump_json()) for item in [*similar, *before])
     failures = pack_failures(failing, settings.context_bytes - used, root=root)
     history = [
         HistoryEntry(
@@ -60,6 +67,7 @@ def agent_request(
         "constraints": list(loop.constraints),
         "regressions": open_regressions(loop.measured(), root),
         "similar_fixes": similar,
+        "declined_before": before,
         "operator_messages": list(loop.operator_messages),
     }
     return AgentRequest.model_validate({**fields, **extra})

@@ -262,7 +262,8 @@ def _iteration(saved: SavedIteration, run_dir: Path) -> Iteration:
                 f"fwloop: {path} is missing or damaged ({type(exc).__name__}); run "
                 f"{run_dir.name} cannot be continued"
             ) from None
-    return Iteration(results=results, **saved.model_dump(exclude={"measured"}))
+    # The fields as the models they are (a dump would turn the decision records into dicts).
+    return Iteration(results=results, **{name: getattr(saved, name) for name in SAVED_FIELDS})
 
 
 def checked_state(order: Order, run_dir: Path) -> RunState:

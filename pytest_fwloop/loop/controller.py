@@ -29,6 +29,7 @@ from pytest_fwloop.loop.agent_calls import CallLog, role_agent
 from pytest_fwloop.loop.agent_request import agent_request
 from pytest_fwloop.loop.child_runner import ChildRunner
 from pytest_fwloop.loop.continuation import Past
+from pytest_fwloop.loop.run_deadline import RunDeadline
 from pytest_fwloop.loop.rundir import RunRecorder
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import (
@@ -37,9 +38,10 @@ from pytest_fwloop.loop.state import (
     Step,
     TesterRound,
     Verdict,
-    provider_error,
+    coder_failed,
 )
 from pytest_fwloop.loop.steps.build import BuildStep
+from pytest_fwloop.loop.steps.confidence import weigh_answer
 from pytest_fwloop.loop.steps.decline import only_declined_left, take_decline
 from pytest_fwloop.loop.steps.farm import check_board, farm_hold, swap_board, take_board
 from pytest_fwloop.loop.steps.iteration_end import IterationEnd
@@ -84,6 +86,7 @@ class Controller:
         #: Called after every move with the loop as it stands (state.json is written so).
         self.on_move: Callable[[LoopState], None] = lambda loop: None
         self.clock = clock or StateClock()
+        self.deadline = RunDeadline(self.clock, settings.endings.timeout_s)
         self.runner = AllowlistRunner(
             settings.allowed_commands,
             cwd=settings.rootdir,
@@ -107,7 +110,7 @@ class Controller:
             else None
         )
         self.child = child or ChildRunner(settings, recorder, abort, terminal)
-        services = Services(config, settings, recorder, workspace, terminal, abort)
+        self.services = services = Services(config, settings, recorder, workspace, terminal, abort)
         self.suite = SuiteRun(services, self.child)
         self.build = BuildStep(services)
         self.gate = PatchGate(services, self.reviewer)
@@ -156,8 +159,13 @@ class Controller:
                 self.loop.final_reason = f"aborted by the operator ({self.abort_reason})"
                 self.move(Step(LoopEvent.ABORT, self.loop.final_reason))
                 break
+            over = self.deadline.passed(self.loop)
+            if over is not None:
+                self.move(over)
+                break
             bound = fsm.STATE_TIMEOUTS[self.loop.state]
-            self.clock.start(float(getattr(self.settings, bound.option)))
+            limit = float(getattr(self.settings, bound.option))
+            self.clock.start(self.deadline.cap(limit) if bound.resume else limit)
             try:
                 step = self.handlers[self.loop.state]()
             except BudgetExhausted as exc:
@@ -165,7 +173,9 @@ class Controller:
                 self.loop.final_reason = str(exc)
                 step = Step(LoopEvent.BUDGET_EXHAUSTED, self.loop.final_reason)
             except DeadlinePassed as exc:
-                step = self.loop.timed_out(bound, self.clock.limit, str(exc))
+                step = self.deadline.passed(self.loop) or self.loop.timed_out(
+                    bound, self.clock.limit, str(exc)
+                )
             else:
                 if bound.resume is None and self.clock.expired():
                     ended = f"it took that long to end with {step.event.value}"
@@ -297,13 +307,10 @@ class Controller:
 
     def _run_tester_commands(self, folder: Path, tester: TesterRound) -> str:
         done = run_tester_commands(
+            self.services,
             folder,
             tester,
             self.runner,
-            self.workspace,
-            self.recorder,
-            self.abort,
-            self.settings.command_timeout,
             self.build.protected_changed_since,
             self.clock.remaining,
         )
@@ -321,10 +328,12 @@ class Controller:
         before = self.workspace.expect_agent_edits(
             f"before the coder's call in iteration {self.loop.current.number}"
         )
+        request = self._request("coder")
         try:
-            answer = self.coder.ask(self._request("coder"))
+            answer = self.coder.ask(request)
         except ProviderError as exc:
-            return self.loop.fail(provider_error("coder", exc), LoopEvent.ANALYSIS_FAILED)
+            failure = coder_failed(exc, request, self.settings.coder)
+            return self.loop.fail(failure, LoopEvent.ANALYSIS_FAILED)
         finally:
             # A CLI coder's edits are a proposed patch like any other (DESIGN.md §5): nothing
             # stays in the tree before the policy and the reviewer have passed it.
@@ -343,9 +352,11 @@ class Controller:
 
     def patch_generation(self) -> Step:
         assert self.loop.coder_answer is not None
-        declined = take_decline(self.loop, str(self.settings.rootdir))
-        if declined is not None:
-            return declined
+        judged = take_decline(self.loop, str(self.settings.rootdir)) or weigh_answer(
+            self.loop, self.settings
+        )
+        if judged is not None:
+            return judged
         paused = self.proposals.stop(len(self.gate.tried), self.loop, self._request)
         if paused is not None:
             return paused

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_fwloop.agents.errors import ProviderError
-from pytest_fwloop.core.agent_protocol import CoderAnswer, MustFix, TesterAnswer
+from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind
+from pytest_fwloop.agents.rules import triage_line
+from pytest_fwloop.core.agent_protocol import AgentRequest, CoderAnswer, MustFix, TesterAnswer
 from pytest_fwloop.core.allowlist import CommandCheck
 from pytest_fwloop.core.convergence import ConvergenceType
 from pytest_fwloop.core.fsm import ErrorType, IterationKind, LoopEvent, State, StateBound
 from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.records import DeclinedRecord, Event, LabgridRecord, TimelineEntry
+from pytest_fwloop.core.records import (
+    DecisionRecord,
+    DeclinedRecord,
+    Event,
+    LabgridRecord,
+    TimelineEntry,
+)
 from pytest_fwloop.core.recovery import ErrorState
 from pytest_fwloop.core.results import IterationResults, TestRecord
 from pytest_fwloop.loop.rundir import utc_now
@@ -43,6 +51,8 @@ class Iteration:
     #: The child run of the whole suite whose reports (JUnit XML, HTML) describe this
     #: iteration's tree; None when the iteration ran only a focus.
     full_run: Attempt | None = None
+    #: Each coder answer of this iteration as its decision record judged it.
+    decisions: list[DecisionRecord] = field(default_factory=list)
 
     @property
     def pass_count(self) -> int:
@@ -70,6 +80,7 @@ class Iteration:
             snapshot=self.checkpoint,
             executed=self.executed,
             notes=self.notes,
+            decisions=self.decisions,
         )
 
 
@@ -119,6 +130,18 @@ def provider_error(role: str, exc: ProviderError) -> ErrorState:
         LoopEvent.RECOVER_TO_ANALYSIS,
         terminal_outcome=Outcome(exc.kind.value),
     )
+
+
+def coder_failed(exc: ProviderError, request: AgentRequest, specs: str) -> ErrorState:
+    """The coder's provider failed for good. An answer no provider of the list could make
+    readable gets the `rules` triage (seed 001 §4.2's last fallback) when the list has no
+    `rules` of its own, so the run still ends with a classified reason."""
+    error = provider_error("coder", exc)
+    listed = {spec.strip() for spec in specs.split(",")}
+    if exc.kind is not ProviderErrorKind.PROVIDER_BAD_OUTPUT or "rules" in listed:
+        return error
+    triage = triage_line(request.failures, request.build_diagnostics)
+    return dataclasses.replace(error, reason=f"{error.reason}; rules triage: {triage}")
 
 
 @dataclass
@@ -179,6 +202,8 @@ class LoopState:
     labgrid: LabgridRecord | None = None
     #: Tests the coder declined (DESIGN.md §15), by node id.
     declined: dict[str, DeclinedRecord] = field(default_factory=dict)
+    #: Tests still failing when the coder's analysis ended INCONCLUSIVE, by node id.
+    inconclusive: dict[str, DeclinedRecord] = field(default_factory=dict)
     #: The snapshot of the tree the run leaves in place when it is not its baseline: the fixed
     #: tree, or the best one kept (--fwloop-keep=best); set when the run ends.
     left_tree: str = ""

@@ -38,6 +38,8 @@ class RoundView:
     verdict: str
     reason: str
     notes: Sequence[str]
+    #: Each coder answer's confidence and how its decision record judged it.
+    confidence: str = ""
     patch: str = ""
     analysis: str = ""
     review: dict[str, Any] | None = None
@@ -114,6 +116,10 @@ def _round(run_dir: Path, it: TimelineEntry) -> RoundView:
         verdict=it.convergence_type or "continue",
         reason=it.reason,
         notes=it.notes,
+        confidence=", ".join(
+            f"{d.confidence:.2f}" + ("" if d.status == "usable" else f" ({d.status})")
+            for d in it.decisions
+        ),
         patch=_text(folder / "patch.diff"),
         review=_json(folder / "review.json"),
         plan=_json(folder / "test-plan.json"),

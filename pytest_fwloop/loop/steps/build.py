@@ -38,6 +38,8 @@ class BuildStep:
         self.services = services
         # Protected paths the baseline's own build changes: build products, not tampering.
         self.baseline_build_products: set[str] = set()
+        # The clean command ran once for a baseline that did not build (fwloop_build_clean).
+        self.cleaned = False
 
     def setup(self) -> Verdict:
         build = self.services.settings.build
@@ -63,18 +65,8 @@ class BuildStep:
         build = self.services.settings.build
         assert build is not None
         log = self.services.recorder.round_path(current.number, "build.log")
-        sandbox = self.services.settings.build_sandbox
         try:
-            result = run_logged(
-                build
-                if sandbox is None
-                else bwrap_argv(sandbox, build, self.services.settings.rootdir),
-                cwd=self.services.settings.rootdir,
-                log_path=log,
-                timeout=self.services.settings.build_timeout,
-                abort=self.services.abort,
-                shell=sandbox is None and isinstance(build, str),
-            )
+            result = self._run(build, log)
         except OSError as exc:
             return failed(
                 ErrorState(
@@ -95,6 +87,20 @@ class BuildStep:
                 Step(LoopEvent.BUILD_OK, f"build exited 0 in {result.duration:.1f}s", evidence)
             )
         return self._failed_build(current, pre_patch, result, log, evidence)
+
+    def _run(self, command: list[str] | str, log: Path) -> ProcessResult:
+        """A build command (the build, or its clean) as configured: in the sandbox if one is
+        set, through /bin/sh if it is a shell line; OSError if it cannot start."""
+        sandbox = self.services.settings.build_sandbox
+        root = self.services.settings.rootdir
+        return run_logged(
+            command if sandbox is None else bwrap_argv(sandbox, command, root),
+            cwd=root,
+            log_path=log,
+            timeout=self.services.settings.build_timeout,
+            abort=self.services.abort,
+            shell=sandbox is None and isinstance(command, str),
+        )
 
     def _failed_build(
         self,
@@ -137,18 +143,42 @@ class BuildStep:
                 error=ErrorState(error_type, what, LoopEvent.RECOVER_TO_BUILD),
             )
         # The tree as the user gave it does not build: no agent is asked to mend what it did
-        # not break, and a rebuild of the same tree would fail the same way.
+        # not break. A stale build directory may be the cause: cleaned once, then rebuilt.
         first = first_error(diagnostics)
+        cleaned = self._clean(current)
+        if cleaned is not None:
+            return Verdict(
+                Step(
+                    event, f"the tree does not build without any patch: {what}; {cleaned}", evidence
+                ),
+                error=ErrorState(error_type, f"{what}; {cleaned}", LoopEvent.RECOVER_TO_BUILD),
+            )
+        after = " after fwloop_build_clean" if self.cleaned else ""
         return Verdict(
-            Step(event, f"the tree does not build without any patch: {what}", evidence),
+            Step(event, f"the tree does not build without any patch{after}: {what}", evidence),
             error=ErrorState(
                 error_type,
-                f"the tree does not build before any patch ({what}): {first}; see "
+                f"the tree does not build before any patch{after} ({what}): {first}; see "
                 f"{self.services.recorder.relative(log)}",
                 LoopEvent.RECOVER_TO_BUILD,
                 terminal_outcome=Outcome.BUILD_FAILED,
             ),
         )
+
+    def _clean(self, current: Iteration) -> str | None:
+        """Run fwloop_build_clean once (seed 001 §4.2: clean, then rebuild); what it did, or
+        None when there is no clean command or it already ran."""
+        clean = self.services.settings.endings.build_clean
+        if clean is None or self.cleaned:
+            return None
+        self.cleaned = True
+        log = self.services.recorder.round_path(current.number, "build-clean.log")
+        try:
+            result = self._run(clean, log)
+        except OSError as exc:
+            return f"fwloop_build_clean could not start ({exc}); retrying the build once"
+        self.services.recorder.scrub(log)
+        return f"fwloop_build_clean exited {result.returncode}; retrying the build once"
 
     def _protected_changed_by_build(self, current: Iteration, pre_patch: str) -> list[str]:
         """Protected paths the build changed. A patched Makefile or build script is source that

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pytest_fwloop.core.context import signature
 from pytest_fwloop.core.declines import decline_ending, declined_by, still_declined
 from pytest_fwloop.core.fsm import LoopEvent
+from pytest_fwloop.core.records import DecisionRecord
 from pytest_fwloop.core.results import TestRecord
 from pytest_fwloop.loop.state import LoopState, Step
 
@@ -35,6 +36,13 @@ def take_decline(loop: LoopState, root: str) -> Step | None:
     if answer.patch.strip() or not declined:  # a patch goes to the gate; naming none: unusable
         return None
     loop.coder_answer = None
+    loop.current.decisions.append(
+        DecisionRecord(
+            confidence=answer.analysis.confidence,
+            status="declined",
+            reason=answer.analysis.root_cause[:300],
+        )
+    )
     names = ", ".join(sorted(declined)[:5]) + (" …" if len(declined) > 5 else "")
     return Step(
         LoopEvent.CODER_DECLINED,

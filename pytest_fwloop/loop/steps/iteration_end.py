@@ -19,7 +19,11 @@ from pytest_fwloop.core.convergence import ConvergenceChecker, ConvergenceType, 
 from pytest_fwloop.core.env_classify import labgrid_refusal
 from pytest_fwloop.core.flaky import with_flaky
 from pytest_fwloop.core.fsm import ErrorType, IterationKind, LoopEvent, State
-from pytest_fwloop.core.history import baseline_regressions, regressions_between
+from pytest_fwloop.core.history import (
+    baseline_regressions,
+    broken_per_iteration,
+    regressions_between,
+)
 from pytest_fwloop.core.known_failures import with_known
 from pytest_fwloop.core.outcomes import Outcome
 from pytest_fwloop.core.records import ConvergenceRecord, Event
@@ -35,6 +39,7 @@ from pytest_fwloop.core.results import (
     read_progress,
     results_from_progress,
 )
+from pytest_fwloop.core.run_limits import circuit_breaker
 from pytest_fwloop.core.state_clock import StateClock
 from pytest_fwloop.knowledge.fixes import remember
 from pytest_fwloop.knowledge.store import KnowledgeBase
@@ -267,7 +272,7 @@ class IterationEnd:
         self._record_convergence(iteration, reason)
         self._publish_progress(iteration, reason)
         if verdict is None:
-            return self._next_iteration(reason)
+            return self._breaker() or self._next_iteration(reason)
         self.loop.convergence_type = verdict
         self.loop.final_reason = reason
         if verdict is ConvergenceType.PLATEAUED:
@@ -276,6 +281,19 @@ class IterationEnd:
         if verdict is ConvergenceType.SUCCESS:
             return Step(LoopEvent.CONVERGED, reason)
         return Step(LoopEvent.STOP, reason)
+
+    def _breaker(self) -> Step | None:
+        """Seed 001 §5.17: a run whose patches keep being undone or keep breaking what passed
+        stops, however the convergence rules judge its counts."""
+        tripped = circuit_breaker(
+            len(self.loop.rolled_back()),
+            broken_per_iteration(self.loop.attempts(), self.loop.rolled_back()),
+            self.services.settings.endings.circuit_breaker,
+        )
+        if tripped is None:
+            return None
+        self.loop.outcome, self.loop.final_reason = Outcome.CIRCUIT_BREAKER, tripped
+        return Step(LoopEvent.CIRCUIT_BREAKER, tripped)
 
     def _record_convergence(self, iteration: Iteration, reason: str) -> None:
         """convergence.json: what `fwloop replay` checks the verdict against."""

@@ -33,9 +33,12 @@ class ProposalDesk:
         self.commenters = {"reviewer": reviewer, **({"tester": tester} if tester else {})}
         self.confirmed = 0  # proposals the operator said yes to, in this process
 
-    def due(self, applied: int) -> bool:
-        """Whether the next patch stops here: `every` patch, or the `first` one of the run."""
-        if self.services.settings.propose == "every":
+    def due(self, applied: int, unsure: bool = False) -> bool:
+        """Whether the next patch stops here: `every` patch, the `first` one of the run, or
+        (in proposal mode) one whose analysis is below fwloop_min_confidence."""
+        if self.services.settings.propose == "every" or (
+            unsure and self.services.settings.propose != "off"
+        ):
             return True
         return self.services.settings.propose == "first" and applied == 0 and self.confirmed == 0
 
@@ -49,7 +52,9 @@ class ProposalDesk:
         if loop.operator_approved:
             loop.operator_approved = False  # this answer only; the next patch may stop again
             return None
-        if not self.due(applied) or not answer.patch.strip():
+        decisions = loop.current.decisions
+        unsure = bool(decisions) and decisions[-1].status in ("low_confidence", "inconclusive")
+        if not self.due(applied, unsure) or not answer.patch.strip():
             return None  # no patch to show: the gate refuses it and the coder is asked again
         policy = self._policy_word(answer)
         comments = {

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from pytest_fwloop.core.records import CommandEntry, CommandsRecord
 from pytest_fwloop.core.recovery import ErrorState
 from pytest_fwloop.core.results import IterationResults, TestRecord, nodeids
 from pytest_fwloop.loop.rundir import RunRecorder
+from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import LoopState, Step, TesterRound, provider_error
 from pytest_fwloop.procs.allowlist_runner import AllowlistRunner, CommandResult
 from pytest_fwloop.workspace import Workspace
@@ -131,19 +131,18 @@ def plan_tests(
 
 
 def run_tester_commands(
+    services: Services,
     folder: Path,
     tester: TesterRound,
     runner: AllowlistRunner,
-    workspace: Workspace,
-    recorder: RunRecorder,
-    abort: threading.Event,
-    timeout: float,
     protected_changed_since: Callable[[str], list[str]],
     time_left: Callable[[], float],
 ) -> CommandsDone:
     """Run the plan's allowlisted commands, recording each in `commands.json`. A command that
     changes a protected path (an allowed `make test` runs a Makefile the coder may have
     patched) fails, and the path is put back. None starts once TEST_RUN's time is spent."""
+    workspace, recorder = services.workspace, services.recorder
+    abort, timeout = services.abort, services.settings.command_timeout
     reasons = {tuple(c.argv): c.reason for c in tester.plan.commands}
     entries = [
         CommandEntry(
