@@ -43,9 +43,12 @@ def known_failures_file(
     under a comment saying why it is there, for the next run's --fwloop-known-failures."""
     lines = [f"# known failures from fwloop run {run_id} (it ended {outcome})"]
     listed: set[str] = set()
+    by_reason: dict[str, list[str]] = {}
     for nodeid, record in sorted(declined.items()):
-        lines += [f"# declined by the coder: {_one_line(record.reason)}", nodeid]
-        listed.add(nodeid)
+        by_reason.setdefault(_one_line(record.reason), []).append(nodeid)
+    for reason, nodeids in by_reason.items():
+        lines += [f"# declined by the coder: {reason}", *nodeids]
+        listed.update(nodeids)
     groups = (
         ("still failing when the run ended", unresolved),
         ("known failures that still fail", known),
