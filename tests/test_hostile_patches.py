@@ -23,6 +23,7 @@ from pytest_fwloop.workspace import (
     ShadowRepo,
     Workspace,
     glob_match,
+    normalize_path,
 )
 from pytest_fwloop.workspace.journal_record import JournalRecord
 
@@ -130,6 +131,22 @@ EDITED = [
     ".gitignore",
 ]
 CALC_ADD = "def add(a, b):\n    return a - b\n"
+# A file beside the root that an answer names (issue 25): it exists, so the gate's look at the
+# tree finds it, and it must reach no git command before the policy has refused it.
+VICTIM = "victim\n"
+OUTSIDE = {
+    "modify": (
+        f"--- a/../outside/victim.txt\n+++ b/../outside/victim.txt\n{_replace_all(VICTIM, 'owned')}"
+    ),
+    "modify-inner-dotdot": (
+        "--- a/src/../../outside/victim.txt\n+++ b/src/../../outside/victim.txt\n"
+        f"{_replace_all(VICTIM, 'owned')}"
+    ),
+    "create": f"--- /dev/null\n+++ b/../outside/victim.txt\n{_hunk_new('owned')}",
+    "create-beside-root": f"--- /dev/null\n+++ b/../x\n{_hunk_new('owned')}",
+}
+# What those patches would write, relative to the root, if git were let loose.
+OUTSIDE_FILES = ("../outside.py", "../outside/victim.txt", "../x")
 STRUCTURAL = {
     "rename-source-to-conftest": (
         "diff --git a/fw/calc.py b/conftest.py\nsimilarity index 100%\n"
@@ -155,6 +172,7 @@ STRUCTURAL = {
     "outside-root": f"--- /dev/null\n+++ b/../outside.py {STAMP}\n{_hunk_new('x = 1')}",
     "absolute": f"--- /dev/null\n+++ /tmp/fwloop-absolute.py\n{_hunk_new('x = 1')}",
     "crlf-headers": f"--- /dev/null\r\n+++ b/conftest.py\r\n{_hunk_new(XFAIL_ALL)}",
+    **{f"outside {name}": patch for name, patch in OUTSIDE.items()},
     "symlink": (
         "diff --git a/fw/link b/fw/link\nnew file mode 120000\n--- /dev/null\n+++ b/fw/link\n"
         "@@ -0,0 +1 @@\n+../conftest.py\n\\ No newline at end of file\n"
@@ -208,6 +226,7 @@ def git_would_write(root: Path, patch: str) -> list[str]:
     shutil.rmtree(scratch, ignore_errors=True)
     shutil.copytree(root, scratch, symlinks=True, ignore=shutil.ignore_patterns(".fwloop"))
     before = files(scratch)
+    outside = {p: (root / p).read_bytes() if (root / p).exists() else None for p in OUTSIDE_FILES}
     subprocess.run(
         ["git", "apply", "--unsafe-paths", "-"],
         input=patch.encode(),
@@ -217,15 +236,30 @@ def git_would_write(root: Path, patch: str) -> list[str]:
     )
     after = files(scratch)
     changed = sorted(p for p in after.keys() | before.keys() if after.get(p) != before.get(p))
-    outside = root.parent / "outside.py"
-    if outside.exists():
-        changed.append("../outside.py")
-        outside.unlink()
+    for relpath, text in outside.items():
+        target = root / relpath
+        if (target.read_bytes() if target.exists() else None) != text:
+            changed.append(relpath)
+            put_back(target, text)
     absolute = Path("/tmp/fwloop-absolute.py")
     if absolute.exists():
         changed.append("/tmp/fwloop-absolute.py")
         absolute.unlink()
     return changed
+
+
+def put_back(target: Path, text: bytes | None) -> None:
+    if text is None:
+        target.unlink(missing_ok=True)
+    else:
+        target.write_bytes(text)
+
+
+def plant_victim(root: Path) -> Path:
+    victim = root.parent / "outside" / "victim.txt"
+    victim.parent.mkdir(exist_ok=True)
+    victim.write_text(VICTIM)
+    return victim
 
 
 def is_forbidden(path: str) -> bool:
@@ -237,6 +271,7 @@ def gate_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("gate") / "proj"
     root.mkdir()
     make_tree(root)
+    plant_victim(root)
     return root
 
 
@@ -244,10 +279,11 @@ def test_the_gate_refuses_every_hostile_patch_and_git_shows_they_are_real(
     gate_root: Path,
 ) -> None:
     """The corpus: 0 patches pass the gate; plain git would have written most of them."""
-    workspace = Workspace(gate_root)
+    workspace = _open(gate_root)  # as in a run: a baseline the gate looks files up in
     passed = [
         name for name, patch in CORPUS.items() if not workspace.check_patch(patch, PatchPolicy())
     ]
+    workspace.close(keep_tree=False)
     written = {name: git_would_write(gate_root, patch) for name, patch in CORPUS.items()}
     real = [name for name, paths in written.items() if any(is_forbidden(p) for p in paths)]
     print(
@@ -258,6 +294,56 @@ def test_the_gate_refuses_every_hostile_patch_and_git_shows_they_are_real(
     assert passed == []
     assert len(real) >= 50  # the attacks have teeth: most write where they must not
     assert files(gate_root) == {p: t.encode() for p, t in TREE.items()}
+    assert (gate_root.parent / "outside" / "victim.txt").read_text() == VICTIM
+
+
+@pytest.mark.parametrize("name", OUTSIDE)
+def test_an_outside_path_is_refused_by_the_policy_before_git_sees_it(
+    tmp_path: Path, name: str
+) -> None:
+    """Issue 25: the baseline lookup of an existing outside file made git fail (internal_error)."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    make_tree(root)
+    victim = plant_victim(root)
+    workspace = _open(root)
+    assert workspace.check_patch(CORPUS["create conftest.py [git]"], PatchPolicy())
+    violations = workspace.check_patch(OUTSIDE[name], PatchPolicy())
+    assert {(normalize_path(v.path), v.rule) for v in violations} & {
+        ("../outside/victim.txt", "outside_root"),
+        ("../x", "outside_root"),
+    }
+    workspace.close(keep_tree=False)
+    assert victim.read_text() == VICTIM
+    assert [p.name for p in victim.parent.iterdir()] == ["victim.txt"]
+    assert not (tmp_path / "x").exists()
+    assert files(root) == {p: t.encode() for p, t in TREE.items()}
+
+
+def test_git_refusing_a_path_the_policy_let_through_refuses_the_patch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defence in depth: were the policy to accept an outside path, git's refusal of it is the
+    patch's refusal, not a failure of the workspace."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    make_tree(root)
+    victim = plant_victim(root)
+    workspace = _open(root)
+    monkeypatch.setattr("pytest_fwloop.workspace.path_violations", lambda path, policy: [])
+    violations = workspace.check_patch(OUTSIDE["modify"], PatchPolicy())
+    [refusal] = [v for v in violations if v.rule == "git_refused"]
+    assert "outside repository" in refusal.message
+    assert victim.read_text() == VICTIM
+
+
+def test_a_path_too_long_for_the_file_system_is_left_to_git_check(tmp_path: Path) -> None:
+    """The tree's look at a path must not raise on a name the file system rejects."""
+    make_tree(tmp_path)
+    workspace = _open(tmp_path)
+    patch = create(f"fw/{'a' * 300}.c", "int x;\n", "git")
+    assert workspace.check_patch(patch, PatchPolicy()) == []
+    assert "File name too long" in (workspace.check_apply(patch) or "")
 
 
 @pytest.mark.parametrize(
@@ -391,3 +477,30 @@ def test_a_timestamped_header_cannot_turn_the_suite_green(
     assert any(item["file"] in ("conftest.py", "pytest.ini") for item in retry["must_fix"]), retry[
         "must_fix"
     ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", OUTSIDE)
+def test_an_outside_path_after_a_refusal_ends_in_policy_violation(
+    project: LoopProject, name: str
+) -> None:
+    """Issue 25: the run refuses each answer and ends `policy_violation` (exit 1), never
+    `internal_error`; nothing outside the root is written."""
+    project.calc_suite()
+    victim = plant_victim(project.root)
+    before = tree_state(project.root)
+    refused_first = create("conftest.py", XFAIL_ALL, "git")
+    coder = project.agent("coder", [coder_answer(refused_first), coder_answer(OUTSIDE[name])])
+    reviewer = project.agent("reviewer", [], [APPROVE])
+    result = project.run(f"--fwloop-coder={coder.spec}", f"--fwloop-reviewer={reviewer.spec}")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    assert project.summary()["outcome"] == "policy_violation"
+    [run_dir] = project.run_dirs()
+    assert len(list(run_dir.glob("rounds/*/rejected-*-policy.diff"))) == 3
+    told = [item["file"] for item in coder.requests()[2]["must_fix"]]
+    assert {"../outside/victim.txt", "../x"} & {normalize_path(f or "") for f in told}, told
+    assert reviewer.requests("reviewer") == []
+    assert tree_state(project.root) == before
+    assert victim.read_text() == VICTIM
+    assert [p.name for p in victim.parent.iterdir()] == ["victim.txt"]
+    assert not (project.root.parent / "x").exists()

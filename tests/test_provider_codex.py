@@ -1,14 +1,16 @@
 """`codex` against a real `codex` executable on PATH that behaves like `codex exec --json`.
 
-The fake takes the real options (`exec`, `--json`, `--model`, `--skip-git-repo-check`, `-` to
-read the prompt from stdin), refuses to run outside a git repository without
-`--skip-git-repo-check` as the real one does, and prints the JSONL events of the real CLI:
+The fake takes the real options (`exec`, `--json`, `--model`, `--sandbox`,
+`--skip-git-repo-check`, `-` to read the prompt from stdin), refuses to run outside a git
+repository without `--skip-git-repo-check` as the real one does, and prints the JSONL events of
+the real CLI:
 `thread.started`, `turn.started`, `item.completed`, `turn.completed`, `turn.failed`, `error`.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from functools import partial
 from typing import TYPE_CHECKING
@@ -16,7 +18,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from agentkit import FakeCli, command_coder, make_request, role_agent
-from pytest_fwloop.agents.codex import CodexProvider
+from loopkit import LoopProject
+from pytest_fwloop.agents.codex import CodexProvider, log_filter, temp_home_warning
 from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind, SpecError
 from pytest_fwloop.agents.registry import parse_role_specs
 from pytest_fwloop.agents.role import CallRecord
@@ -24,6 +27,8 @@ from pytest_fwloop.core.agent_protocol import CoderAnswer, Failure
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from pytest_fwloop.core.agent_protocol import Role
 
 CODER_ANSWER: dict[str, object] = {
     "analysis": {"root_cause": "stale FIFO flag", "hypotheses": ["RXNE"], "confidence": 0.6},
@@ -43,7 +48,7 @@ while args:
     arg = args.pop(0)
     if arg in ("--json", "--experimental-json", "--skip-git-repo-check"):
         options[arg] = True
-    elif arg in ("-m", "--model", "--output-schema"):
+    elif arg in ("-m", "--model", "--output-schema", "--sandbox"):
         options["--model" if arg == "-m" else arg] = args.pop(0)
     elif arg == "-":
         prompt = sys.stdin.read()
@@ -197,6 +202,78 @@ def test_refused_actions_without_an_answer_are_permission_denied(
         "sandbox_mode in the Codex config"
     )
     assert len(records) == 1  # neither retried nor re-asked
+
+
+# 0.169 writes this, and nothing on stdout, when its read-only sandbox stops a shell command.
+VIOLATION = (
+    "2026-11-23T10:00:00.000000Z  WARN codex_sandboxing::violation: recorded sandbox violation: "
+    "resource=filesystem backend=linux_sandbox reason=read_only_file_system path=unknown"
+)
+
+
+@pytest.mark.parametrize("role", ["reviewer", "tester"])
+def test_a_shell_write_the_sandbox_logged_is_permission_denied(
+    codex: FakeCodex, workspace: Path, role: Role
+) -> None:
+    codex.steps({"message": "I could not write my notes.", "stderr": VIOLATION})
+    with pytest.raises(ProviderError) as caught:
+        CodexProvider().call(make_request(workspace, role=role), timeout=30)
+    assert caught.value.kind is ProviderErrorKind.PROVIDER_PERMISSION_DENIED
+    assert "its sandbox refused 1 action(s) (recorded sandbox violation: resource=filesystem" in (
+        caught.value.message
+    )
+
+
+def test_the_sandbox_log_is_asked_for_on_top_of_the_users_filter() -> None:
+    assert log_filter("") == "error,codex_sandboxing::violation=warn"  # Codex's default first
+    assert log_filter("codex_core=debug") == "codex_core=debug,codex_sandboxing::violation=warn"
+
+
+@pytest.mark.parametrize(
+    ("environ", "warned"),
+    [
+        ({"TMPDIR": "/scratch", "CODEX_HOME": "/scratch/ci/codex"}, "/scratch/ci/codex"),
+        ({"CODEX_HOME": "/tmp/codex"}, "/tmp/codex"),  # no TMPDIR: /tmp, as Codex reads it
+        ({"TMPDIR": "/scratch", "HOME": "/scratch/home"}, "/scratch/home/.codex"),
+        ({"TMPDIR": "/scratch", "CODEX_HOME": "/tmp/codex"}, None),
+        ({"CODEX_HOME": "/srv/codex", "HOME": "/tmp/home"}, None),
+    ],
+)
+def test_a_codex_home_under_the_temp_dir_is_warned_about(
+    environ: dict[str, str], warned: str | None
+) -> None:
+    warning = temp_home_warning(environ)
+    if warned is None:
+        assert warning is None
+        return
+    temp = environ.get("TMPDIR", "/tmp")
+    assert warning == (
+        f"fwloop: warning: Codex's home {warned} (CODEX_HOME) is under the temp dir {temp}, "
+        "where Codex will not create its helper binaries, so its edits of files in "
+        f"subdirectories fail; set CODEX_HOME to a directory outside {temp}"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("under_temp", [True, False])
+def test_the_warning_is_one_line_at_the_start_of_the_run(
+    project: LoopProject, monkeypatch: pytest.MonkeyPatch, under_temp: bool
+) -> None:
+    """Once however many roles run Codex; none for a home elsewhere."""
+    path = os.environ["PATH"]
+    codex = FakeCodex(project.pytester.path, monkeypatch)
+    monkeypatch.setenv("PATH", f"{codex.bin}{os.pathsep}{path}")  # and git, for the loop
+    project.calc_suite()
+    temp = project.pytester.path / "temp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    home = (temp if under_temp else project.pytester.path) / "codex-home"
+    monkeypatch.setenv("CODEX_HOME", str(home))
+    result = project.run(
+        "--fwloop-coder=rules", "--fwloop-reviewer=codex", "--fwloop-tester=codex", "--max-iter=1"
+    )
+    warnings = [line for line in result.stdout.lines if "fwloop: warning: Codex's home" in line]
+    assert warnings == ([temp_home_warning(os.environ)] if under_temp else [])
 
 
 def test_refused_actions_do_not_matter_when_it_answers(codex: FakeCodex, workspace: Path) -> None:

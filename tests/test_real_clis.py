@@ -398,3 +398,30 @@ def test_a_codex_coder_whose_writes_the_sandbox_refuses_is_a_permission_denial(
     summary = cli_project.summary()
     assert summary["outcome"] == "provider_permission_denied", summary["reason"]
     assert "writing is blocked by read-only sandbox" in summary["reason"]
+
+
+@pytest.mark.parametrize("role", ["reviewer", "tester"])
+def test_a_codex_reviewer_or_tester_whose_shell_write_is_refused_is_a_permission_denial(
+    cli_project: LoopProject, monkeypatch: pytest.MonkeyPatch, codex_home: Path, role: str
+) -> None:
+    """0.169 prints no event for a shell command its read-only sandbox stopped; only its
+    `codex_sandboxing::violation` log line tells, which the provider asks for."""
+    cli_project.calc_suite()
+    calc = (cli_project.root / "fw" / "calc.py").read_text()
+
+    def script(body: dict[str, Any]) -> ToolCall | Text:
+        request = agent_request(body)
+        if request["role"] != role:
+            return fixing_codex(body)
+        if not tool_outputs(body):
+            return ToolCall("exec_command", {"cmd": "echo 'return a + b' > fw/calc.py"})
+        return Text("I could not write my notes: the file system is read-only.")
+
+    with ModelServer(script) as server:
+        codex_server(codex_home, monkeypatch, server, sandbox="read-only")
+        result = cli_project.run("--fwloop-coder=codex", f"--fwloop-{role}=codex")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    summary = cli_project.summary()
+    assert summary["outcome"] == "provider_permission_denied", summary["reason"]
+    assert "sandbox violation" in summary["reason"]
+    assert (cli_project.root / "fw" / "calc.py").read_text() == calc

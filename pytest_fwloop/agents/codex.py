@@ -13,7 +13,9 @@ schema travels in the prompt and the JSON gate enforces it.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -24,6 +26,8 @@ from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind, classi
 from pytest_fwloop.agents.model_io import TokenUsage, has_json_object, render_prompt
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from pytest_fwloop.agents.command import AgentProcessResult
     from pytest_fwloop.core.agent_protocol import AgentRequest
 
@@ -74,7 +78,44 @@ class CodexTurn:
 
 READ_ONLY = "Read-only file system"
 #: What 0.169 prints on stderr, and nowhere else, when its sandbox or approval policy refuses.
-SANDBOX_REFUSALS = ("writing is blocked by read-only sandbox", "approval policy is Never")
+SANDBOX_REFUSALS = (
+    "writing is blocked by read-only sandbox",
+    "approval policy is Never",
+    "recorded sandbox violation",
+)
+#: A shell command its sandbox stopped leaves no event at all in 0.169; only this log target
+#: says so, on stderr, when asked (`RUST_LOG`).
+VIOLATION_LOG = "codex_sandboxing::violation=warn"
+
+
+def stderr_refusal(line: str) -> str | None:
+    """A stderr line's sandbox refusal, from its words on (a log line's time stamp and level
+    say nothing), or None."""
+    found = [line.index(refusal) for refusal in SANDBOX_REFUSALS if refusal in line]
+    return line[min(found) :].strip() if found else None
+
+
+def log_filter(user_filter: str) -> str:
+    """`RUST_LOG` for a call: the user's filter, else Codex's own default (errors, among them
+    apply_patch's refusal), plus the sandbox's violations."""
+    return f"{user_filter or 'error'},{VIOLATION_LOG}"
+
+
+def temp_home_warning(environ: Mapping[str, str]) -> str | None:
+    """A warning when Codex's home is under the temp dir: 0.169 then refuses to create its
+    helper binaries, and `apply_patch` fails to write any file below the workspace's top."""
+    if environ.get("CODEX_HOME"):
+        home = Path(environ["CODEX_HOME"])
+    else:
+        home = Path(environ.get("HOME", "~"), ".codex").expanduser()
+    temp = Path(environ.get("TMPDIR") or "/tmp")  # where Rust's env::temp_dir looks
+    if not Path(os.path.realpath(home)).is_relative_to(os.path.realpath(temp)):
+        return None
+    return (
+        f"fwloop: warning: Codex's home {home} (CODEX_HOME) is under the temp dir {temp}, where "
+        "Codex will not create its helper binaries, so its edits of files in subdirectories "
+        f"fail; set CODEX_HOME to a directory outside {temp}"
+    )
 
 
 def read_events(stdout: str) -> CodexTurn:
@@ -145,6 +186,11 @@ class CodexProvider:
         """Before the baseline: `codex` is on PATH."""
         find_cli("codex", self.spec, CODEX_REMEDY)
 
+    def preflight_warnings(self) -> list[str]:
+        """Before the baseline: what will make Codex fail though it is installed."""
+        warning = temp_home_warning(os.environ)
+        return [warning] if warning else []
+
     def call(self, request: AgentRequest, timeout: float) -> RawAnswer:
         executable = find_cli("codex", self.spec, CODEX_REMEDY)
         process = run_agent_process(
@@ -153,6 +199,7 @@ class CodexProvider:
             cwd=request.workspace,
             timeout=timeout,
             provider=self.spec,
+            env={"RUST_LOG": log_filter(os.environ.get("RUST_LOG", ""))},
         )
         return self.judge(process)
 
@@ -178,11 +225,7 @@ class CodexProvider:
                 usage=turn.usage,
             )
         answer = turn.message or ""
-        turn.refused += [
-            line.strip()
-            for line in process.stderr.splitlines()
-            if any(refusal in line for refusal in SANDBOX_REFUSALS)
-        ]
+        turn.refused += [r for r in map(stderr_refusal, process.stderr.splitlines()) if r]
         if turn.refused and not has_json_object(answer):
             raise ProviderError(
                 ProviderErrorKind.PROVIDER_PERMISSION_DENIED,

@@ -5,9 +5,10 @@ the program exists, the CLI is on PATH, the server answers), and so is the build
 role none of whose providers passes, or a missing build program, stops the run with one line
 naming the option and the fix (exit status 4). A provider that fails while another of its list
 passes is named in one line at the start and stays in the list, so a portable list
-(`claude,openai:…`) keeps working where one of them is not installed. The lists are parsed here
-once: the run's agents use the very providers checked, so a conftest's factory hook runs once per
-entry.
+(`claude,openai:…`) keeps working where one of them is not installed. Trouble a provider foresees
+without failing (`preflight_warnings()`) is one line at the start too, once per run. The lists
+are parsed here once: the run's agents use the very providers checked, so a conftest's factory
+hook runs once per entry.
 """
 
 from __future__ import annotations
@@ -60,8 +61,12 @@ def checked_providers(
         if len(unusable) == len(made):
             raise pytest.UsageError(unusable[0])
         providers[role] = made
-        notes += unusable
-    return providers, tuple(notes)
+        notes += [
+            f"{line} (kept in its failover list; the next provider answers meanwhile)"
+            for line in unusable
+        ]
+        notes += role_warnings(made)
+    return providers, tuple(dict.fromkeys(notes))
 
 
 def _hook_providers(config: pytest.Config, role: str) -> Callable[[str], Provider | None]:
@@ -89,6 +94,16 @@ def role_problems(providers: list[Provider], origin: str) -> list[str]:
         except ProviderError as exc:
             problems.append(f"fwloop: {origin}: {provider.spec}: {exc.message}")
     return problems
+
+
+def role_warnings(providers: list[Provider]) -> list[str]:
+    """What each provider that defines `preflight_warnings()` foresees going wrong though it
+    passed its check (Codex's home under the temp dir)."""
+    return [
+        warning
+        for provider in providers
+        for warning in getattr(provider, "preflight_warnings", list)()
+    ]
 
 
 def missing_build_program(build: list[str] | str, rootdir: Path) -> str | None:

@@ -104,7 +104,8 @@ class LoopSettings:
     child_start: str
     propose: str  # "off", "first" or "every"
     snapshot_exclude: tuple[str, ...]
-    #: Providers that failed their check before the run while others of their list passed.
+    #: Providers that failed their check before the run while others of their list passed,
+    #: and what a provider that passed foresees going wrong: one line each.
     preflight_notes: tuple[str, ...] = ()
     #: The pytest-randomly seed every child run gets, when that plugin is active.
     randomly_seed: int | None = None

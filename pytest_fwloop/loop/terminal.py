@@ -55,7 +55,7 @@ class Terminal:
         )
         self.line(f"{PREFIX} records in {recorder.path}")
         for note in settings.preflight_notes:
-            self.line(f"{note} (kept in its failover list; the next provider answers meanwhile)")
+            self.line(note)
 
     def transition(self, iteration: int, source: State, target: State, reason: str) -> None:
         self.line(f"{PREFIX} [{iteration}] {source.value} -> {target.value}: {reason}")

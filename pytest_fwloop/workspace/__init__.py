@@ -7,6 +7,7 @@ is snapshotted first, so it stays in `.fwloop/shadow.git` (`git --git-dir .fwloo
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -17,12 +18,13 @@ from pytest_fwloop.core.policy import (
     Violation,
     check_git_reading,
     check_patch,
+    path_violations,
 )
 from pytest_fwloop.core.posix_paths import glob_match, normalize_path
 from pytest_fwloop.core.unified_diff import FileChange, PatchParseError, parse_patch, touched_paths
 from pytest_fwloop.workspace.journal import Journal, WorkspaceLocked
 from pytest_fwloop.workspace.lock import RunLock
-from pytest_fwloop.workspace.shadow import PatchApplyError, ShadowRepo, WorkspaceError
+from pytest_fwloop.workspace.shadow import PatchApplyError, PathRefused, ShadowRepo, WorkspaceError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -36,6 +38,7 @@ __all__ = [
     "PatchApplyError",
     "PatchParseError",
     "PatchPolicy",
+    "PathRefused",
     "RecoveryReport",
     "ShadowRepo",
     "Violation",
@@ -125,16 +128,30 @@ class Workspace:
             return [Violation("", "parse", f"patch: {err}; send a unified diff git can apply")]
         # The refusal names the files git would really write, not only the headers' names.
         violations += check_git_reading(patch, reading, policy)
-        violations += self._unrestorable(reading.paths)
+        # Only a path the policy accepts is looked up in the tree and handed to git: one outside
+        # the root would make git fail (or, through the file system, probe beyond the root).
+        accepted = [p for p in reading.paths if not path_violations(p, policy)]
+        try:
+            violations += self._unrestorable(accepted)
+        except PathRefused as err:
+            violations.append(
+                Violation(
+                    "",
+                    "git_refused",
+                    f"patch: git refuses a path it names ({err}); patch only files inside the "
+                    "root, by relative path",
+                )
+            )
         return list(dict.fromkeys(violations))
 
     def _unrestorable(self, paths: Iterable[str]) -> list[Violation]:
         """Files that exist but are in no snapshot of the baseline (ignored by git, or in
         `fwloop_snapshot_exclude`): a restore could not bring them back, only delete them."""
+        # os.path.isfile, not Path.is_file: a name the file system rejects (too long) is no file.
         existing = [
             p
             for p in map(normalize_path, paths)
-            if p not in self.touched and (self.root / p).is_file()
+            if p not in self.touched and os.path.isfile(self.root / p)
         ]
         if not existing or self._baseline is None:
             return []

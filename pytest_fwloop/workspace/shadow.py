@@ -47,6 +47,10 @@ class PatchApplyError(WorkspaceError):
     """`git apply` refused the patch; the tree was left unchanged."""
 
 
+class PathRefused(WorkspaceError):
+    """Git would not take a path a patch names (outside the root, say); nothing was written."""
+
+
 @dataclass(frozen=True)
 class _Change:
     old_mode: str
@@ -87,10 +91,17 @@ class ShadowRepo:
         self._ready = True
 
     def paths(self, commit: str, candidates: Iterable[str]) -> set[str]:
-        """Those of `candidates` that the snapshot `commit` holds."""
+        """Those of `candidates` that the snapshot `commit` holds.
+
+        The candidates come from a patch: git refusing one of them (`PathRefused`) is that
+        patch's fault, not the workspace's.
+        """
+        tree = self._commit(commit)
         listed = self._git(
-            "ls-tree", "-r", "-z", "--name-only", self._commit(commit), "--", *candidates
+            "ls-tree", "-r", "-z", "--name-only", tree, "--", *candidates, check=False
         )
+        if listed.returncode != 0:
+            raise PathRefused(_one_line(listed.stderr))
         return set(_split_z(listed.stdout))
 
     def pack(self) -> None:
