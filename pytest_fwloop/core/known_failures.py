@@ -46,9 +46,9 @@ def known_failures_file(
     by_reason: dict[str, list[str]] = {}
     for nodeid, record in sorted(declined.items()):
         by_reason.setdefault(_one_line(record.reason), []).append(nodeid)
-    for reason, nodeids in by_reason.items():
-        lines += [f"# declined by the coder: {reason}", *nodeids]
-        listed.update(nodeids)
+    for reason, named in by_reason.items():
+        lines += [f"# declined by the coder: {reason}", *named]
+        listed.update(named)
     groups = (
         ("still failing when the run ended", unresolved),
         ("known failures that still fail", known),
