@@ -124,6 +124,8 @@ def test_fwloop_apply_puts_the_fixes_back_and_show_lists_what_is_known(
     assert again.returncode == 0, again.stderr
     assert "already in place" in again.stdout
     assert project.events()[-1]["kind"] == "applied"
+    assert json.loads((project.run_dirs()[0] / "summary.json").read_text())["best"]["in_place"]
+    assert "fwloop apply" not in project.fwloop("show", run_id).stdout
     replayed = project.replay()
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
 

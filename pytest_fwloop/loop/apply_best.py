@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_fwloop.core.records import Event
+from pytest_fwloop.core.records import Event, Summary
 from pytest_fwloop.core.run_state import STATE_FILE, StateError
 from pytest_fwloop.core.unified_diff import touched_paths
 from pytest_fwloop.loop.continuation import checked_state, saved_iterations
@@ -117,3 +117,12 @@ def _record(settings: LoopSettings, state: RunState, best: Iteration, redact: Re
     )
     saved = state.model_copy(update={"revision": state.revision + 1, "left_tree": best.checkpoint})
     recorder.write_json(STATE_FILE, saved.model_dump(mode="json"))
+    try:  # `fwloop show` stops offering the command
+        summary = Summary.model_validate_json((recorder.path / "summary.json").read_bytes())
+    except (OSError, ValueError):
+        return  # a run that ended with no summary (killed while ending) has nothing to update
+    if summary.best is not None:
+        placed = summary.best.model_copy(update={"in_place": True})
+        recorder.write_json(
+            "summary.json", summary.model_copy(update={"best": placed}).model_dump(mode="json")
+        )
