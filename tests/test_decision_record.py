@@ -86,7 +86,9 @@ def test_low_confidence_twice_is_inconclusive_and_ends_the_run(
     assert list(loop.inconclusive) == [f"tests/test_fw.py::test_{2 if improving else 1}"]
     assert ("PATCH_GENERATION", "coder_inconclusive", "FAILURE") in kit.moves()
     # The knowledge base keeps it for the next run's coder (seed 001 §5.16).
-    kept = KnowledgeBase(kit.controller.settings.knowledge).verdicts_for(
+    knowledge = kit.controller.settings.knowledge
+    assert knowledge is not None
+    kept = KnowledgeBase(knowledge).verdicts_for(
         [record.signature for record in loop.inconclusive.values()], run_id="another run"
     )
     assert [(v.status, v.reason, v.outcome) for v in kept] == [
