@@ -271,6 +271,7 @@ class Controller:
         result = outcome.result
         notes += outcome.notes
         self.loop.current.notes += outcome.notes
+        notes += self.child.take_notes()  # how the children started: the trace's, not the tests'
         self.loop.flaky, self.loop.partial_results = outcome.flaky, outcome.carried
         self.loop.test_run_result = ChildOutput(
             outcome.attempt.results, outcome.attempt.log, result.returncode
