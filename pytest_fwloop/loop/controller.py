@@ -269,9 +269,8 @@ class Controller:
         picked = tester.plan.select if tester is not None else []
         outcome = self.suite.iteration(folder, self.loop, picked, self._run_child)
         result = outcome.result
-        notes += outcome.notes
+        notes += [*outcome.notes, *self.child.take_notes()]  # how children started: trace only
         self.loop.current.notes += outcome.notes
-        notes += self.child.take_notes()  # how the children started: the trace's, not the tests'
         self.loop.flaky, self.loop.partial_results = outcome.flaky, outcome.carried
         self.loop.test_run_result = ChildOutput(
             outcome.attempt.results, outcome.attempt.log, result.returncode
