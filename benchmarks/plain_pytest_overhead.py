@@ -3,10 +3,13 @@
     python benchmarks/plain_pytest_overhead.py [--rounds N]
 
 A generated suite of 1,000 and one of 10,000 trivial tests is run with the plugin installed (A)
-and with `-p no:fwloop` (B), alternately, N rounds each (default 5), because these 2-core machines
-drift by several percent over a minute. Printed per suite: the child CPU time (user + system) of
-each side as min / median / max, and the ratio of medians A / B (goal ≤ 1.02). Also printed: the
-loop's heavy modules imported by a plain run (goal: none).
+and without the plugins installing it brings (B): `-p no:fwloop`, and `-p no:NAME` for each
+pytest plugin of its required dependencies (tests/dependency_plugins.py; goal: none, which
+`-p no:fwloop` alone would leave loaded). Alternately, N rounds each (default 5), because these
+2-core machines drift by several percent over a minute. Printed per suite: the child CPU time
+(user + system) of each side as min / median / max, and the ratio of medians A / B (goal ≤ 1.02).
+Also printed: the loop's heavy modules imported by a plain run (goal: none), and the dependency
+plugins B left out.
 """
 
 from __future__ import annotations
@@ -20,10 +23,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from dependency_plugins import dependency_plugins
+
 HEAVY = (
     "pydantic",
     "jsonschema",
-    "httpx",
+    "urllib.request",
     "paramiko",
     "pexpect",
     "serial",
@@ -68,6 +75,9 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     rounds = parser.parse_args().rounds
+    plugins = dependency_plugins()
+    without_ours = ["-p", "no:fwloop", *(arg for name in plugins for arg in ("-p", f"no:{name}"))]
+    print(f"dependency plugins: {', '.join(plugins.values()) or 'none'}")
     with tempfile.TemporaryDirectory() as scratch:
         for tests in (1_000, 10_000):
             folder = suite(Path(scratch), tests)
@@ -77,12 +87,12 @@ def main() -> int:
             for _ in range(rounds):
                 seconds, heavy = cpu_seconds(folder)
                 with_plugin.append(seconds)
-                without.append(cpu_seconds(folder, "-p", "no:fwloop")[0])
+                without.append(cpu_seconds(folder, *without_ours)[0])
             ratio = statistics.median(with_plugin) / statistics.median(without)
             print(
                 f"{tests:>6} tests  installed {min(with_plugin):.2f}/"
                 f"{statistics.median(with_plugin):.2f}/{max(with_plugin):.2f} s CPU  "
-                f"-p no:fwloop {min(without):.2f}/{statistics.median(without):.2f}/"
+                f"without {min(without):.2f}/{statistics.median(without):.2f}/"
                 f"{max(without):.2f} s CPU  ratio {ratio:.3f} (goal <= 1.02)  "
                 f"heavy modules: {heavy.removeprefix('HEAVY ')}"
             )

@@ -18,6 +18,7 @@ import pytest
 from loopkit import APPROVE, CALC, LoopProject, calc_fix_patches, coder_answer
 from pytest_fwloop.child.files import Attempt
 from pytest_fwloop.child.start import (
+    COARSE_MTIME_MARGIN_NS,
     MTIME_MARGIN_NS,
     FileStamp,
     ForkGuard,
@@ -59,6 +60,21 @@ def test_a_file_first_seen_touched_just_before_the_start_may_have_changed_after_
     mtime_ns: int, changed: bool
 ) -> None:
     """Coarse file system clocks round down: the margin keeps such a file out of the fork."""
+    seen = FileStamp(1, 7, 100, mtime_ns)
+    assert changed_since({"/m.py": seen}, {"/m.py": seen}, STARTED) == (
+        ["/m.py"] if changed else []
+    )
+
+
+@pytest.mark.parametrize(
+    ("mtime_ns", "changed"),
+    [
+        (STARTED - 10**9 + 123_456_789, False),  # installed a second before, to the nanosecond
+        (STARTED - 10**9, True),  # a second before, on a file system that keeps whole seconds
+        (STARTED - COARSE_MTIME_MARGIN_NS - 10**9, False),
+    ],
+)
+def test_the_margin_follows_the_file_systems_clock(mtime_ns: int, changed: bool) -> None:
     seen = FileStamp(1, 7, 100, mtime_ns)
     assert changed_since({"/m.py": seen}, {"/m.py": seen}, STARTED) == (
         ["/m.py"] if changed else []
@@ -153,6 +169,48 @@ def test_the_guard_refuses_a_fork_once_a_kept_module_or_mapped_library_changed(
     os.utime(library, (long_ago, long_ago))
     mapped = ([str(library)], [str(gone), str(replaced)])
     assert guard.changed(ModuleCache((), ())) == [str(library), str(replaced)]
+
+
+# A controller in its own process: `installed` was installed just before it started, `edited`
+# long before, and edited after the controller imported it.
+FRESH_INSTALL = """
+import sys
+from pathlib import Path
+from pytest_fwloop.child.start import ForkGuard, ModuleCache
+
+site = Path(sys.argv[1])
+sys.path.insert(0, str(site))
+import installed, edited
+
+guard = ForkGuard("auto", installed=(str(site),), mapped=lambda: ([], []))
+cache = ModuleCache((), (installed.__file__, edited.__file__))
+(site / "edited.py").write_text("A = 2\\n")  # same size: only its time tells
+first = guard.changed(cache)
+(site / "installed.py").write_text("B = 22\\n")
+print([Path(p).name for p in first], [Path(p).name for p in guard.changed(cache)])
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks only on Linux")
+def test_a_file_installed_before_the_controller_started_does_not_stop_forks(
+    tmp_path: Path,
+) -> None:
+    """`pip install -e .` then `pytest --fwloop`: what pip wrote a moment before is what the
+    controller loaded. A file edited after the controller imported it counts, whether before
+    the first fork decision (its time says so) or after (its stamp does)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "edited.py").write_text("A = 1\n")
+    long_ago = time.time_ns() - 3600 * 10**9
+    os.utime(site / "edited.py", ns=(long_ago, long_ago))
+    (site / "installed.py").write_text("B = 1\n")
+    moment_ago = time.time_ns() - 700_000_000
+    moment_ago += 1 if moment_ago % 10**9 == 0 else 0  # to the nanosecond, as pip's files
+    os.utime(site / "installed.py", ns=(moment_ago, moment_ago))
+    done = subprocess.run(
+        [sys.executable, "-c", FRESH_INSTALL, str(site)], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "['edited.py'] ['edited.py', 'installed.py']"
 
 
 JOINS = """
@@ -385,7 +443,8 @@ def test_a_run_that_cannot_fork_says_why_once_and_spawns(
 ) -> None:
     """A conftest that starts a thread when pytest loads it, in the controller too: no child
     may be forked from a process with threads, so each is spawned, and the trace says why
-    once (the baseline and its two flaky reruns are three children)."""
+    once (the baseline and its two flaky reruns are three children). How the loop started its
+    children is no news about the user's tests: not in the iteration's notes, nor the report."""
     project = LoopProject(pytester, monkeypatch)
     project.calc_suite()
     project.write(
@@ -400,3 +459,8 @@ def test_a_run_that_cannot_fork_says_why_once_and_spawns(
     assert len(said) == 1, reasons
     assert "child pytest spawned, not forked: the controller runs 2 threads" in said[0]
     assert "flaky reruns: 5 new failure(s) rerun" in said[0]
+    [run_dir] = project.run_dirs()
+    timeline = json.loads((run_dir / "task-timeline.json").read_text())
+    notes = [note for entry in timeline["iterations"] for note in entry["notes"]]
+    assert not [note for note in notes if "not forked" in note], notes
+    assert (run_dir / "report.html").read_text().count("not forked") == 1  # its decision trace

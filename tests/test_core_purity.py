@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 # Imported by nothing in the core: the loop's edges (pytest itself, transports, processes).
-NOT_IMPORTED = ("pytest", "_pytest", "pexpect", "paramiko", "serial", "httpx")
+NOT_IMPORTED = ("pytest", "_pytest", "pexpect", "paramiko", "serial", "http.client")
 
 PROBE = """
 import os, pkgutil, socket, subprocess, sys

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from dependency_plugins import dependency_plugins, required_distributions
 from pytest_fwloop.core.results import IterationResults
 
 SUITE = """
@@ -116,9 +117,9 @@ def test_a_loop_without_an_openai_provider_never_loads_the_http_client() -> None
         "import pytest_fwloop.loop.entry\n"
         "from pytest_fwloop.agents.registry import parse_role_specs\n"
         "parse_role_specs('rules,command:agent.py,claude,codex', 'coder', Path('.'))\n"
-        "print(sorted(m for m in ('httpx', 'httpcore') if m in sys.modules))\n"
+        "print(sorted(m for m in ('urllib.request', 'http.client') if m in sys.modules))\n"
         "parse_role_specs('openai:m@http://127.0.0.1:1/v1', 'coder', Path('.'))\n"
-        "print('httpx' in sys.modules)\n"
+        "print('urllib.request' in sys.modules)\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.split("\n")[:2] == ["[]", "True"]
@@ -150,3 +151,11 @@ def test_a_loop_child_and_its_workers_do_not_load_pydantic(
         "test_ok.py::test_ok": "passed",
         "test_ok.py::test_bad": "failed",
     }
+
+
+def test_installing_the_plugin_adds_no_other_pytest_plugin() -> None:
+    """Every pytest run of the environment, with or without --fwloop, would load it, and
+    `-p no:fwloop` would not remove it (anyio's, through httpx, cost ~90 ms of imports a run,
+    and put its fixtures and marker in the user's suite)."""
+    assert required_distributions() >= {"pytest", "pydantic"}  # the walk reads real metadata
+    assert dependency_plugins() == {}

@@ -34,8 +34,18 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "from setuptools import build_meta as b; "
         f"b.build_sdist({str(out)!r}); b.build_wheel({str(out)!r})"
     )
-    subprocess.run([sys.executable, "-c", build], cwd=copy, check=True, capture_output=True)
+    done = subprocess.run(
+        [sys.executable, "-c", build], cwd=copy, check=True, capture_output=True, text=True
+    )
+    (copy / "build.log").write_text(done.stdout + done.stderr)
     return out
+
+
+def test_the_build_uses_no_deprecated_metadata(dist: Path) -> None:
+    """setuptools fails builds that still use what it deprecates once a date passes (the
+    license as a TOML table: 2027-02-18)."""
+    log = (dist.parent / "build.log").read_text()
+    assert "deprecated" not in log.lower(), log
 
 
 def test_the_sdist_ships_the_license_and_no_tests_it_cannot_run(dist: Path) -> None:

@@ -67,7 +67,8 @@ def error_body(message: str, kind: str = "invalid_request_error") -> bytes:
 
 @dataclasses.dataclass(frozen=True)
 class Reply:
-    """What the server does with one request: answer, or `reset`, `stall`, `cut` the exchange."""
+    """What the server does with one request: answer, or `reset`, `stall`, `cut` the exchange,
+    or `trickle` the body a byte at a time."""
 
     status: int = 200
     body: bytes = dataclasses.field(default_factory=completion)
@@ -114,6 +115,13 @@ class ChatServer:
                 for name, value in reply.headers:
                     self.send_header(name, value)
                 self.end_headers()
+                if reply.action == "trickle":
+                    for byte in reply.body:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        if server.release.wait(0.05):
+                            return
+                    return
                 self.wfile.write(
                     reply.body[: len(reply.body) // 2] if reply.action == "cut" else reply.body
                 )
@@ -381,6 +389,37 @@ def test_a_stall_past_the_timeout_is_provider_timeout(server: ChatServer, tmp_pa
         f"{server.url}/chat/completions gave no answer within 0.3 s; "
         "raise the agent timeout or use a faster model or server"
     )
+
+
+def test_a_body_trickling_past_the_timeout_is_provider_timeout(
+    server: ChatServer, tmp_path: Path
+) -> None:
+    """Every byte comes well within the timeout; the whole body does not."""
+    server.replies = [Reply(action="trickle")]
+    with pytest.raises(ProviderError) as caught:
+        provider(server).call(make_request(tmp_path), timeout=0.3)
+    assert caught.value.kind is ProviderErrorKind.PROVIDER_TIMEOUT
+
+
+def test_a_redirect_is_not_followed(server: ChatServer, tmp_path: Path) -> None:
+    server.replies = [Reply(307, b"", (("Location", "/v2/chat/completions"),)), Reply()]
+    with pytest.raises(ProviderError) as caught:
+        provider(server).call(make_request(tmp_path), timeout=10)
+    assert caught.value.message.startswith(f"HTTP 307 from {server.url}/chat/completions")
+    assert [seen.path for seen in server.seen] == ["/v1/chat/completions"]
+
+
+def test_the_proxy_the_environment_names_carries_the_call(
+    server: ChatServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As `http_proxy` says: the request reaches the proxy (here the server itself) with the
+    API's whole URL, and the API's host is resolved there, not here."""
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{server.httpd.server_address[1]}")
+    for name in ("no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    chat = OpenAIProvider("qwen2.5-coder", "http://llm.lab.invalid/v1")
+    assert chat.call(make_request(tmp_path), timeout=10).text == json.dumps(REVIEWER_ANSWER)
+    assert [seen.path for seen in server.seen] == ["http://llm.lab.invalid/v1/chat/completions"]
 
 
 def test_a_body_cut_off_mid_way_is_a_network_error(server: ChatServer, tmp_path: Path) -> None:

@@ -4,18 +4,25 @@ llama.cpp server, LM Studio), one POST to `URL/chat/completions` per call.
 The key comes from an environment variable, never from the spec: `api_key_env` (resolved from
 the options), else the variable named by `$FWLOOP_API_KEY_ENV`, else `$OPENAI_API_KEY`; with no
 key no Authorization header is sent, which is what local servers expect.
+
+The standard library's HTTP client carries it (proxies from the environment, as `*_proxy` and
+`no_proxy` say): an HTTP library would be one more dependency in every environment the plugin
+is installed in, and httpx's brought anyio's pytest plugin into every pytest run there.
 """
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import re
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlsplit
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pytest_fwloop.agents.base import RawAnswer
@@ -40,6 +47,8 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 PREFLIGHT_SECONDS = 10.0
 #: response_format modes, best first; a server that rejects one gets the next (DESIGN.md §5).
 RESPONSE_FORMATS = ("json_schema", "json_object", "none")
+#: Some gateways turn away the standard library's default user agent.
+USER_AGENT = "pytest-fwloop"
 
 _URL_AFTER_AT = re.compile(r"@(?=https?://)", re.IGNORECASE)
 
@@ -152,7 +161,7 @@ class ErrorBody(BaseModel):
 @dataclass(frozen=True)
 class _Reply:
     status: int
-    headers: httpx.Headers
+    headers: http.client.HTTPMessage
     body: bytes
 
     def error_text(self) -> str:
@@ -211,12 +220,14 @@ class OpenAIProvider:
         """Before the baseline: the server answers at all (any HTTP status will do; the key and
         the model are judged by the first call). A GET, so nothing is billed."""
         try:
-            httpx.get(f"{self.base_url}/models", timeout=PREFLIGHT_SECONDS)
-        except httpx.TransportError as exc:
+            with _open(urllib.request.Request(f"{self.base_url}/models"), PREFLIGHT_SECONDS):
+                pass
+        except (OSError, http.client.HTTPException) as exc:
+            cause = _cause(exc)
             raise ProviderError(
                 ProviderErrorKind.PROVIDER_NETWORK_ERROR,
                 self.spec,
-                f"{self.base_url} cannot be reached ({type(exc).__name__}: {exc}); start the "
+                f"{self.base_url} cannot be reached ({type(cause).__name__}: {cause}); start the "
                 "server or fix the URL",
             ) from None
 
@@ -252,14 +263,18 @@ class OpenAIProvider:
         self, body: dict[str, object], headers: dict[str, str], timeout: float, deadline: float
     ) -> _Reply:
         """One POST, read to the end within the deadline; transport failures as ProviderError."""
+        request = urllib.request.Request(
+            self.url,
+            data=json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(),
+            headers={"Content-Type": "application/json", "Accept": "application/json", **headers},
+            method="POST",
+        )
         try:
-            with (
-                httpx.Client(timeout=max(deadline - time.monotonic(), 0.001)) as client,
-                client.stream("POST", self.url, json=body, headers=headers) as response,
-            ):
+            # The timeout bounds the connection and each stall; the deadline bounds a server
+            # that trickles.
+            with _open(request, max(deadline - time.monotonic(), 0.001)) as response:
                 content = bytearray()
-                # The read timeout bounds each stall; the deadline bounds a server that trickles.
-                for chunk in response.iter_bytes():
+                while chunk := response.read1(65536):
                     content += chunk
                     if len(content) > MAX_BODY_BYTES:
                         raise ProviderError(
@@ -269,28 +284,25 @@ class OpenAIProvider:
                             "a chat completion is one JSON object",
                         )
                     if time.monotonic() > deadline:
-                        raise httpx.ReadTimeout("deadline passed while reading the body")
-                return _Reply(response.status_code, response.headers, bytes(content))
-        except httpx.TimeoutException:
-            raise ProviderError(
-                ProviderErrorKind.PROVIDER_TIMEOUT,
-                self.spec,
-                f"{self.url} gave no answer within {timeout:g} s; "
-                "raise the agent timeout or use a faster model or server",
-            ) from None
-        except httpx.TransportError as exc:
+                        raise TimeoutError("deadline passed while reading the body")
+                if response.length:  # the connection closed before Content-Length was read
+                    raise http.client.IncompleteRead(bytes(content), response.length)
+                return _Reply(response.status, response.headers, bytes(content))
+        except (OSError, http.client.HTTPException) as exc:
+            cause = _cause(exc)
+            if isinstance(cause, TimeoutError):
+                raise ProviderError(
+                    ProviderErrorKind.PROVIDER_TIMEOUT,
+                    self.spec,
+                    f"{self.url} gave no answer within {timeout:g} s; "
+                    "raise the agent timeout or use a faster model or server",
+                ) from None
             # Refused, reset, DNS, a body cut off mid-way: the server or the path to it.
             raise ProviderError(
                 ProviderErrorKind.PROVIDER_NETWORK_ERROR,
                 self.spec,
-                f"cannot reach {self.url}: {str(exc) or type(exc).__name__}; "
+                f"cannot reach {self.url}: {str(cause) or type(cause).__name__}; "
                 "check the URL and that the server is running",
-            ) from None
-        except httpx.RequestError as exc:
-            raise ProviderError(
-                ProviderErrorKind.PROVIDER_BAD_OUTPUT,
-                self.spec,
-                f"{self.url} sent a response that cannot be read: {exc}",
             ) from None
 
     def _answer(self, reply: _Reply, stderr: str) -> RawAnswer:
@@ -332,6 +344,36 @@ class OpenAIProvider:
         else:
             message = detail
         return ProviderError(kind, self.spec, message, retry_after=retry_after, stderr=stderr)
+
+
+class _EveryStatus(urllib.request.HTTPErrorProcessor):
+    """Hands back every response as it came: an error status is a reply to read, not an
+    exception, and no redirect is followed (a chat completion is never one)."""
+
+    def http_response(
+        self, request: urllib.request.Request, response: http.client.HTTPResponse
+    ) -> http.client.HTTPResponse:
+        return response
+
+    https_response = http_response
+
+
+def _open(request: urllib.request.Request, timeout: float) -> http.client.HTTPResponse:
+    """The response to `request`, whatever its status; the proxies are read from the
+    environment now, as each call's."""
+    request.add_header("User-Agent", USER_AGENT)
+    response: http.client.HTTPResponse = urllib.request.build_opener(_EveryStatus()).open(
+        request, timeout=timeout
+    )
+    return response
+
+
+def _cause(exc: OSError | http.client.HTTPException) -> BaseException:
+    """What failed: urllib wraps what fails before the request is sent (connecting, the
+    proxy, TLS) in a URLError."""
+    if isinstance(exc, urllib.error.URLError) and isinstance(exc.reason, BaseException):
+        return exc.reason
+    return exc
 
 
 def _scrub(text: str, key: str) -> str:

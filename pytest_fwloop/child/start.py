@@ -55,8 +55,11 @@ from pytest_fwloop.child.rewrite_cache import Rewritten, serve
 from pytest_fwloop.child.warm_imports import is_extension, is_users, learnable, warm
 
 #: A file changed this close before the controller started may have changed after it loaded the
-#: file: file systems with coarse timestamps round down.
-MTIME_MARGIN_NS = 2_000_000_000
+#: file: the kernel stamps files from a clock that lags by up to a tick (10 ms at most), and the
+#: start is known to a tick. Wider, a file installed just before the run would count as changed.
+MTIME_MARGIN_NS = 50_000_000
+#: The same for a file stamped in whole seconds (ext3; FAT's even seconds): rounded down.
+COARSE_MTIME_MARGIN_NS = 2_000_000_000
 _PR_SET_PDEATHSIG = 1
 
 
@@ -88,14 +91,17 @@ def changed_since(
 ) -> list[str]:
     """Files the controller has loaded that a fresh interpreter would read differently: gone,
     replaced, resized, or touched since (or just before) the controller started."""
-    bound = started_ns - MTIME_MARGIN_NS
     return sorted(
         path
         for path, before in loaded.items()
         if (after := now.get(path)) is None
         or (before is not None and after != before)
-        or after.mtime_ns >= bound
+        or after.mtime_ns >= started_ns - _mtime_margin(after.mtime_ns)
     )
+
+
+def _mtime_margin(mtime_ns: int) -> int:
+    return COARSE_MTIME_MARGIN_NS if mtime_ns % 1_000_000_000 == 0 else MTIME_MARGIN_NS
 
 
 def fork_refusal(*, setting: str, linux: bool, threads: int, changed: list[str]) -> str | None:
@@ -205,18 +211,16 @@ def settled_thread_count() -> int:
 
 
 def process_started_ns() -> int:
-    """When the controller's process started, from /proc (boot time + start ticks)."""
+    """When the controller's process started, on the clock files are stamped with: its start in
+    ticks since boot (/proc) carried over from CLOCK_BOOTTIME. (/proc/stat's boot time is in
+    whole seconds: it put the start up to a second early.)"""
     try:
-        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
-        btime = next(
-            int(line.split()[1])
-            for line in Path("/proc/stat").read_text().splitlines()
-            if line.startswith("btime ")
-        )
-    except (OSError, StopIteration, IndexError, ValueError):
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
         return time.time_ns()
-    ticks = int(fields[19])  # field 22 of stat; fields[0] is field 3 (state)
-    return (btime * 1_000_000_000) + ticks * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+    since_boot = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+    now = time.time_ns()
+    return now - (since_boot - ticks * 1_000_000_000 // os.sysconf("SC_CLK_TCK"))
 
 
 class ForkGuard:

@@ -269,7 +269,7 @@ class Controller:
         picked = tester.plan.select if tester is not None else []
         outcome = self.suite.iteration(folder, self.loop, picked, self._run_child)
         result = outcome.result
-        notes += outcome.notes
+        notes += [*outcome.notes, *self.child.take_notes()]  # how children started: trace only
         self.loop.current.notes += outcome.notes
         self.loop.flaky, self.loop.partial_results = outcome.flaky, outcome.carried
         self.loop.test_run_result = ChildOutput(

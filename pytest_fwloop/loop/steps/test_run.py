@@ -134,7 +134,6 @@ class SuiteRun:
                 folder, attempt, previous, lambda a, log: run(a, log, None)
             )
             outcome.notes += [note] if note else []
-        outcome.notes += self.child.take_notes()
         return outcome
 
     def _nothing_to_rerun(self, folder: Path, plan: FocusPlan) -> SuiteOutcome:
