@@ -208,6 +208,23 @@ _LOOP_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "command_timeout", "seconds one tester command may take", 600.0, parse_positive_float
     ),
+    # Before the build (seed 001 §5.6; docs/security.md).
+    OptionSpec(
+        "precheck",
+        "quick static check after each patch is applied, before the build (e.g. `gcc "
+        "-fsyntax-only -Iinclude`; no shell), given the written files fwloop_precheck_files "
+        "matches as arguments; a failure rolls the patch back and goes to the coder like a "
+        "broken build; written Python files are compiled (never imported) either way",
+        "",
+    ),
+    OptionSpec(
+        "precheck_files",
+        "globs of the written files appended to fwloop_precheck (it does not run when none "
+        "matches); a list given replaces the defaults; empty: none, it runs alone (`make -n`)",
+        ["**/*.c", "**/*.h", "**/*.cc", "**/*.cpp", "**/*.hpp"],
+        kind="linelist",
+    ),
+    OptionSpec("precheck_timeout", "seconds fwloop_precheck may take", 120.0, parse_positive_float),
     OptionSpec(
         "budget_usd",
         "stop the run (outcome budget_exhausted) once the cost the agents report exceeds X "
