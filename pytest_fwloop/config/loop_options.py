@@ -52,6 +52,7 @@ class LoopOptions:
     precheck: str
     precheck_files: tuple[str, ...]
     precheck_timeout: float
+    risky_patterns: tuple[str, ...]
     budget_usd: float | None
     budget_tokens: int | None
     keep: Literal["baseline", "best"]

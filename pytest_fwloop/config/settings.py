@@ -35,6 +35,7 @@ from pytest_fwloop.core.convergence import (
 )
 from pytest_fwloop.core.known_failures import read_known_failures
 from pytest_fwloop.core.precheck import PrecheckSettings
+from pytest_fwloop.core.risky import RiskyPattern, parse_patterns
 from pytest_fwloop.farm.client import FarmSettings
 from pytest_fwloop.procs.sandbox import SandboxUnavailable, find_bwrap
 from pytest_fwloop.reports.user_files import UserReports
@@ -89,6 +90,8 @@ class LoopSettings:
     knowledge: Path | None
     policy: PatchPolicy
     max_risk: float
+    #: `fwloop_risky_patterns`, compiled: high-risk code raises a patch's risk (seed §5.1.5).
+    risky_patterns: tuple[RiskyPattern, ...]
     #: The quick check between applying a patch and building it (seed §5.6).
     precheck: PrecheckSettings
     review_rounds: int
@@ -317,6 +320,14 @@ def precheck_settings(options: LoopOptions, rootdir: Path) -> PrecheckSettings:
     return PrecheckSettings(command or None, options.precheck_files, options.precheck_timeout)
 
 
+def risky_patterns(options: LoopOptions) -> tuple[RiskyPattern, ...]:
+    """fwloop_risky_patterns compiled; UsageError naming a line that is not NAME KIND REGEX."""
+    try:
+        return parse_patterns(options.risky_patterns)
+    except ValueError as exc:
+        raise pytest.UsageError(f"fwloop: {options.origin('risky_patterns')}: line {exc}") from None
+
+
 def patch_policy(config: pytest.Config, options: LoopOptions) -> PatchPolicy:
     """What a patch may touch: the defaults, the configuration file in use, and the options."""
     return PatchPolicy(
@@ -360,6 +371,7 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         knowledge=knowledge_path(rootdir, options.knowledge),
         policy=patch_policy(config, options),
         max_risk=options.max_risk,
+        risky_patterns=risky_patterns(options),
         precheck=precheck_settings(options, rootdir),
         review_rounds=options.review_rounds,
         agent_timeout=options.agent_timeout,
