@@ -76,7 +76,9 @@ _ROLE_TASKS = {
         "against the `goal` and the `failures`. Approve only a change that plausibly fixes "
         "them without breaking other behaviour; otherwise request changes and name each "
         "problem in `must_fix`. `risk` is your estimate from 0 (safe) to 1 (likely to break "
-        "the firmware)."
+        "the firmware). `risky` lists the hunks that match the project's high-risk patterns "
+        "(interrupts off, flash writes, the watchdog, boot code): weigh them; the loop adds "
+        "to your `risk` for each pattern matched."
     ),
     "tester": (
         "You are the tester of a firmware repair loop. Given the `patch` and the `failures`, "

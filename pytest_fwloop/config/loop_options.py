@@ -49,6 +49,10 @@ class LoopOptions:
     snapshot_exclude: tuple[str, ...]
     allowed_commands: tuple[str, ...]
     command_timeout: float
+    precheck: str
+    precheck_files: tuple[str, ...]
+    precheck_timeout: float
+    risky_patterns: tuple[str, ...]
     budget_usd: float | None
     budget_tokens: int | None
     keep: Literal["baseline", "best"]

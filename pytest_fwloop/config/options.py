@@ -208,6 +208,33 @@ _LOOP_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "command_timeout", "seconds one tester command may take", 600.0, parse_positive_float
     ),
+    # Before the build, and high-risk code (seed 001 §5.1.5, §5.6, §5.7; docs/security.md).
+    OptionSpec(
+        "precheck",
+        "quick static check after each patch is applied, before the build (e.g. `gcc "
+        "-fsyntax-only -Iinclude`; no shell), given the written files fwloop_precheck_files "
+        "matches as arguments; a failure rolls the patch back and goes to the coder like a "
+        "broken build; written Python files are compiled (never imported) either way",
+        "",
+    ),
+    OptionSpec(
+        "precheck_files",
+        "globs of the written files appended to fwloop_precheck (it does not run when none "
+        "matches); a list given replaces the defaults; empty: none, it runs alone (`make -n`)",
+        ["**/*.c", "**/*.h", "**/*.cc", "**/*.cpp", "**/*.hpp"],
+        kind="linelist",
+    ),
+    OptionSpec("precheck_timeout", "seconds fwloop_precheck may take", 120.0, parse_positive_float),
+    OptionSpec(
+        "risky_patterns",
+        "high-risk code, `NAME KIND REGEX` a line: KIND `line` (added and removed lines) or "
+        "`path`, `boot-line` or `boot-path` for boot-critical code (the operator confirms it "
+        "unless a failing test names it); each pattern matched adds 0.2 to the reviewer's "
+        "risk; the line `firmware` stands for the built-in patterns (docs/security.md); an "
+        "empty list turns the check off",
+        ["firmware"],
+        kind="linelist",
+    ),
     OptionSpec(
         "budget_usd",
         "stop the run (outcome budget_exhausted) once the cost the agents report exceeds X "

@@ -34,6 +34,8 @@ from pytest_fwloop.core.convergence import (
     PlateauHandlingStrategy,
 )
 from pytest_fwloop.core.known_failures import read_known_failures
+from pytest_fwloop.core.precheck import PrecheckSettings
+from pytest_fwloop.core.risky import RiskyPattern, parse_patterns
 from pytest_fwloop.farm.client import FarmSettings
 from pytest_fwloop.procs.sandbox import SandboxUnavailable, find_bwrap
 from pytest_fwloop.reports.user_files import UserReports
@@ -88,6 +90,10 @@ class LoopSettings:
     knowledge: Path | None
     policy: PatchPolicy
     max_risk: float
+    #: `fwloop_risky_patterns`, compiled: high-risk code raises a patch's risk (seed §5.1.5).
+    risky_patterns: tuple[RiskyPattern, ...]
+    #: The quick check between applying a patch and building it (seed §5.6).
+    precheck: PrecheckSettings
     review_rounds: int
     agent_timeout: float
     build_timeout: float
@@ -295,6 +301,33 @@ def allowed_command_prefixes(options: LoopOptions) -> tuple[Argv, ...]:
         ) from None
 
 
+def precheck_settings(options: LoopOptions, rootdir: Path) -> PrecheckSettings:
+    """fwloop_precheck as an argv (no shell), its program checked now like the build's."""
+    text = options.precheck.strip()
+    command = None
+    if text:
+        where = f"{options.origin('precheck')} = {text!r}"
+        try:
+            command = tuple(shlex.split(text))
+        except ValueError as exc:
+            raise pytest.UsageError(f"fwloop: {where}: {exc}; fix its quoting") from None
+        missing = missing_build_program(list(command), rootdir) if command else None
+        if missing is not None:
+            raise pytest.UsageError(
+                f"fwloop: {where}: '{missing}' is not on PATH nor a file of {rootdir}; install "
+                "it or fix the pre-check command"
+            )
+    return PrecheckSettings(command or None, options.precheck_files, options.precheck_timeout)
+
+
+def risky_patterns(options: LoopOptions) -> tuple[RiskyPattern, ...]:
+    """fwloop_risky_patterns compiled; UsageError naming a line that is not NAME KIND REGEX."""
+    try:
+        return parse_patterns(options.risky_patterns)
+    except ValueError as exc:
+        raise pytest.UsageError(f"fwloop: {options.origin('risky_patterns')}: line {exc}") from None
+
+
 def patch_policy(config: pytest.Config, options: LoopOptions) -> PatchPolicy:
     """What a patch may touch: the defaults, the configuration file in use, and the options."""
     return PatchPolicy(
@@ -338,6 +371,8 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         knowledge=knowledge_path(rootdir, options.knowledge),
         policy=patch_policy(config, options),
         max_risk=options.max_risk,
+        risky_patterns=risky_patterns(options),
+        precheck=precheck_settings(options, rootdir),
         review_rounds=options.review_rounds,
         agent_timeout=options.agent_timeout,
         build_timeout=options.build_timeout,

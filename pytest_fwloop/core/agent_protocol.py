@@ -73,6 +73,24 @@ class MustFix(BaseModel):
     line: int | None = None
 
 
+class RiskyChange(BaseModel):
+    """A part of the patch under review that matches a high-risk pattern (`fwloop_risky_patterns`,
+    seed 001 §5.1.5): the reviewer is told which hunk matched what."""
+
+    file: str
+    #: The hunk's `@@ -a,b +c,d @@` header; "" when the file's path matched.
+    hunk: str
+    #: The added (`+`) or removed (`-`) line that matched, bounded; "" for a path match.
+    line: str
+    pattern: str
+    #: What the pattern matched: the symbol in the line, or the path.
+    matched: str
+    #: A boot-critical change waits for the operator unless a failing test names it.
+    boot_critical: bool
+    #: The failing tests that name it (node ids), at most three.
+    named_by: list[str] = Field(default_factory=list)
+
+
 class AgentRequest(BaseModel):
     """The JSON object a provider receives on stdin; later fields slot in as extras."""
 
@@ -95,6 +113,7 @@ class AgentRequest(BaseModel):
     similar_fixes: list[SimilarFix] = Field(default_factory=list)
     declined_before: list[DeclinedBefore] = Field(default_factory=list)
     operator_messages: list[str] = Field(default_factory=list)
+    risky: list[RiskyChange] = Field(default_factory=list)
 
     @field_validator("workspace")
     @classmethod

@@ -218,6 +218,18 @@ def _value_problem(value: str, kind: Value, root: Path) -> str | None:
     return None
 
 
+def path_argument_problem(value: str, root: Path) -> str | None:
+    """Why `value` may not be handed to a trusted command as a file to read (the pre-check's
+    files): what the allowlist asks of any argument after a program it knows no grammar of.
+    `-x` is an option, `@x` a response file (gcc), `X=y` a variable (make)."""
+    if value.startswith("@"):
+        return f"`{value}` would read arguments from a file"
+    if "\0" in value:
+        return "an argument holds a NUL byte"
+    problem = _value_problem(value, Kind.PLAIN, root)
+    return None if problem is None else f"`{value}` {problem}"
+
+
 def _pytest_config(positionals: Sequence[str], root: Path) -> str | None:
     """Which file pytest would read as its configuration instead of the rootdir's: it looks in
     the common ancestor of its path arguments and upwards (`_pytest/config/findpaths.py`)."""

@@ -85,6 +85,7 @@ class LoopEvent(str, enum.Enum):
     BUILD_READY = "build_ready"
     NO_BUILD = "no_build"
     TOOLCHAIN_MISSING = "toolchain_missing"
+    PRECHECK_FAILED = "precheck_failed"
     BUILD_OK = "build_ok"
     BUILD_FAILED = "build_failed"
     ENV_READY = "env_ready"
@@ -237,6 +238,13 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition(S.BUILD_SETUP, E.BUILD_READY, S.BUILD_RUN, "build tool found"),
     Transition(S.BUILD_SETUP, E.NO_BUILD, S.TEST_SETUP, "no build step configured"),
     Transition(S.BUILD_SETUP, E.TOOLCHAIN_MISSING, S.ERROR_RECOVERY, "build tool not found"),
+    Transition(
+        S.BUILD_SETUP,
+        E.PRECHECK_FAILED,
+        S.ERROR_RECOVERY,
+        "the patched files fail the pre-check (fwloop_precheck, Python compile): rolled back "
+        "before the build, the output goes to the coder",
+    ),
     Transition(S.BUILD_RUN, E.BUILD_OK, S.TEST_SETUP, "build succeeded"),
     Transition(S.BUILD_RUN, E.BUILD_FAILED, S.ERROR_RECOVERY, "build failed"),
     Transition(S.TEST_SETUP, E.ENV_READY, S.TEST_RUN, "child pytest prepared"),

@@ -8,15 +8,16 @@ reviewer's call) and records what each refusal leaves behind.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pytest_fwloop.core.agent_protocol import CoderAnswer, MustFix, ReviewerAnswer
+from pytest_fwloop.core.agent_protocol import CoderAnswer, MustFix, ReviewerAnswer, RiskyChange
 from pytest_fwloop.core.fsm import ErrorType, LoopEvent
 from pytest_fwloop.core.outcomes import Outcome
 from pytest_fwloop.core.policy import Violation
 from pytest_fwloop.core.recovery import ErrorState
 from pytest_fwloop.core.repeats import RepeatedPatch
+from pytest_fwloop.core.risky import raised_risk
 
 
 @dataclass(frozen=True)
@@ -116,10 +117,16 @@ def apply_failure(message: str) -> tuple[ErrorState, list[MustFix]]:
 
 
 def review_refusal(
-    review: ReviewerAnswer, rounds: int, max_rounds: int, max_risk: float, iteration: int
+    review: ReviewerAnswer,
+    rounds: int,
+    max_rounds: int,
+    max_risk: float,
+    iteration: int,
+    risky: Sequence[RiskyChange] = (),
 ) -> Refusal | None:
-    """The reviewer's word: changes requested (bounded per iteration), then the risk bound.
-    `rounds` counts this iteration's requests for changes, this one included."""
+    """The reviewer's word: changes requested (bounded per iteration), then the risk bound on
+    the reviewer's risk raised by the patch's `risky` code. `rounds` counts this iteration's
+    requests for changes, this one included."""
     if review.decision == "changes_requested":
         must_fix = list(review.must_fix) or [MustFix(issue=review.summary)]
         if rounds >= max_rounds:
@@ -143,17 +150,19 @@ def review_refusal(
             f"reviewer requested changes ({len(must_fix)} must-fix item(s), round "
             f"{rounds}/{max_rounds})",
         )
-    if review.risk > max_risk:
+    risk, shown = raised_risk(review.risk, risky)
+    if risk > max_risk:
+        raised = f" and its risky code raised it to {risk:.2f}" if risky else ""
         return Refusal(
             LoopEvent.PATCH_REJECTED,
             ErrorState(
                 ErrorType.POLICY_VIOLATION,
-                f"reviewer risk {review.risk:.2f} > fwloop_max_risk {max_risk:.2f}",
+                f"reviewer risk {shown} > fwloop_max_risk {max_risk:.2f}",
                 LoopEvent.RECOVER_TO_ANALYSIS,
             ),
             [
                 MustFix(
-                    issue=f"the reviewer rated the patch's risk {review.risk:.2f}, above "
+                    issue=f"the reviewer rated the patch's risk {review.risk:.2f}{raised}, above "
                     f"fwloop_max_risk={max_risk:.2f}; make a smaller, safer change"
                 )
             ],

@@ -7,7 +7,7 @@ paths the patch policy judges are the paths git will write. Pure: no subprocess,
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pytest_fwloop.core.posix_paths import normalize_path, show_path
 
@@ -23,6 +23,15 @@ class PatchParseError(ValueError):
 
 
 @dataclass(frozen=True)
+class Hunk:
+    """One hunk: its `@@ … @@` header and its added and removed lines, tag first (`+`/`-`),
+    exactly as `git apply` reads them."""
+
+    header: str
+    changed: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class FileChange:
     """One file's part of a patch; a path is None where the diff says /dev/null."""
 
@@ -35,6 +44,9 @@ class FileChange:
     old_mode: str | None = None
     is_rename: bool = False
     is_copy: bool = False
+    #: The text of the change, for the checks that read lines; two changes of the same files
+    #: with the same counts compare equal without it.
+    hunks: tuple[Hunk, ...] = field(default=(), compare=False)
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -78,6 +90,7 @@ class _Section:
     new_mode: str | None = None
     is_rename: bool = False
     is_copy: bool = False
+    hunks: list[Hunk] = field(default_factory=list)
 
     def finish(self) -> FileChange:
         old = None if self.minus_null or self.is_new else self._pick("old")
@@ -97,6 +110,7 @@ class _Section:
             old_mode=self.old_mode,
             is_rename=self.is_rename,
             is_copy=self.is_copy,
+            hunks=tuple(self.hunks),
         )
 
     def _pick(self, side: str) -> str | None:
@@ -232,6 +246,7 @@ def _read_hunk(lines: list[str], index: int, section: _Section) -> int:
         )
     old_left = 1 if match[2] is None else int(match[2])
     new_left = 1 if match[4] is None else int(match[4])
+    changed: list[str] = []
     index += 1
     while old_left > 0 or new_left > 0:
         if index >= len(lines):
@@ -245,9 +260,11 @@ def _read_hunk(lines: list[str], index: int, section: _Section) -> int:
         elif tag == "-":
             old_left -= 1
             section.removed += 1
+            changed.append(lines[index])
         elif tag == "+":
             new_left -= 1
             section.added += 1
+            changed.append(lines[index])
         elif tag != "\\":
             raise PatchParseError(
                 f"line {index + 1}: unexpected line inside the hunk started on line {start}; "
@@ -260,6 +277,7 @@ def _read_hunk(lines: list[str], index: int, section: _Section) -> int:
         index += 1
     while index < len(lines) and lines[index].startswith("\\"):
         index += 1
+    section.hunks.append(Hunk(match[0], tuple(changed)))
     return index
 
 

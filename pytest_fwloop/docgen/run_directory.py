@@ -223,6 +223,14 @@ _ROUND_FILES: tuple[tuple[str, str], ...] = (
         "each tester command (`CommandsRecord`), and the tail of the K-th command's output",
     ),
     (
+        "`build-precheck.log`, `build-precheck-2.log`, …",
+        (
+            "the pre-check of the applied patch before the build (`fwloop_precheck`, the compile "
+            "of written Python files): each check, its output's tail and how it ended; a later "
+            "patch of the same iteration writes the next number"
+        ),
+    ),
+    (
         "`build.log`",
         "the build's output",
     ),

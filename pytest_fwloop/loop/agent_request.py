@@ -2,7 +2,8 @@
 
 Failures are packed by signature within `fwloop_context_bytes` (less what the coder's
 `similar_fixes` and `declined_before` from the knowledge base take); the history carries earlier
-iterations' counts, patch summaries and outcomes; never a whole log.
+iterations' counts, patch summaries and outcomes; never a whole log. A request with a patch
+names its risky code (`fwloop_risky_patterns`): which hunk matched which pattern.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pytest_fwloop.core.agent_protocol import (
 )
 from pytest_fwloop.core.context import pack_failures, signature
 from pytest_fwloop.core.history import open_regressions
+from pytest_fwloop.core.risky import MAX_LISTED, assess
 from pytest_fwloop.knowledge.fixes import declined_before, similar_fixes
 from pytest_fwloop.knowledge.store import KnowledgeBase
 from pytest_fwloop.loop.state import LoopState
@@ -69,5 +71,6 @@ def agent_request(
         "similar_fixes": similar,
         "declined_before": before,
         "operator_messages": list(loop.operator_messages),
+        "risky": assess(patch, settings.risky_patterns, failing)[:MAX_LISTED] if patch else [],
     }
     return AgentRequest.model_validate({**fields, **extra})

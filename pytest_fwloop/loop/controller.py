@@ -203,7 +203,7 @@ class Controller:
         )
 
     def build_setup(self) -> Step:
-        return self._take(self.build.setup())
+        return self._take(self.build.setup(self.loop.current, self.loop.pre_patch_checkpoint))
 
     def build_run(self) -> Step:
         return self._take(self.build.run(self.loop.current, self.loop.pre_patch_checkpoint))

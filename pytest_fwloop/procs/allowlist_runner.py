@@ -9,12 +9,19 @@ process.
 from __future__ import annotations
 
 import os
+import shlex
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_fwloop.core.allowlist import Argv, CommandCheck, blocked_reason, check_commands
+from pytest_fwloop.core.allowlist import (
+    Argv,
+    CommandCheck,
+    blocked_reason,
+    check_commands,
+    path_argument_problem,
+)
 from pytest_fwloop.core.redaction import SECRET_NAME
 from pytest_fwloop.procs.supervision import addopts_without_loop, run_logged
 
@@ -105,6 +112,23 @@ class AllowlistRunner:
         reason = blocked_reason(argv, self.prefixes, self.cwd)
         if reason is not None:
             raise CommandBlocked(reason)
+        return self._start(argv, log_path)
+
+    def run_with_paths(self, prefix: Argv, paths: Sequence[str], log_path: Path) -> CommandResult:
+        """Run the allowlisted `prefix` as written (the operator's line, which may end with any
+        option) with `paths` appended, each judged as a file to read inside the tree;
+        CommandBlocked naming the first one that is not (a name the tool would read as an
+        option, a response file or a variable)."""
+        if prefix not in self.prefixes:
+            raise CommandBlocked(f"{shlex.join(prefix)} is not an allowed command")
+        for path in paths:
+            problem = path_argument_problem(path, self.cwd)
+            if problem is not None:
+                raise CommandBlocked(problem)
+        return self._start((*prefix, *paths), log_path)
+
+    def _start(self, argv: Sequence[str], log_path: Path) -> CommandResult:
+        """Start `argv` (judged already) and wait for it, its timeout or an abort."""
         try:
             result = run_logged(
                 list(argv),

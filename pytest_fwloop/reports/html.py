@@ -136,7 +136,7 @@ def _round(run_dir: Path, it: TimelineEntry) -> RoundView:
     view.commands = list(commands.get("commands", [])) if commands else []
     view.links = [
         path.relative_to(run_dir).as_posix()
-        for pattern in ("build.log", "pytest*.log", "console/*")
+        for pattern in ("build-precheck*.log", "build.log", "pytest*.log", "console/*")
         for path in sorted(folder.glob(pattern))
     ]
     return view

@@ -104,6 +104,11 @@ class ShadowRepo:
             raise PathRefused(_one_line(listed.stderr))
         return set(_split_z(listed.stdout))
 
+    def read(self, commit: str, path: str) -> bytes | None:
+        """The bytes of file `path` in snapshot `commit`; None when the snapshot has none."""
+        shown = self._git("cat-file", "blob", f"{self._commit(commit)}:{path}", check=False)
+        return shown.stdout if shown.returncode == 0 else None
+
     def pack(self) -> None:
         """Pack the store's loose objects and drop unreachable ones (the index states of
         snapshots): run at the end of a run, under its lock. What `git gc --prune=now` does

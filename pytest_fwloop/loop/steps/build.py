@@ -1,9 +1,10 @@
 """BUILD_SETUP and BUILD_RUN (DESIGN.md §3): the firmware rebuilt after each patch.
 
 A build broken by the coder's patch is rolled back and the compiler's diagnostics go to the coder
-as must-fix items. A patched Makefile or build script is source that runs, so the tree is checked
-after the build: a patch whose build changed protected paths (a planted `conftest.py`) is rolled
-back too (docs/security.md).
+as must-fix items; so is a patch whose files fail the pre-check before the build (`precheck`).
+A patched Makefile or build script is source that runs, so the tree is checked after the build:
+a patch whose build changed protected paths (a planted `conftest.py`) is rolled back too
+(docs/security.md).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pytest_fwloop.core.posix_paths import glob_match
 from pytest_fwloop.core.recovery import ErrorState
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import Iteration, Step, Verdict, failed
+from pytest_fwloop.loop.steps.precheck import PrecheckReport, run_precheck
 from pytest_fwloop.procs.sandbox import bwrap_argv
 from pytest_fwloop.procs.supervision import run_logged
 
@@ -41,10 +43,22 @@ class BuildStep:
         # The clean command ran once for a baseline that did not build (fwloop_build_clean).
         self.cleaned = False
 
-    def setup(self) -> Verdict:
+    def setup(self, current: Iteration, pre_patch: str) -> Verdict:
+        """The pre-check of the patch just applied (seed 001 §5.6), then the build tool."""
+        checked = run_precheck(self.services, current, pre_patch)
+        if checked.failure:
+            return self._rolled_back(
+                pre_patch,
+                Step(LoopEvent.PRECHECK_FAILED, checked.failure, checked.evidence),
+                ErrorState(checked.error_type, checked.failure, LoopEvent.RECOVER_TO_ANALYSIS),
+                checked.output,
+                f"its pre-check failed before the build: {checked.failure}",
+            )
         build = self.services.settings.build
         if build is None:
-            return Verdict(Step(LoopEvent.NO_BUILD, "no build command configured"))
+            return Verdict(
+                _checked(Step(LoopEvent.NO_BUILD, "no build command configured"), checked)
+            )
         program = missing_build_program(build, self.services.settings.rootdir)
         if program is not None:
             return failed(
@@ -57,7 +71,7 @@ class BuildStep:
                 LoopEvent.TOOLCHAIN_MISSING,
             )
         name = "/bin/sh" if isinstance(build, str) else build[0]
-        return Verdict(Step(LoopEvent.BUILD_READY, f"build tool '{name}' found"))
+        return Verdict(_checked(Step(LoopEvent.BUILD_READY, f"build tool '{name}' found"), checked))
 
     def run(self, current: Iteration, pre_patch: str) -> Verdict:
         """Run the build; a patch that breaks it, or whose build changes protected paths, is
@@ -112,7 +126,8 @@ class BuildStep:
     ) -> Verdict:
         """Who mends a failed build: the coder if its patch broke it (rolled back), a retry if
         it timed out without a new patch, nobody if the tree does not build before any patch."""
-        diagnostics = build_diagnostics(log.read_text(encoding="utf-8", errors="replace"))
+        text = log.read_text(encoding="utf-8", errors="replace")
+        diagnostics = build_diagnostics(text)
         if result.timed_out:
             what = f"build exceeded fwloop_build_timeout={self.services.settings.build_timeout:g}s"
             error_type, event = ErrorType.TIMEOUT, LoopEvent.STATE_TIMEOUT
@@ -120,22 +135,12 @@ class BuildStep:
             what = f"build exited {result.returncode}"
             error_type, event = ErrorType.BUILD_FAILURE, LoopEvent.BUILD_FAILED
         if current.kind is IterationKind.PATCH and pre_patch:
-            self.services.workspace.restore(pre_patch)
-            return Verdict(
-                Step(
-                    event,
-                    f"{what}; patch rolled back, diagnostics go to the coder",
-                    evidence,
-                ),
-                error=ErrorState(error_type, what, LoopEvent.RECOVER_TO_ANALYSIS),
-                must_fix=[
-                    MustFix(
-                        issue=f"the previous patch broke the build ({what}); fix these errors:\n"
-                        f"{diagnostics}"
-                    )
-                ],
-                diagnostics=diagnostics,
-                note=f"patch rolled back: {what}",
+            return self._rolled_back(
+                pre_patch,
+                Step(event, what, evidence),
+                ErrorState(error_type, what, LoopEvent.RECOVER_TO_ANALYSIS),
+                text,
+                what,
             )
         if result.timed_out:
             return Verdict(
@@ -163,6 +168,30 @@ class BuildStep:
                 LoopEvent.RECOVER_TO_BUILD,
                 terminal_outcome=Outcome.BUILD_FAILED,
             ),
+        )
+
+    def _rolled_back(
+        self, pre_patch: str, step: Step, error: ErrorState, output: str, why: str
+    ) -> Verdict:
+        """Undo a patch that broke the build (or its pre-check): the coder gets the errors of
+        `output` as must-fix items and build diagnostics, `why` saying what failed."""
+        self.services.workspace.restore(pre_patch)
+        diagnostics = build_diagnostics(output)
+        return Verdict(
+            Step(
+                step.event,
+                f"{step.reason}; patch rolled back, diagnostics go to the coder",
+                step.evidence,
+            ),
+            error=error,
+            must_fix=[
+                MustFix(
+                    issue=f"the previous patch broke the build ({why}); fix these errors:\n"
+                    f"{diagnostics}"
+                )
+            ],
+            diagnostics=diagnostics,
+            note=f"patch rolled back: {error.reason}",
         )
 
     def _clean(self, current: Iteration) -> str | None:
@@ -226,6 +255,15 @@ class BuildStep:
             ],
             note="patch rolled back: its build changed protected files",
         )
+
+
+def _checked(step: Step, checked: PrecheckReport) -> Step:
+    """`step` with what the pre-check passed, for the trace."""
+    if not checked.checked:
+        return step
+    return Step(
+        step.event, f"pre-check passed ({checked.checked}); {step.reason}", checked.evidence
+    )
 
 
 def protected_paths(paths: list[str], policy: PatchPolicy) -> list[str]:

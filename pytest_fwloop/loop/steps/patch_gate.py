@@ -19,6 +19,7 @@ from pytest_fwloop.core.gate_rules import Refusal, apply_failure, first_refusal,
 from pytest_fwloop.core.outcomes import Outcome
 from pytest_fwloop.core.recovery import ErrorState
 from pytest_fwloop.core.repeats import find_repeat
+from pytest_fwloop.core.risky import find_risky, raised_risk
 from pytest_fwloop.core.unified_diff import parse_patch
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import Iteration, Step, Verdict, failed, provider_error
@@ -70,15 +71,17 @@ class PatchGate:
             assert isinstance(review, ReviewerAnswer)
             if review.decision == "changes_requested":
                 current.review_rounds += 1
+            risky = find_risky(patch, self.services.settings.risky_patterns)
             refusal = review_refusal(
                 review,
                 current.review_rounds,
                 self.services.settings.review_rounds,
                 self.services.settings.max_risk,
                 current.number,
+                risky,
             )
             if refusal is None:
-                return self._approve(answer, current, review)
+                return self._approve(answer, current, review, raised_risk(review.risk, risky)[1])
         return self._refuse(refusal, patch, current, repeat is not None)
 
     def apply(self, current: Iteration, before: str) -> Verdict:
@@ -102,7 +105,10 @@ class PatchGate:
             diagnostics="",
         )
 
-    def _approve(self, answer: CoderAnswer, current: Iteration, review: ReviewerAnswer) -> Verdict:
+    def _approve(
+        self, answer: CoderAnswer, current: Iteration, review: ReviewerAnswer, risk: str
+    ) -> Verdict:
+        """`risk`: the patch's risk as the gate summed it (the reviewer's, raised by risky code)."""
         current.patch = answer.patch
         folder = self.services.recorder.relative(self.services.recorder.round_path(current.number))
         self.review_path = self.services.recorder.write_json(
@@ -113,7 +119,7 @@ class PatchGate:
         return Verdict(
             Step(
                 LoopEvent.PATCH_APPROVED,
-                f"policy passed; reviewer approved (risk {review.risk:.2f} <= "
+                f"policy passed; reviewer approved (risk {risk} <= "
                 f"{self.services.settings.max_risk:.2f})",
             )
         )

@@ -6,6 +6,10 @@ roundtable; strict JSON stays for the gate that applies it), and the run stops w
 `awaiting_operator_confirm`, the tree untouched, `proposal.patch` and `proposal.md` in its run
 directory. In interactive mode on a terminal the operator answers at once instead: `y` sends the
 patch on through the strict gate, `n` cancels, any other text goes back to the coder.
+
+Whatever `fwloop_propose` says, a patch that changes boot-critical code no failing test names
+(`core/risky.py`, seed 001 §5.7) stops here the same way, once the policy passes it: only an
+operator lets it through.
 """
 
 from __future__ import annotations
@@ -15,13 +19,15 @@ from collections.abc import Callable
 
 from pytest_fwloop.agents.errors import ProviderError
 from pytest_fwloop.agents.role import RoleAgent
-from pytest_fwloop.core.agent_protocol import AgentRequest, CoderAnswer, MustFix
+from pytest_fwloop.core.agent_protocol import AgentRequest, CoderAnswer, MustFix, RiskyChange
 from pytest_fwloop.core.convergence import ExecutionMode
 from pytest_fwloop.core.fsm import LoopEvent
 from pytest_fwloop.core.gate_rules import first_refusal
 from pytest_fwloop.core.outcomes import Outcome
+from pytest_fwloop.core.risky import assess, describe, unnamed_boot
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import LoopState, Step
+from pytest_fwloop.loop.steps.decline import open_failures
 
 
 class ProposalDesk:
@@ -54,16 +60,28 @@ class ProposalDesk:
             return None
         decisions = loop.current.decisions
         unsure = bool(decisions) and decisions[-1].status in ("low_confidence", "inconclusive")
-        if not self.due(applied, unsure) or not answer.patch.strip():
+        if not answer.patch.strip():
             return None  # no patch to show: the gate refuses it and the coder is asked again
-        policy = self._policy_word(answer)
+        due = self.due(applied, unsure)
+        boot = unnamed_boot(
+            assess(
+                answer.patch,
+                self.services.settings.risky_patterns,
+                open_failures(loop, str(self.services.settings.rootdir)),
+            )
+        )
+        if not due and not boot:
+            return None
+        passes, policy = self._policy_word(answer)
+        if not due and not passes:
+            return None  # the gate refuses it and tells the coder: nothing to ask anyone
         comments = {
             role: self._comment(role, agent, answer, request)
             for role, agent in self.commenters.items()
         }
         number = loop.current.number
         patch = self.services.recorder.write_patch("proposal.patch", answer.patch)
-        text = _proposal_text(self.services.recorder.run_id, number, answer, policy, comments)
+        text = _proposal_text(self.services.recorder.run_id, number, answer, policy, comments, boot)
         notes = self.services.recorder.write_text("proposal.md", text)
         evidence = (self.services.recorder.relative(patch), self.services.recorder.relative(notes))
         if self.services.settings.mode is ExecutionMode.INTERACTIVE and sys.stdin.isatty():
@@ -83,14 +101,19 @@ class ProposalDesk:
             return Step(LoopEvent.OPERATOR_FOLLOWUP, f"operator: {reply[:120]}", evidence)
         loop.outcome = Outcome.AWAITING_OPERATOR_CONFIRM
         run_id = self.services.recorder.run_id
+        why = (
+            f"proposal mode ({self.services.settings.propose})"
+            if due
+            else f"boot-critical code that no failing test names ({describe(boot)})"
+        )
         loop.final_reason = (
-            f"proposal mode ({self.services.settings.propose}): the patch of iteration {number} "
-            f"waits for the operator ({policy}); read proposal.md, then `fwloop confirm {run_id}` "
-            f"or `fwloop followup {run_id} TEXT`"
+            f"{why}: the patch of iteration {number} waits for the operator ({policy}); read "
+            f"proposal.md, then `fwloop confirm {run_id}` or `fwloop followup {run_id} TEXT`"
         )
         return Step(LoopEvent.AWAIT_OPERATOR, loop.final_reason, evidence)
 
-    def _policy_word(self, answer: CoderAnswer) -> str:
+    def _policy_word(self, answer: CoderAnswer) -> tuple[bool, str]:
+        """Whether the strict gate's checks before the reviewer pass the patch, and in words."""
         refusal = first_refusal(
             answer.patch,
             None,
@@ -102,9 +125,9 @@ class ProposalDesk:
             answer,
         )
         if refusal is None:
-            return "the patch policy passes it and it applies"
+            return True, "the patch policy passes it and it applies"
         reason = refusal.error.reason if refusal.error is not None else refusal.reason
-        return f"the patch gate would refuse it: {reason}"
+        return False, f"the patch gate would refuse it: {reason}"
 
     @staticmethod
     def _comment(
@@ -120,7 +143,12 @@ class ProposalDesk:
 
 
 def _proposal_text(
-    run_id: str, number: int, answer: CoderAnswer, policy: str, comments: dict[str, str]
+    run_id: str,
+    number: int,
+    answer: CoderAnswer,
+    policy: str,
+    comments: dict[str, str],
+    boot: list[RiskyChange],
 ) -> str:
     lines = [
         f"# Proposal for iteration {number}",
@@ -133,6 +161,19 @@ def _proposal_text(
         f"**Patch policy:** {policy}",
         "",
     ]
+    if boot:
+        lines += [
+            "## Boot-critical code no failing test names",
+            "",
+            "The patch changes code the board needs to start (fwloop_risky_patterns), and no "
+            "test that fails names it: it is applied only if you confirm it.",
+            "",
+            *[
+                f"- `{c.file}`" + (f" {c.hunk} `{c.line}`" if c.hunk else "") + f": {c.pattern}"
+                for c in boot
+            ],
+            "",
+        ]
     for role, comment in comments.items():
         lines += [f"## The {role}'s comment", "", comment, ""]
     lines += [
