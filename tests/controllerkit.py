@@ -168,7 +168,7 @@ class FakeChild:
         path = self.root / METRICS
         lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
         return {
-            name: Metric(value=float(value), better=better)  # type: ignore[arg-type]
+            name: Metric(value=float(value), better=better)
             for name, value, better in (line.split() for line in lines if line.strip())
         }
 

@@ -4,6 +4,7 @@ kept per iteration, and no SUCCESS while one is worse than at the baseline beyon
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -12,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controllerkit import METRICS, ControllerKit, firmware_patch
-from loopkit import coder_answer, unified_diff
+from envs_support.browser import open_page
+from loopkit import LoopProject, coder_answer, unified_diff
 from pytest_fwloop.cli.replay import load_run, replay
 from pytest_fwloop.config import option_spec
 from pytest_fwloop.config.option_spec import parse_metric_tolerance
@@ -153,8 +155,8 @@ def test_a_move_the_good_way_is_never_worse(
 ) -> None:
     now = base - moved if better == "lower" else base + moved
     [judged] = compare(
-        {"m": Metric(value=base, better=better)},  # type: ignore[arg-type]
-        {"m": Metric(value=now, better=better)},  # type: ignore[arg-type]
+        {"m": Metric(value=base, better=better)},
+        {"m": Metric(value=now, better=better)},
         {"*": tolerance},
     )
     assert not judged.worse
@@ -285,3 +287,239 @@ def test_judge_compares_the_latest_kept_tree_with_the_baseline() -> None:
 @pytest.fixture
 def kit(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> ControllerKit:
     return ControllerKit(pytester, monkeypatch)
+
+
+# -- the child: what a test records reaches results.json -----------------------------------------
+
+RECORDING_SUITE = """
+def test_boot(fwloop_metric):
+    fwloop_metric("boot_ms", 412)
+    fwloop_metric("flash.text-bytes", "20480", better="lower")
+
+
+def test_rate(record_property):
+    record_property("fwloop_metric_rate", 900)
+    record_property("fwloop_metric_rate.better", "higher")
+    record_property("fwloop_metric_bogus", "fast")  # not a number: left out
+    record_property("unrelated", 1)
+
+
+def test_fails_after_measuring(fwloop_metric):
+    fwloop_metric("heap_kb", 96.5, better="lower")
+    assert False
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["child", "child-xdist"])
+def test_the_child_records_what_the_fixture_and_the_properties_recorded(
+    pytester: pytest.Pytester, workers: list[str]
+) -> None:
+    pytester.makepyfile(test_suite=RECORDING_SUITE)
+    report = pytester.path / "results.json"
+    pytester.runpytest_subprocess(f"--fwloop-child-report={report}", "-p", "no:randomly", *workers)
+    recorded = IterationResults.model_validate_json(report.read_text(encoding="utf-8"))
+    assert {t.nodeid.split("::")[1]: t.metrics for t in recorded.tests} == {
+        "test_boot": {"boot_ms": lower(412), "flash.text-bytes": lower(20480)},
+        "test_rate": {"rate": higher(900)},
+        "test_fails_after_measuring": {"heap_kb": lower(96.5)},
+    }
+    assert recorded.metrics == {}  # no coverage run
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        ('"boot ms", 1', "'boot ms' is not a metric name"),
+        ('"boot_ms", "fast"', "'fast' is not a finite number"),
+        ('"boot_ms", float("inf")', "inf is not a finite number"),
+        ('"boot_ms", True', "True is not a finite number"),
+        ('"boot_ms", 1, better="up"', "better='up'; use 'lower' or 'higher'"),
+    ],
+)
+def test_the_fixture_refuses_a_metric_it_cannot_record(
+    pytester: pytest.Pytester, call: str, error: str
+) -> None:
+    pytester.makepyfile(f"def test_it(fwloop_metric):\n    fwloop_metric({call})\n")
+    result = pytester.runpytest_subprocess("-p", "no:randomly")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*ValueError: fwloop_metric*{error}*"])
+
+
+def test_outside_the_loop_the_fixture_only_records_properties(pytester: pytest.Pytester) -> None:
+    """Plain pytest: the metrics are the test's properties, in the user's JUnit XML."""
+    pytester.makepyfile(test_suite=RECORDING_SUITE)
+    junit = pytester.path / "junit.xml"
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", f"--junitxml={junit}", "-o", "junit_family=xunit1"
+    )
+    result.assert_outcomes(passed=2, failed=1)
+    xml = junit.read_text(encoding="utf-8")
+    assert '<property name="fwloop_metric_boot_ms" value="412" />' in xml
+    assert '<property name="fwloop_metric_boot_ms.better" value="lower" />' in xml
+    assert not (pytester.path / ".fwloop").exists()
+
+
+COVERED = """
+def covered():
+    return 1
+
+
+def uncovered():
+    a = 1
+    return a
+"""
+
+
+@pytest.mark.parametrize("focus", [False, True], ids=["whole-suite", "focus"])
+def test_pytest_covs_total_is_the_runs_coverage_metric_on_whole_suite_runs_only(
+    pytester: pytest.Pytester, focus: bool
+) -> None:
+    pytester.makepyfile(
+        covered_mod=COVERED,
+        test_cov="import covered_mod\n\ndef test_it():\n    assert covered_mod.covered() == 1\n",
+    )
+    report = pytester.path / "results.json"
+    select = pytester.path / "select.txt"
+    select.write_text("test_cov.py::test_it\n")
+    args = [f"--fwloop-child-select={select}"] if focus else []
+    pytester.runpytest_subprocess(
+        f"--fwloop-child-report={report}",
+        "--cov=covered_mod",
+        "--cov-report=term",
+        "-p",
+        "no:randomly",
+        *args,
+    )
+    recorded = IterationResults.model_validate_json(report.read_text(encoding="utf-8"))
+    assert [t.outcome for t in recorded.tests] == ["passed"]
+    # 5 statements, 3 run (both `def` lines and `return 1`): pytest-cov's TOTAL, 60%.
+    assert recorded.metrics == ({} if focus else {"coverage": higher(60.0)})
+
+
+# -- real `pytest --fwloop` runs -----------------------------------------------------------------
+
+BOOT = """\
+def add(a, b):
+    return a - b
+
+
+def boot_ms():
+    return 400
+"""
+
+BOOT_TESTS = """\
+from fw import boot
+
+
+def test_add(fwloop_metric):
+    fwloop_metric("boot_ms", boot.boot_ms())
+    assert boot.add(2, 3) == 5
+
+
+def test_rate(record_property):
+    record_property("fwloop_metric_rate", 900)
+    record_property("fwloop_metric_rate.better", "higher")
+"""
+
+
+def _boot_patches() -> list[str]:
+    """The add fix, which boots 20% slower; then booting as fast again."""
+    fixed = BOOT.replace("return a - b", "return a + b")
+    slower = fixed.replace("return 400", "return 480")
+    again = slower.replace("return 480", "return 404")
+    return [unified_diff("fw/boot.py", BOOT, slower), unified_diff("fw/boot.py", slower, again)]
+
+
+@pytest.mark.slow
+def test_a_real_loop_withholds_success_for_a_slower_boot_and_says_why(
+    project: LoopProject,
+) -> None:
+    project.calc_suite()
+    project.write("fw/boot.py", BOOT)
+    project.write("tests/test_calc.py", BOOT_TESTS)
+    coder = project.agent("coder", [coder_answer(p) for p in _boot_patches()])
+    result = project.run(f"--fwloop-coder={coder.spec}")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    summary = project.summary()
+    assert summary["pass_counts"] == [1, 2, 2]
+    assert summary["metrics"] == {
+        "boot_ms": {
+            "better": "lower",
+            "tolerance": 0.05,
+            "values": {"1": 400.0, "2": 480.0, "3": 404.0},
+        },
+        "rate": {"better": "higher", "tolerance": 0.05, "values": dict.fromkeys("123", 900.0)},
+    }
+    result.stdout.fnmatch_lines(
+        [
+            "*[[]2] analysis: score *, trend improving *; metrics: boot_ms 400 -> 480 (+20.0%) "
+            "WORSE, rate 900",
+            "*[[]2] next: bring boot_ms back within tolerance of the baseline*",
+            # The move out of iteration 2's check, printed as iteration 3's first.
+            "*[[]3] CONVERGENCE_CHECK -> CODE_ANALYSIS: continue: *; SUCCESS withheld: 1 metric(s) "
+            "worse than at the baseline beyond their tolerance (boot_ms 400 -> 480 (+20.0%), "
+            "lower is better, tolerance 5.0%)",
+            "*outcome: success (SUCCESS)*",
+            "metric*better*per iteration*vs baseline*tolerance*",
+            "boot_ms*lower*400 -> 480 -> 404*+1.0%*5.0%*ok",
+            "rate*higher*900 -> 900 -> 900*+0.0%*5.0%*ok",
+        ]
+    )
+    [second] = coder.requests()[1:]
+    assert [m["issue"] for m in second["must_fix"]] == [
+        "boot_ms 400 -> 480 (+20.0%) is worse than at the baseline beyond its tolerance "
+        "(lower is better, tolerance 5.0%): bring it back"
+    ]
+    assert project.replay().returncode == 0
+    [run_dir] = project.run_dirs()
+    opened = open_page(run_dir / "report.html", run_dir / "report.png")
+    assert opened.console == []
+    table = opened.dom.split('id="metrics"', 1)[1].split("</table>", 1)[0]
+    assert re.findall(r"<tr><td>(\w+)</td><td>(\w+)</td>", table) == [
+        ("boot_ms", "lower"),
+        ("rate", "higher"),
+    ]
+    assert "<td>400</td><td>480</td><td>404</td>" in table
+    assert table.count('class="spark"') == 2
+    assert "Next:</strong> bring boot_ms back within tolerance" in opened.dom
+
+
+COVERAGE_CALC = """\
+def add(a, b):
+    return a - b
+"""
+
+
+@pytest.mark.slow
+def test_a_real_loop_counts_pytest_covs_total_as_a_metric(project: LoopProject) -> None:
+    """The first fix also adds code no test runs: coverage drops from 100% to 50% and SUCCESS
+    waits until the next patch takes it out again."""
+    project.calc_suite()
+    project.write("fw/calc.py", COVERAGE_CALC)
+    project.write(
+        "tests/test_calc.py",
+        "from fw import calc\n\n\ndef test_add():\n    assert calc.add(2, 3) == 5\n",
+    )
+    fixed = COVERAGE_CALC.replace("a - b", "a + b")
+    dead = fixed + "\n\ndef unused(x):\n    y = x * 2\n    z = y + 1\n    return z\n"
+    coder = project.agent(
+        "coder",
+        [
+            coder_answer(unified_diff("fw/calc.py", COVERAGE_CALC, dead), "fix, plus a helper"),
+            coder_answer(unified_diff("fw/calc.py", dead, fixed), "drop the unused helper"),
+        ],
+    )
+    result = project.run(f"--fwloop-coder={coder.spec}", "--cov=fw", "--cov-report=term")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    summary = project.summary()
+    assert summary["pass_counts"] == [0, 1, 1]
+    assert summary["metrics"]["coverage"]["values"] == {"1": 100.0, "2": 50.0, "3": 100.0}
+    result.stdout.fnmatch_lines(
+        [
+            "*[[]3] CONVERGENCE_CHECK -> CODE_ANALYSIS: *SUCCESS withheld: 1 metric(s) worse than "
+            "at the baseline beyond their tolerance (coverage 100 -> 50 (-50.0%), higher is "
+            "better, tolerance 5.0%)",
+            "*outcome: success (SUCCESS)*",
+        ]
+    )
+    assert project.replay().returncode == 0
