@@ -261,7 +261,7 @@ _ROUND_FILES: tuple[tuple[str, str], ...] = (
             "the iteration's structured per-test results (`IterationResults`): the run that "
             "counts (the gate's when one ran) merged with its environment reruns, and, after a "
             "focus run that did not reach the gate, the other tests' last full-run records "
-            "marked `carried`"
+            "marked `carried`; each test's metrics, and the run's `coverage`"
         ),
     ),
     (
@@ -270,7 +270,8 @@ _ROUND_FILES: tuple[tuple[str, str], ...] = (
     ),
     (
         "`convergence.json`",
-        "the checker's verdict (`ConvergenceRecord`)",
+        "the checker's verdict (`ConvergenceRecord`), each metric against the baseline, and the "
+        "analysis printed after the iteration ([metrics.md](metrics.md))",
     ),
 )
 
