@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from controllerkit import METRICS, ControllerKit, firmware_patch
 from envs_support.browser import open_page
 from loopkit import LoopProject, coder_answer, unified_diff
+from pytest_fwloop.child.metrics import read_metrics
 from pytest_fwloop.cli.replay import load_run, replay
 from pytest_fwloop.config import option_spec
 from pytest_fwloop.config.option_spec import parse_metric_tolerance
@@ -324,6 +325,19 @@ def test_the_child_records_what_the_fixture_and_the_properties_recorded(
         "test_fails_after_measuring": {"heap_kb": lower(96.5)},
     }
     assert recorded.metrics == {}  # no coverage run
+
+
+def test_properties_the_protocol_cannot_read_are_left_out() -> None:
+    properties = [
+        ("fwloop_metric_a", 1),
+        ("fwloop_metric_a.better", "up"),  # neither lower nor higher
+        ("fwloop_metric_b", " 2.5 "),
+        ("fwloop_metric_c", [3]),
+        ("fwloop_metric_bad name", 4),
+        ("fwloop_metric_d", float("nan")),
+        ("other", 5),
+    ]
+    assert read_metrics(properties) == {"b": {"value": 2.5, "better": "lower"}}
 
 
 @pytest.mark.parametrize(

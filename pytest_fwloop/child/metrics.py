@@ -26,6 +26,8 @@ _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
 class MetricRecorder(Protocol):
+    """What `fwloop_metric` gives a test, for a suite that annotates its fixtures."""
+
     def __call__(self, name: str, value: float, better: str = "lower") -> None: ...
 
 

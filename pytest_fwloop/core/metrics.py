@@ -22,6 +22,7 @@ Tolerances = Mapping[str, float]
 
 
 def tolerance_of(name: str, tolerances: Tolerances) -> float:
+    """The metric's own tolerance, else the option's default, else seed §6.1's 0.05."""
     return tolerances.get(name, tolerances.get(ANY_METRIC, DEFAULT_TOLERANCE))
 
 
