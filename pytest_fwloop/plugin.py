@@ -20,7 +20,11 @@ from pytest_fwloop.config.options import (
 )
 
 #: Fixture modules: inert until a test requests one of their fixtures.
-pytest_plugins = ["pytest_fwloop.child.verdict_fixtures", "pytest_fwloop.envs.fixtures"]
+pytest_plugins = [
+    "pytest_fwloop.child.verdict_fixtures",
+    "pytest_fwloop.child.metrics",
+    "pytest_fwloop.envs.fixtures",
+]
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:

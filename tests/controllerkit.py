@@ -28,7 +28,7 @@ from pytest_fwloop.config.settings import LoopSettings, load_settings
 from pytest_fwloop.core.agent_protocol import AgentRequest
 from pytest_fwloop.core.outcomes import Outcome
 from pytest_fwloop.core.redaction import Redactor
-from pytest_fwloop.core.results import IterationResults, TestRecord
+from pytest_fwloop.core.results import IterationResults, Metric, TestRecord
 from pytest_fwloop.core.run_state import Invocation
 from pytest_fwloop.core.state_clock import StateClock
 from pytest_fwloop.loop import run_context
@@ -43,6 +43,9 @@ from pytest_fwloop.workspace import Workspace
 
 #: The firmware under test: one word per test; `ok` passes, `down` fails on the environment.
 FIRMWARE = "fw/state.txt"
+#: What the firmware measures, if the file exists: `NAME VALUE lower|higher` a line, recorded by
+#: test_0 (as `fwloop_metric` would) whenever it runs.
+METRICS = "fw/metrics.txt"
 
 
 def firmware_patch(before: str, after: str) -> str:
@@ -93,8 +96,8 @@ class FakeProvider:
 class FakeChild:
     """Stands in for `ChildRunner`: each run's results are the words of FIRMWARE (only the
     selected tests' when a selection is given), except that a `flake` fails unless it is a
-    flaky rerun. Its flaky reruns are the real ones (`ChildRunner.rerun_failures`), starting
-    their runs through this fake."""
+    flaky rerun; test_0 records the METRICS. Its flaky reruns are the real ones
+    (`ChildRunner.rerun_failures`), starting their runs through this fake."""
 
     rerun_failures = ChildRunner.rerun_failures
     attempt_args = ChildRunner.attempt_args
@@ -147,6 +150,7 @@ class FakeChild:
                 longrepr="" if word == "ok" else f"assert {word!r} == 'ok'",
                 crash="" if word == "ok" else f"tests/test_fw.py:{index}: AssertionError",
                 env_failure="ConnectionRefusedError: the board is down" if word == "down" else None,
+                metrics=self._metrics() if index == 0 else {},
             )
             for index, word in enumerate(words)
             if wanted is None or f"tests/test_fw.py::test_{index}" in wanted
@@ -159,6 +163,14 @@ class FakeChild:
         return ProcessResult(
             returncode=written.exitstatus, timed_out=False, aborted=False, duration=0.1
         )
+
+    def _metrics(self) -> dict[str, Metric]:
+        path = self.root / METRICS
+        lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+        return {
+            name: Metric(value=float(value), better=better)
+            for name, value, better in (line.split() for line in lines if line.strip())
+        }
 
     def precheck(self, folder: Path, select: list[str], run: object) -> str:
         return "tester pre-check skipped by the fake child"

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from controllerkit import ControllerKit, fixing
+from controllerkit import METRICS, ControllerKit, firmware_patch, fixing
+from loopkit import coder_answer, unified_diff
 from pytest_fwloop.cli.main import main
 from pytest_fwloop.core.outcomes import Outcome
 
@@ -105,3 +106,35 @@ def test_a_report_that_cannot_be_written_costs_a_note_not_the_run(kit: Controlle
 def _timeline(kit: ControllerKit) -> list[dict[str, Any]]:
     path = kit.controller.recorder.path / "task-timeline.json"
     return json.loads(path.read_text(encoding="utf-8"))["iterations"]  # type: ignore[no-any-return]
+
+
+def test_the_report_shows_the_metrics_and_each_iterations_analysis(
+    kit: ControllerKit, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (kit.root / METRICS).parent.mkdir(parents=True, exist_ok=True)
+    (kit.root / METRICS).write_text("boot_ms 400 lower\nrate 9 higher\n")
+    patch = firmware_patch("ok bug", "ok ok") + unified_diff(
+        METRICS, "boot_ms 400 lower\nrate 9 higher\n", "boot_ms 410 lower\nrate 9 higher\n"
+    )
+    kit.coder.answers = [coder_answer(patch)]
+    kit.build("ok bug")
+    assert kit.run() is Outcome.SUCCESS
+    run_dir = kit.controller.recorder.path
+    html = (run_dir / "report.html").read_text(encoding="utf-8")
+    table = html.split('id="metrics"', 1)[1].split("</table>", 1)[0]
+    rows = re.findall(r"<tr><td>(\w+)</td><td>(\w+)</td>((?:<td>[\d.]+</td>)+)", table)
+    assert rows == [
+        ("boot_ms", "lower", "<td>400</td><td>410</td><td>410</td>"),
+        ("rate", "higher", "<td>9</td><td>9</td><td>9</td>"),
+    ]
+    assert re.findall(r"<td>([+-][\d.]+%)</td>", table) == ["+2.5%", "+0.0%"]
+    assert table.count('<td class="status">ok</td>') == 2
+    trends = re.findall(r'<td class="trend">([^<]*)</td>', html)
+    assert trends == ["insufficient data", "improving", "improving"]
+    assert html.count('<p class="recommendation">') == 3
+    assert 'id="next"' not in html  # a green run: nothing left to advise
+    # `fwloop report` builds the same page from the records alone.
+    (run_dir / "report.html").unlink()
+    assert main(["report", "last", "--rootdir", str(kit.root)]) == 0
+    assert (run_dir / "report.html").read_text(encoding="utf-8") == html
+    capsys.readouterr()

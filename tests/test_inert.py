@@ -92,6 +92,7 @@ def test_a_plain_run_imports_none_of_the_loop(pytester: pytest.Pytester) -> None
     assert loaded <= {
         "pytest_fwloop",
         "pytest_fwloop.child",
+        "pytest_fwloop.child.metrics",
         "pytest_fwloop.child.verdict_fixtures",
         "pytest_fwloop.config",
         "pytest_fwloop.config.env_options",

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from pytest_fwloop.child.files import progress_path
+from pytest_fwloop.child.metrics import COVERAGE, coverage_total, read_metrics
 from pytest_fwloop.core.env_classify import ENVIRONMENT_FAILURE, environment_error_name
 
 #: One test's record as `results.TestRecord` reads it.
@@ -126,9 +127,11 @@ class ResultsRecorder:
     its end (pytest-timeout's thread method exits the process).
     """
 
-    def __init__(self, path: Path, junit: Path | None = None) -> None:
+    def __init__(self, path: Path, junit: Path | None = None, whole_suite: bool = True) -> None:
         self.path = path
         self.junit = junit
+        #: Only a run of the whole suite has a coverage total comparable across iterations.
+        self.whole_suite = whole_suite
         self.records: dict[str, Record] = {}
         self.reruns: dict[str, int] = {}
         #: For `junit`: what pytest's writer would say of each test that did not pass.
@@ -168,6 +171,14 @@ class ResultsRecorder:
             )
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self._fold(report)
+        record = self.records.get(report.nodeid)
+        metrics = read_metrics(report.user_properties)
+        if record is not None and metrics:
+            record["metrics"] = metrics  # each report carries all the test recorded so far
+
+    def _fold(self, report: pytest.TestReport) -> None:
+        """One phase's report into the test's record."""
         if report.outcome == "rerun":  # type: ignore[comparison-overlap]
             # pytest-rerunfailures runs the test again: only the last attempt's outcome counts.
             self.records.pop(report.nodeid, None)
@@ -204,7 +215,10 @@ class ResultsRecorder:
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.progress.close()
-        results = {"exitstatus": int(exitstatus), "tests": list(self.records.values())}
+        results: Record = {"exitstatus": int(exitstatus), "tests": list(self.records.values())}
+        coverage = coverage_total(session.config) if self.whole_suite else None
+        if coverage is not None:
+            results["metrics"] = {COVERAGE: {"value": coverage, "better": "higher"}}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         partial = self.path.with_suffix(".partial")
         # Not indented: only then does `json` use its C encoder (~5x faster on 1,000 tests).
@@ -283,4 +297,5 @@ def register_child_plugins(
         manager.register(Selection(wanted), "fwloop-selection")
     if report_path and not hasattr(config, "workerinput"):
         junit = Path(junit_path) if junit_path else None
-        manager.register(ResultsRecorder(Path(report_path), junit), "fwloop-results")
+        recorder = ResultsRecorder(Path(report_path), junit, whole_suite=not select_path)
+        manager.register(recorder, "fwloop-results")

@@ -2,13 +2,16 @@
 (DESIGN.md §12; seed 001 §2.2 "usable for audit and replay").
 
 Three kinds of decision are re-derived from the run directory alone, with the same code the loop
-used (`fsm.next_state`, `convergence.determine_convergence`, `history.baseline_regressions`):
+used (`fsm.next_state`, `convergence.determine_convergence`, `baseline_gate.baseline_gate`,
+`analysis.analyse`):
 
 - every transition of `task-events.jsonl` is a row of the table, and each starts where the one
   before it ended, from IDLE to a terminal state: a line removed or edited breaks the chain (a
   run continued by `fwloop confirm|resume|followup` walks from IDLE again after each end);
-- every `rounds/NN/convergence.json` verdict follows from its counts and criteria, and its counts
-  are the ones the iterations' `results.json` give;
+- every `rounds/NN/convergence.json` verdict follows from its counts and criteria (a SUCCESS
+  withheld where a baseline-passing test fails or a metric of the results is worse than the
+  recorded tolerance allows), its counts are the ones the iterations' `results.json` give, and
+  its analysis (score, trend, reasons, recommendation) is the one those numbers give;
 - every applied `patch.diff` is the patch the reviewer approved in that iteration.
 
 The first decision that does not reproduce is named with its iteration. The checks are pure
@@ -25,14 +28,16 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from pytest_fwloop.core import fsm
+from pytest_fwloop.core.analysis import Facts, analyse
+from pytest_fwloop.core.baseline_gate import baseline_gate
 from pytest_fwloop.core.convergence import (
     ConvergenceCriteria,
     ConvergenceType,
     CriteriaError,
+    ExecutionMode,
     determine_convergence,
 )
 from pytest_fwloop.core.fsm import IterationKind
-from pytest_fwloop.core.history import baseline_regressions
 from pytest_fwloop.core.records import ConvergenceRecord, Event, Summary, Timeline, call_files
 from pytest_fwloop.core.results import IterationResults
 
@@ -202,8 +207,10 @@ def check_verdicts(
         limit = record.max_iter if record.max_iter is not None else max_iter
         verdict, reason = determine_convergence(*counted, criteria, number, limit)
         measured = [(n, r) for n, r in attempts if kinds.get(n) != IterationKind.ROLLBACK]
-        if verdict is ConvergenceType.SUCCESS and baseline_regressions(measured):
-            verdict = None  # DESIGN.md §13: withheld while a baseline-passing test fails
+        gate = baseline_gate(measured, record.metric_tolerance)
+        if verdict is ConvergenceType.SUCCESS and not gate.holds:
+            verdict = None  # withheld while a baseline-passing test fails or a metric is worse
+            reason += gate.withheld()
         expected = verdict.value if verdict is not None else None
         if expected != record.convergence_type:
             return Difference(
@@ -211,6 +218,28 @@ def check_verdicts(
                 "convergence",
                 f"the record says {record.convergence_type or 'continue'}, the rules give "
                 f"{expected or 'continue'} ({reason})",
+            )
+        if record.analysis is None or record.mode is None:
+            continue  # recorded before the analysis was
+        derived = analyse(
+            Facts(
+                *counted,
+                criteria,
+                number,
+                limit,
+                verdict,
+                ExecutionMode(record.mode),
+                gate.regressions,
+                gate.metrics,
+            )
+        )
+        if derived != record.analysis:
+            return Difference(
+                number,
+                "analysis",
+                f"the record recommends {record.analysis.recommendation!r} (score "
+                f"{record.analysis.score}, {record.analysis.trend}); its numbers give "
+                f"{derived.recommendation!r} (score {derived.score}, {derived.trend})",
             )
     return None
 

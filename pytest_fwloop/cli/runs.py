@@ -252,6 +252,14 @@ def report_run(root: Path, runs: Path, name: str, output: Path | None) -> int:
         run.summary.reason,
         run.summary.labgrid,
         run.summary.declined,
+        next(
+            (
+                r.convergence.metrics
+                for _, r in reversed(sorted(run.rounds.items()))
+                if r.convergence is not None
+            ),
+            [],
+        ),
     )
     written = render_to(output or path / "report.html", path.resolve(), page)
     print(f"fwloop: report of run {run.summary.run_id}: {written}")

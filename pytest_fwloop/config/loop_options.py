@@ -43,6 +43,7 @@ class LoopOptions:
     focus: bool
     child_start: str
     flaky_policy: FlakyPolicy
+    metric_tolerance: Mapping[str, float]
     ci_terminate_as: Literal["warning", "failure"]
     protect: tuple[str, ...]
     allow_paths: tuple[str, ...]

@@ -124,6 +124,29 @@ def parse_bool(text: str) -> bool:
     raise ValueError("must be true or false")
 
 
+#: The key of the default tolerance, as `core.metrics.ANY_METRIC` reads it (a test checks they
+#: agree; kept literal so plain pytest does not import the models).
+ANY_METRIC = "*"
+
+
+def parse_metric_tolerance(text: str) -> dict[str, float]:
+    """`0.05 boot_ms=0.10 coverage=0.01` (commas allowed): a bare number is every metric's
+    tolerance, `NAME=NUMBER` one metric's; relative, 0.05 = 5%."""
+    tolerances: dict[str, float] = {}
+    for item in text.replace(",", " ").split():
+        name, _, value = item.rpartition("=")
+        if _ and not name:
+            raise ValueError(f"{item!r} names no metric; write NAME=NUMBER")
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError(f"{item!r}: {value!r} is not a number") from None
+        if not number >= 0:
+            raise ValueError(f"{item!r}: a tolerance must be a number >= 0")
+        tolerances[name or ANY_METRIC] = number
+    return tolerances
+
+
 def parse_text(text: str) -> str:
     return text
 

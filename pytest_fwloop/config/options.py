@@ -23,6 +23,7 @@ from pytest_fwloop.config.option_spec import (
     parse_flaky_policy,
     parse_keep,
     parse_labgrid_tags,
+    parse_metric_tolerance,
     parse_mode,
     parse_non_negative_float,
     parse_non_negative_int,
@@ -173,6 +174,16 @@ _LOOP_OPTIONS: tuple[OptionSpec, ...] = (
         "it is never sent to the coder",
         "exclude",
         parse_flaky_policy,
+    ),
+    OptionSpec(
+        "metric_tolerance",
+        "how much worse than at the baseline a metric the tests record may get before SUCCESS "
+        "is withheld, relative (0.05: five percent; seed 001's performance_degradation_threshold); "
+        "per metric: '0.05 boot_ms=0.10 coverage=0.01' (docs/metrics.md)",
+        "0.05",
+        parse_metric_tolerance,
+        "--fwloop-metric-tolerance",
+        metavar="TOLERANCES",
     ),
     OptionSpec(
         "ci_terminate_as",

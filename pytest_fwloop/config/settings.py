@@ -14,6 +14,7 @@ import random
 import shlex
 import shutil
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -105,6 +106,8 @@ class LoopSettings:
     budget: Budget
     flaky_reruns: int
     flaky_policy: FlakyPolicy
+    #: fwloop_metric_tolerance: metric name (`*`: any) -> relative worsening allowed.
+    metric_tolerance: Mapping[str, float]
     focus: bool
     #: "auto" (fork the controller for a child when that is as good as a fresh one) or "spawn".
     child_start: str
@@ -385,6 +388,7 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         flaky_reruns=options.flaky_reruns,
         snapshot_exclude=(*options.snapshot_exclude, *build_directories(build)),
         flaky_policy=options.flaky_policy,
+        metric_tolerance=options.metric_tolerance,
         focus=options.focus,
         child_start=options.child_start,
         propose=options.propose,

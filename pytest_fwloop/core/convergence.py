@@ -234,6 +234,48 @@ def _pass_rates(pass_counts: Sequence[int], total_counts: Sequence[int]) -> list
     return rates
 
 
+@dataclasses.dataclass(frozen=True)
+class History:
+    """What the rules read off a history of counts (`read_history`)."""
+
+    pass_rates: list[float]
+    avg_improvement: float
+    last_delta: float  # how far the pass rate moved in the last iteration
+    is_stable: bool
+    # Iterations in a row, the last included: failure rate over the threshold; no improvement.
+    high_failure_streak: int
+    no_improvement_streak: int
+    score: float  # `convergence_score`, for display
+
+
+def read_history(
+    pass_counts: Sequence[int], total_counts: Sequence[int], criteria: ConvergenceCriteria
+) -> History:
+    """The history's rates, averages and streaks, after checking it is one the loop can make."""
+    rates = _pass_rates(pass_counts, total_counts)
+    average = average_improvement_rate(pass_counts, total_counts, criteria.avg_improvement_window)
+    delta = stability_delta(rates[-2], rates[-1]) if len(rates) >= 2 else 0.0
+    return History(
+        pass_rates=rates,
+        avg_improvement=average,
+        last_delta=delta,
+        score=convergence_score(rates[-1], criteria.target_pass_rate, delta, average, criteria),
+        is_stable=stable_for_last_n_iterations(
+            rates, criteria.stable_iterations_required, criteria.stability_delta_threshold
+        ),
+        high_failure_streak=_streak_from_tail(
+            [1.0 - rate > criteria.failure_rate_threshold for rate in rates]
+        ),
+        no_improvement_streak=_streak_from_tail(
+            [
+                improvement_rate(pass_counts[i - 1], pass_counts[i], total_counts[i - 1])
+                <= criteria.no_improvement_epsilon
+                for i in range(1, len(pass_counts))
+            ]
+        ),
+    )
+
+
 def determine_convergence(
     pass_counts: Sequence[int],
     total_counts: Sequence[int],
@@ -246,8 +288,8 @@ def determine_convergence(
     `current_iteration` is the number of the iteration just completed. The rules are tried in the
     seed's order and the first that holds wins; the reason carries the numbers that decided it.
     """
-    pass_rates = _pass_rates(pass_counts, total_counts)
-    curr_pass_rate = pass_rates[-1]
+    history = read_history(pass_counts, total_counts, criteria)
+    curr_pass_rate = history.pass_rates[-1]
     curr_failure_rate = 1.0 - curr_pass_rate
 
     # Checked before anything else so that no combination of thresholds can loop forever.
@@ -257,26 +299,12 @@ def determine_convergence(
             f"TIMEOUT: current_iteration={current_iteration} >= max_iterations={max_iterations}",
         )
 
-    avg_improvement = average_improvement_rate(
-        pass_counts, total_counts, window=criteria.avg_improvement_window
-    )
-    last_delta = stability_delta(pass_rates[-2], pass_rates[-1]) if len(pass_rates) >= 2 else 0.0
-    is_stable = stable_for_last_n_iterations(
-        pass_rates, criteria.stable_iterations_required, criteria.stability_delta_threshold
-    )
-    high_failure_streak = _streak_from_tail(
-        [1.0 - rate > criteria.failure_rate_threshold for rate in pass_rates]
-    )
-    no_improvement_streak = _streak_from_tail(
-        [
-            improvement_rate(pass_counts[i - 1], pass_counts[i], total_counts[i - 1])
-            <= criteria.no_improvement_epsilon
-            for i in range(1, len(pass_counts))
-        ]
-    )
+    avg_improvement, last_delta = history.avg_improvement, history.last_delta
+    high_failure_streak = history.high_failure_streak
+    no_improvement_streak = history.no_improvement_streak
     target = criteria.target_pass_rate
 
-    if curr_pass_rate >= target and is_stable:
+    if curr_pass_rate >= target and history.is_stable:
         return (
             ConvergenceType.SUCCESS,
             f"SUCCESS: pass_rate={curr_pass_rate:.1%} >= target={target:.1%} "
@@ -395,14 +423,7 @@ class ConvergenceChecker:
 
     def score(self) -> float:
         """The current `convergence_score`, for progress lines."""
-        rates = _pass_rates(self._pass_counts, self._total_counts)
-        last_delta = stability_delta(rates[-2], rates[-1]) if len(rates) >= 2 else 0.0
-        avg_improvement = average_improvement_rate(
-            self._pass_counts, self._total_counts, window=self.criteria.avg_improvement_window
-        )
-        return convergence_score(
-            rates[-1], self.criteria.target_pass_rate, last_delta, avg_improvement, self.criteria
-        )
+        return read_history(self._pass_counts, self._total_counts, self.criteria).score
 
 
 @dataclasses.dataclass(frozen=True)

@@ -88,7 +88,7 @@ def carry(results: IterationResults) -> IterationResults:
         for t in results.tests
         if not t.nodeid.startswith(COMMAND_PREFIX)
     ]
-    return IterationResults(exitstatus=results.exitstatus, tests=tests)
+    return IterationResults(exitstatus=results.exitstatus, tests=tests, metrics=results.metrics)
 
 
 def gate_due(focused: IterationResults, estimate: IterationResults, target: float) -> bool:

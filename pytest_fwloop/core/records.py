@@ -118,6 +118,53 @@ class BestTree(_Record):
     apply: str = Field(description="the command that puts it in place: `fwloop apply RUN`")
 
 
+class MetricSeries(_Record):
+    """One metric over the run (`summary.json["metrics"]`, docs/metrics.md)."""
+
+    better: Literal["lower", "higher"] = Field(description="which way is an improvement")
+    tolerance: float = Field(
+        description="how much worse than at the baseline it may get, relative "
+        "(fwloop_metric_tolerance)"
+    )
+    values: dict[str, float] = Field(
+        default_factory=dict, description="its value per iteration (number) that measured it"
+    )
+
+
+class MetricChange(_Record):
+    """One metric of an iteration against the baseline, as the SUCCESS gate judged it."""
+
+    name: str = Field(description="the metric's name (`coverage`: pytest-cov's total)")
+    better: Literal["lower", "higher"] = Field(description="which way is an improvement")
+    baseline: float | None = Field(description="its value at the baseline, null if new")
+    value: float | None = Field(description="its value now, null if no longer measured")
+    change: float | None = Field(
+        description="(value - baseline) / |baseline|; null when either is missing or 0"
+    )
+    tolerance: float = Field(description="the relative worsening allowed")
+    worse: bool = Field(
+        description="worse than the tolerance allows, or no longer measured: SUCCESS waits"
+    )
+
+
+Trend = Literal["improving", "stable", "declining", "mixed", "insufficient_data"]
+
+
+class AnalysisRecord(_Record):
+    """The analysis after an iteration (seed 001 §6.3), a pure function of the numbers recorded
+    beside it (`core/analysis.py`, docs/metrics.md)."""
+
+    score: float = Field(description="the convergence score, 0..1")
+    trend: Trend = Field(
+        description="the pass rate's direction over the window: `improving`, `stable`, "
+        "`declining`, `mixed`, or `insufficient_data` (one iteration)"
+    )
+    slope: float = Field(description="pass-rate change per iteration over the window (fit)")
+    window: int = Field(description="iterations the trend was fitted over")
+    reasons: list[str] = Field(description="the facts behind it, with their numbers")
+    recommendation: str = Field(description="what to do next, in one line")
+
+
 class Summary(_Record):
     """`summary.json`: the final record of a run."""
 
@@ -178,6 +225,12 @@ class Summary(_Record):
         default_factory=dict,
         description="node id: the last outcome of each test named in --fwloop-known-failures "
         "(`passed`: it can leave the file)",
+    )
+    metrics: dict[str, MetricSeries] = Field(
+        default_factory=dict, description="name: each metric the tests recorded, over the run"
+    )
+    recommendation: str = Field(
+        default="", description="the last iteration's analysis: what to do next, in one line"
     )
 
 
@@ -270,6 +323,9 @@ class TimelineEntry(_Record):
     decisions: list[DecisionRecord] = Field(
         default_factory=list, description="each coder answer of this iteration, judged (below)"
     )
+    analysis: AnalysisRecord | None = Field(
+        default=None, description="the analysis after this iteration (below), null if none"
+    )
 
 
 class Timeline(_Record):
@@ -309,6 +365,20 @@ class ConvergenceRecord(_Record):
         default=None,
         description="the iteration limit in force (a resumed run may have raised it since); "
         "null in older records",
+    )
+    metric_tolerance: dict[str, float] | None = Field(
+        default=None,
+        description="fwloop_metric_tolerance as parsed (`*`: any metric); null in older "
+        "records, whose metrics replay does not judge",
+    )
+    metrics: list[MetricChange] = Field(
+        default_factory=list, description="each metric against the baseline (below)"
+    )
+    mode: Literal["interactive", "ci", "auto"] | None = Field(
+        default=None, description="the execution mode, which the recommendation names"
+    )
+    analysis: AnalysisRecord | None = Field(
+        default=None, description="the analysis after this iteration (below)"
     )
 
 

@@ -16,6 +16,14 @@ from pytest_fwloop.core.env_classify import is_farm_failure
 
 TestOutcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed"]
 Phase = Literal["collect", "setup", "call", "teardown"]
+Better = Literal["lower", "higher"]
+
+
+class Metric(BaseModel):
+    """A number a test recorded beside its outcome (`fwloop_metric`, docs/metrics.md)."""
+
+    value: float = Field(description="the number, in the unit the test chose")
+    better: Better = Field(description="which way is an improvement: `lower` or `higher`")
 
 
 class TestRecord(BaseModel):
@@ -59,6 +67,10 @@ class TestRecord(BaseModel):
         description="not run in this iteration (focus reruns): its outcome is the one its last "
         "full-suite run gave",
     )
+    metrics: dict[str, Metric] = Field(
+        default_factory=dict,
+        description="the numbers it recorded (`fwloop_metric`, `fwloop_metric_*` properties)",
+    )
 
 
 class IterationResults(BaseModel):
@@ -66,6 +78,11 @@ class IterationResults(BaseModel):
 
     exitstatus: int = Field(description="the child pytest's exit status")
     tests: list[TestRecord] = Field(default_factory=list, description="one record per test")
+    metrics: dict[str, Metric] = Field(
+        default_factory=dict,
+        description="numbers of the whole run: `coverage`, pytest-cov's total, when a run of "
+        "the whole suite reported one",
+    )
 
     @classmethod
     def read(cls, path: Path) -> IterationResults:
@@ -96,11 +113,12 @@ class IterationResults(BaseModel):
         return [t for t in self.tests if t.env_failure is not None and not t.known_failure]
 
     def merged(self, rerun: IterationResults) -> IterationResults:
-        """This run with the records of a partial rerun (env retry) taking precedence."""
+        """This run with the records of a partial rerun (env retry) taking precedence; the
+        run's own numbers stay this run's, since a partial run measures part of the suite."""
         replaced = {t.nodeid: t for t in rerun.tests}
         tests = [replaced.pop(t.nodeid, t) for t in self.tests]
         tests.extend(replaced.values())
-        return IterationResults(exitstatus=rerun.exitstatus, tests=tests)
+        return IterationResults(exitstatus=rerun.exitstatus, tests=tests, metrics=self.metrics)
 
 
 def not_passing(record: TestRecord) -> bool:

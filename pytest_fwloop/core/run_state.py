@@ -15,7 +15,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pytest_fwloop.core.agent_protocol import CoderAnswer, MustFix
 from pytest_fwloop.core.fsm import IterationKind
-from pytest_fwloop.core.records import DecisionRecord, DeclinedRecord, LabgridRecord
+from pytest_fwloop.core.records import (
+    AnalysisRecord,
+    DecisionRecord,
+    DeclinedRecord,
+    LabgridRecord,
+)
 
 STATE_FILE = "state.json"
 #: Raised whenever a reader of an older version could misread a newer file.
@@ -44,6 +49,9 @@ class SavedIteration(BaseModel):
     executed: int = Field(default=0, description="test executions, reruns included")
     decisions: list[DecisionRecord] = Field(
         default_factory=list, description="each coder answer, judged (decision records)"
+    )
+    analysis: AnalysisRecord | None = Field(
+        default=None, description="the analysis after it (`task-timeline.json`'s)"
     )
 
 

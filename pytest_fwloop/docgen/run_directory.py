@@ -10,6 +10,7 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel
 
 from pytest_fwloop.core.records import (
+    AnalysisRecord,
     CallMeta,
     CommandEntry,
     CommandsRecord,
@@ -17,6 +18,8 @@ from pytest_fwloop.core.records import (
     Event,
     HeldPlace,
     LabgridRecord,
+    MetricChange,
+    MetricSeries,
     RunContext,
     Summary,
     Timeline,
@@ -24,7 +27,7 @@ from pytest_fwloop.core.records import (
     UsageRecord,
     UsageTotals,
 )
-from pytest_fwloop.core.results import IterationResults, ProgressLine, TestRecord
+from pytest_fwloop.core.results import IterationResults, Metric, ProgressLine, TestRecord
 from pytest_fwloop.core.run_state import RunState, SavedIteration
 
 #: Every JSON record of the run directory, in the order the docs show them.
@@ -35,15 +38,19 @@ RECORDS: tuple[tuple[str, type[BaseModel]], ...] = (
     ("usage totals", UsageTotals),
     ('summary.json["labgrid"]', LabgridRecord),
     ("labgrid place held", HeldPlace),
+    ('summary.json["metrics"] metric', MetricSeries),
     ("task-events.jsonl (one line)", Event),
     ("task-timeline.json", Timeline),
     ("task-timeline.json iteration", TimelineEntry),
     ("rounds/NN/ROLE-K.meta.json", CallMeta),
     ("rounds/NN/convergence.json", ConvergenceRecord),
+    ("rounds/NN/convergence.json metric", MetricChange),
+    ("rounds/NN/convergence.json analysis", AnalysisRecord),
     ("rounds/NN/commands.json", CommandsRecord),
     ("rounds/NN/commands.json command", CommandEntry),
     ("rounds/NN/results.json", IterationResults),
     ("rounds/NN/results.json test", TestRecord),
+    ("rounds/NN/results.json metric", Metric),
     ("state.json", RunState),
     ("state.json iteration", SavedIteration),
     ("rounds/NN/results-K.jsonl line", ProgressLine),
@@ -262,7 +269,7 @@ _ROUND_FILES: tuple[tuple[str, str], ...] = (
             "the iteration's structured per-test results (`IterationResults`): the run that "
             "counts (the gate's when one ran) merged with its environment reruns, and, after a "
             "focus run that did not reach the gate, the other tests' last full-run records "
-            "marked `carried`"
+            "marked `carried`; each test's metrics, and the run's `coverage`"
         ),
     ),
     (
@@ -271,7 +278,8 @@ _ROUND_FILES: tuple[tuple[str, str], ...] = (
     ),
     (
         "`convergence.json`",
-        "the checker's verdict (`ConvergenceRecord`)",
+        "the checker's verdict (`ConvergenceRecord`), each metric against the baseline, and the "
+        "analysis printed after the iteration ([metrics.md](metrics.md))",
     ),
 )
 

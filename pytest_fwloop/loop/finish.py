@@ -10,12 +10,14 @@ import sys
 from typing import TYPE_CHECKING
 
 from pytest_fwloop.core.budget import Usage
-from pytest_fwloop.core.convergence import ExecutionMode
+from pytest_fwloop.core.convergence import ConvergenceType, ExecutionMode
 from pytest_fwloop.core.fsm import State
 from pytest_fwloop.core.history import broken_per_iteration, flaky_per_iteration, outcomes_by_test
+from pytest_fwloop.core.metrics import judge, series
 from pytest_fwloop.core.outcomes import Outcome, exit_status
 from pytest_fwloop.core.records import (
     BestTree,
+    MetricSeries,
     RunContext,
     Summary,
     Timeline,
@@ -95,6 +97,7 @@ def finalize(
         *([unwritten] if unwritten else []),
         *([unstored] if unstored else []),
         *_warnings(summary, settings),
+        *([f"next: {summary.recommendation}"] if summary.recommendation else []),
         *_to_keep_the_fixes(best),
     ]
     latest = measured[-1].results if measured else None
@@ -103,6 +106,7 @@ def finalize(
         final_state=summary.final_state,
         reason=redact(loop.final_reason),
         rows=[_row(it) for it in measured],
+        metrics=_metric_rows(loop, settings, summary.metrics),
         closing=closing,
         failing=[(t.nodeid, redact(_one_line(t, settings.rootdir))) for t in latest.not_passing()]
         if latest
@@ -125,6 +129,7 @@ def report_page(
         reason,
         loop.labgrid,
         loop.declined,
+        judge(loop.measured(), settings.metric_tolerance),
     )
 
 
@@ -238,7 +243,44 @@ def _summary(
             for t in (latest.tests if latest else [])
             if t.nodeid in settings.endings.known_failures
         },
+        metrics=series(loop.attempts(), settings.metric_tolerance),
+        recommendation=_last_recommendation(loop, measured),
     )
+
+
+def _last_recommendation(loop: LoopState, measured: list[Iteration]) -> str:
+    """What the last analysis advises when a convergence verdict short of success ended the
+    run; any other ending happened after it and is explained by the reason instead."""
+    analysis = measured[-1].analysis if measured else None
+    ended_by_verdict = loop.convergence_type not in (None, ConvergenceType.SUCCESS)
+    return analysis.recommendation if analysis is not None and ended_by_verdict else ""
+
+
+def _metric_rows(
+    loop: LoopState, settings: LoopSettings, metrics: dict[str, MetricSeries]
+) -> list[list[object]]:
+    """The terminal's metrics table: each metric's values over the run, and how the tree left
+    standing compares with the baseline."""
+    judged = {c.name: c for c in judge(loop.measured(), settings.metric_tolerance)}
+    rows: list[list[object]] = []
+    for name, metric in metrics.items():
+        change = judged.get(name)
+        values = [f"{v:g}" for v in metric.values.values()]
+        shown = " -> ".join(values) if len(values) <= 6 else "… -> " + " -> ".join(values[-5:])
+        status = "-"
+        if change is not None:
+            status = "WORSE" if change.worse else "new" if change.baseline is None else "ok"
+        rows.append(
+            [
+                name,
+                metric.better,
+                shown,
+                f"{change.change:+.1%}" if change and change.change is not None else "-",
+                f"{metric.tolerance:.1%}",
+                status,
+            ]
+        )
+    return rows
 
 
 def _row(it: Iteration) -> list[object]:

@@ -15,6 +15,7 @@ from pytest_fwloop.core.convergence import ConvergenceType
 from pytest_fwloop.core.fsm import ErrorType, IterationKind, LoopEvent, State, StateBound
 from pytest_fwloop.core.outcomes import Outcome
 from pytest_fwloop.core.records import (
+    AnalysisRecord,
     DecisionRecord,
     DeclinedRecord,
     Event,
@@ -53,6 +54,8 @@ class Iteration:
     full_run: Attempt | None = None
     #: Each coder answer of this iteration as its decision record judged it.
     decisions: list[DecisionRecord] = field(default_factory=list)
+    #: The analysis printed after it (seed 001 §6.3).
+    analysis: AnalysisRecord | None = None
 
     @property
     def pass_count(self) -> int:
@@ -81,6 +84,7 @@ class Iteration:
             executed=self.executed,
             notes=self.notes,
             decisions=self.decisions,
+            analysis=self.analysis,
         )
 
 

@@ -60,6 +60,13 @@ class Terminal:
     def transition(self, iteration: int, source: State, target: State, reason: str) -> None:
         self.line(f"{PREFIX} [{iteration}] {source.value} -> {target.value}: {reason}")
 
+    def analysis(self, iteration: int, headline: str, recommendation: str) -> None:
+        """After each iteration (seed 001 §6.3): the numbers on one line, what next on another."""
+        if self.verbosity < 0:
+            return
+        self.line(f"{PREFIX} [{iteration}] analysis: {headline}")
+        self.line(f"{PREFIX} [{iteration}] next: {recommendation}")
+
     def progress(self, iteration: int, text: str) -> None:
         """Where the running child is: redrawn in place on a TTY, a plain line now and then
         elsewhere."""
@@ -103,8 +110,10 @@ class Terminal:
         rows: Sequence[Sequence[object]],
         closing: Sequence[str],
         failing: Sequence[tuple[str, str]] = (),
+        metrics: Sequence[Sequence[object]] = (),
     ) -> None:
-        """`failing`: (node id, one-line reason) of each test still failing at the end."""
+        """`failing`: (node id, one-line reason) of each test still failing at the end;
+        `metrics`: a row per metric the tests recorded (docs/metrics.md)."""
         from tabulate import tabulate  # only here: not on the way to the baseline's tests
 
         self.line("=" * 30 + " fwloop summary " + "=" * 30)
@@ -117,6 +126,14 @@ class Terminal:
                 tablefmt="simple",
             )
         )
+        if metrics:
+            self.line(
+                tabulate(
+                    metrics,
+                    headers=["metric", "better", "per iteration", "vs baseline", "tolerance", ""],
+                    tablefmt="simple",
+                )
+            )
         if failing and self.verbosity >= 0:
             self.line(f"still failing ({len(failing)}):")
             for nodeid, reason in failing:

@@ -18,7 +18,15 @@ from typing import Any
 import jinja2
 
 from pytest_fwloop.core.history import outcomes_by_test
-from pytest_fwloop.core.records import DeclinedRecord, LabgridRecord, TimelineEntry, call_files
+from pytest_fwloop.core.metrics import iteration_metrics
+from pytest_fwloop.core.records import (
+    AnalysisRecord,
+    DeclinedRecord,
+    LabgridRecord,
+    MetricChange,
+    TimelineEntry,
+    call_files,
+)
 from pytest_fwloop.core.results import IterationResults
 
 #: Tests shown in the matrix at most (the failing ones first); the rest are counted.
@@ -26,6 +34,7 @@ MATRIX_ROWS = 400
 #: Characters of each diff, analysis or log excerpt shown.
 TEXT_CHARS = 20_000
 CHART_WIDTH, CHART_HEIGHT, CHART_PAD = 640, 220, 36
+SPARK_WIDTH, SPARK_HEIGHT = 120, 24
 
 
 @dataclass
@@ -46,6 +55,19 @@ class RoundView:
     plan: dict[str, Any] | None = None
     commands: list[dict[str, Any]] = field(default_factory=list)
     links: list[str] = field(default_factory=list)
+    #: The convergence analysis after it (seed 001 §6.3).
+    convergence: AnalysisRecord | None = None
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    """One metric of the report's table: its value per iteration, and against the baseline."""
+
+    name: str
+    better: str
+    values: list[str]
+    spark: str
+    change: MetricChange | None
 
 
 @dataclass(frozen=True)
@@ -62,6 +84,8 @@ class RunPage:
     labgrid: LabgridRecord | None = None
     #: The tests the coder declined (node id: record), DESIGN.md §15.
     declined: Mapping[str, DeclinedRecord] = field(default_factory=dict)
+    #: The latest kept tree's metrics against the baseline's (docs/metrics.md).
+    metrics: Sequence[MetricChange] = ()
 
 
 def write_html_report(run_dir: Path, page: RunPage, redact: Callable[[str], str]) -> str:
@@ -83,6 +107,7 @@ def render_to(
     measured = [entry for entry in page.timeline if entry.counts is not None]
     rounds = [_round(run_dir, entry) for entry in measured]
     matrix, hidden = _matrix(page.attempts)
+    latest = next((r.convergence for r in reversed(rounds) if r.convergence), None)
     html = _TEMPLATE.render(
         run_id=page.run_id,
         outcome=page.outcome,
@@ -90,6 +115,8 @@ def render_to(
         labgrid=page.labgrid,
         declined=page.declined,
         rounds=rounds,
+        next=latest.recommendation if latest is not None and page.outcome != "success" else "",
+        metrics=_metric_rows(page.attempts, page.metrics),
         chart=_chart(measured, page.target),
         target=f"{page.target:.0%}",
         matrix=matrix,
@@ -123,6 +150,7 @@ def _round(run_dir: Path, it: TimelineEntry) -> RoundView:
         patch=_text(folder / "patch.diff"),
         review=_json(folder / "review.json"),
         plan=_json(folder / "test-plan.json"),
+        convergence=it.analysis,
     )
     answers = call_files(folder, "coder", "answer.json")
     coder = _json(answers[-1]) if answers else None
@@ -166,6 +194,40 @@ def _matrix(
     ]
     rows.sort(key=lambda row: (all(c.startswith("passed") for c in row[1]), row[0]))
     return rows[:MATRIX_ROWS], max(0, len(rows) - MATRIX_ROWS)
+
+
+def _metric_rows(
+    attempts: list[tuple[int, IterationResults]], judged: Sequence[MetricChange]
+) -> list[MetricRow]:
+    """Each metric any iteration recorded, its value in every iteration (blank where none)."""
+    per_iteration = [iteration_metrics(results) for _, results in attempts]
+    names = sorted({name for metrics in per_iteration for name in metrics})
+    changes = {c.name: c for c in judged}
+    rows = []
+    for name in names:
+        found = [metrics.get(name) for metrics in per_iteration]
+        better = next(m.better for m in found if m is not None)
+        rows.append(
+            MetricRow(
+                name,
+                better,
+                ["" if m is None else f"{m.value:g}" for m in found],
+                _spark([m.value for m in found if m is not None]),
+                changes.get(name),
+            )
+        )
+    return rows
+
+
+def _spark(values: list[float]) -> str:
+    """The points of a small polyline of `values`, scaled between their least and greatest."""
+    low, high = min(values), max(values)
+    step = SPARK_WIDTH / max(len(values) - 1, 1)
+    span = (high - low) or 1.0
+    return " ".join(
+        f"{i * step:.1f},{SPARK_HEIGHT - 2 - (v - low) / span * (SPARK_HEIGHT - 4):.1f}"
+        for i, v in enumerate(values)
+    )
 
 
 def _chart(measured: list[TimelineEntry], target: float) -> dict[str, Any]:

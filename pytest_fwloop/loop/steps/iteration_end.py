@@ -15,16 +15,15 @@ from pathlib import Path
 from pytest_fwloop.child.files import progress_path
 from pytest_fwloop.core import recovery
 from pytest_fwloop.core.agent_protocol import MustFix
+from pytest_fwloop.core.analysis import Facts, analyse, headline
+from pytest_fwloop.core.baseline_gate import BaselineGate, baseline_gate
 from pytest_fwloop.core.convergence import ConvergenceChecker, ConvergenceType, PlateauAction
 from pytest_fwloop.core.env_classify import labgrid_refusal
 from pytest_fwloop.core.flaky import with_flaky
 from pytest_fwloop.core.fsm import ErrorType, IterationKind, LoopEvent, State
-from pytest_fwloop.core.history import (
-    baseline_regressions,
-    broken_per_iteration,
-    regressions_between,
-)
+from pytest_fwloop.core.history import broken_per_iteration, regressions_between
 from pytest_fwloop.core.known_failures import with_known
+from pytest_fwloop.core.metrics import describe
 from pytest_fwloop.core.outcomes import Outcome
 from pytest_fwloop.core.records import ConvergenceRecord, Event
 from pytest_fwloop.core.recovery import ErrorState
@@ -250,26 +249,43 @@ class IterationEnd:
 
     def check(self) -> Step:
         iteration = self.loop.current
+        settings = self.services.settings
         self._roll_back_a_regressing_patch()
         self._remember_a_fix()
         # A rolled-back attempt still counts as what it measured: the rules judge the attempts
         # (a coder whose patches keep making things worse plateaus), not the tree that stands.
         self.checker.add_iteration_result(iteration.pass_count, iteration.total_count)
-        _, verdict, reason = self.checker.check_convergence(
-            iteration.number, self.services.settings.max_iter
-        )
-        lost = baseline_regressions(self.loop.measured())
-        if verdict is ConvergenceType.SUCCESS and lost:
-            # DESIGN.md §13: whatever the target, no test that passed at the baseline may fail.
+        _, verdict, reason = self.checker.check_convergence(iteration.number, settings.max_iter)
+        gate = baseline_gate(self.loop.measured(), settings.metric_tolerance)
+        green = verdict is ConvergenceType.SUCCESS or (verdict is None and self._at_target())
+        if green and not gate.holds:
+            # Whatever the target, no test that passed at the baseline may fail (DESIGN.md §13)
+            # and no metric may be worse than its tolerance allows (seed 001 §5.15): a green
+            # tree is neither confirmed nor declared a success while either holds.
             verdict = None
-            reason += (
-                f"; SUCCESS withheld: {len(lost)} test(s) that passed at the baseline fail now "
-                f"({', '.join(lost[:3])})"
-            )
+            reason += gate.withheld()
         iteration.convergence_type = verdict.value if verdict else None
         iteration.reason = reason
-        iteration.score = round(self.checker.score(), 4)
-        self._record_convergence(iteration, reason)
+        iteration.analysis = analyse(
+            Facts(
+                self.checker.pass_counts,
+                self.checker.total_counts,
+                settings.criteria,
+                iteration.number,
+                settings.max_iter,
+                verdict,
+                settings.mode,
+                gate.regressions,
+                gate.metrics,
+            )
+        )
+        iteration.score = iteration.analysis.score
+        self._record_convergence(iteration, reason, gate)
+        self.services.terminal.analysis(
+            iteration.number,
+            headline(iteration.analysis, gate.metrics),
+            iteration.analysis.recommendation,
+        )
         self._publish_progress(iteration, reason)
         if verdict is None:
             return self._breaker() or self._next_iteration(reason)
@@ -295,8 +311,9 @@ class IterationEnd:
         self.loop.outcome, self.loop.final_reason = Outcome.CIRCUIT_BREAKER, tripped
         return Step(LoopEvent.CIRCUIT_BREAKER, tripped)
 
-    def _record_convergence(self, iteration: Iteration, reason: str) -> None:
-        """convergence.json: what `fwloop replay` checks the verdict against."""
+    def _record_convergence(self, iteration: Iteration, reason: str, gate: BaselineGate) -> None:
+        """convergence.json: what `fwloop replay` checks the verdict and analysis against."""
+        settings = self.services.settings
         record = ConvergenceRecord(
             iteration=iteration.number,
             pass_counts=self.checker.pass_counts,
@@ -304,8 +321,12 @@ class IterationEnd:
             convergence_type=iteration.convergence_type,
             reason=reason,
             score=iteration.score,
-            criteria=self.services.settings.criteria.to_dict(),
-            max_iter=self.services.settings.max_iter,
+            criteria=settings.criteria.to_dict(),
+            max_iter=settings.max_iter,
+            metric_tolerance=dict(settings.metric_tolerance),
+            metrics=gate.metrics,
+            mode=settings.mode.value,
+            analysis=iteration.analysis,
         )
         self.services.recorder.write_json(
             f"{self.services.recorder.relative(self.services.recorder.round_path(iteration.number))}/"
@@ -385,16 +406,31 @@ class IterationEnd:
             ).to_json()
         )
 
-    def _next_iteration(self, reason: str) -> Step:
-        # The tree that stands: after a rollback, the previous iteration's.
+    def _at_target(self) -> bool:
+        """The tree that stands (after a rollback, the previous iteration's) meets the target."""
         standing = self.loop.latest_results()
-        green = (
+        return (
             standing is not None
             and standing.total_count > 0
             and standing.pass_count / standing.total_count
             >= self.services.settings.criteria.target_pass_rate
-            and not baseline_regressions(self.loop.measured())
         )
+
+    def _next_iteration(self, reason: str) -> Step:
+        gate = baseline_gate(self.loop.measured(), self.services.settings.metric_tolerance)
+        green = self._at_target() and gate.holds
+        # The coder hears of a metric gone worse as of a test to fix: the tests may all pass.
+        self.loop.must_fix = [
+            *self.loop.must_fix,
+            *(
+                MustFix(
+                    issue=f"{describe(c)} is worse than at the baseline beyond its tolerance "
+                    f"({c.better} is better, tolerance {c.tolerance:.1%}): bring it back"
+                )
+                for c in gate.metrics
+                if c.worse
+            ),
+        ]
         if reason.startswith("slow improvement"):
             self.loop.constraints = [
                 "progress has slowed: prefer a different hypothesis over another variation"
