@@ -27,6 +27,7 @@ class LoopOptions:
 
     max_iter: int
     goal: str
+    evidence: str
     coder: str
     reviewer: str
     tester: str

@@ -56,6 +56,15 @@ _LOOP_OPTIONS: tuple[OptionSpec, ...] = (
         metavar="TEXT",
     ),
     OptionSpec(
+        "evidence",
+        "a failure log of an earlier run (e.g. the last CI log), relative to the rootdir: its "
+        "head and tail go to the coder until its first patch is tested, within "
+        "fwloop_context_bytes, redacted; default: none",
+        "",
+        flag="--fwloop-evidence",
+        metavar="FILE",
+    ),
+    OptionSpec(
         "coder",
         f"coder provider(s), comma-separated failover list of {PROVIDER_CHOICES}",
         "",

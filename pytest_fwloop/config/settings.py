@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_fwloop.agents.registry import PROVIDER_SYNTAX
+from pytest_fwloop.config.evidence import EvidenceLog, read_evidence
 from pytest_fwloop.config.loop_options import LoopOptions, read_options
 from pytest_fwloop.config.options import strip_controller_args
 from pytest_fwloop.config.preflight import checked_providers, missing_build_program
@@ -34,6 +35,7 @@ from pytest_fwloop.core.convergence import (
     PlateauHandlingStrategy,
 )
 from pytest_fwloop.core.known_failures import read_known_failures
+from pytest_fwloop.core.redaction import Redactor
 from pytest_fwloop.farm.client import FarmSettings
 from pytest_fwloop.procs.sandbox import SandboxUnavailable, find_bwrap
 from pytest_fwloop.reports.user_files import UserReports
@@ -114,6 +116,8 @@ class LoopSettings:
     #: The labgrid place the loop reserves and locks, or None (no board farm).
     farm: FarmSettings | None = None
     endings: Endings = field(default_factory=lambda: Endings())
+    #: The failure log of an earlier run (--fwloop-evidence), or None.
+    evidence: EvidenceLog | None = None
 
     @property
     def advisory(self) -> bool:
@@ -356,6 +360,13 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         preflight_notes=preflight_notes,
         farm=farm_settings(config, options),
         endings=endings(options, rootdir),
+        evidence=read_evidence(
+            options.evidence,
+            options.origin("evidence"),
+            rootdir,
+            options.context_bytes,
+            Redactor(os.environ),
+        ),
     )
 
 

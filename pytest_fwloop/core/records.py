@@ -179,6 +179,15 @@ class Summary(_Record):
         description="node id: the last outcome of each test named in --fwloop-known-failures "
         "(`passed`: it can leave the file)",
     )
+    goal: str = Field(
+        default="",
+        description="what the loop was asked to achieve (`--fwloop-goal`), as every agent was told",
+    )
+    evidence: str | None = Field(
+        default=None,
+        description="the failure log of an earlier run given to the coder (`--fwloop-evidence`), "
+        "as named, or null",
+    )
 
 
 class CrashSummary(_Record):

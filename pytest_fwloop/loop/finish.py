@@ -238,6 +238,8 @@ def _summary(
             for t in (latest.tests if latest else [])
             if t.nodeid in settings.endings.known_failures
         },
+        goal=settings.goal,
+        evidence=settings.evidence.path if settings.evidence else None,
     )
 
 
