@@ -65,6 +65,7 @@ class LoopOptions:
     max_patch_files: int
     max_patch_lines: int
     review_rounds: int
+    tester_schema_rounds: int
     agent_timeout: float
     build_timeout: float
     test_timeout: float

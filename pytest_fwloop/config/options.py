@@ -308,6 +308,14 @@ _LOOP_OPTIONS: tuple[OptionSpec, ...] = (
         3,
         parse_positive_int,
     ),
+    OptionSpec(
+        "tester_schema_rounds",
+        "tester rounds in a row whose plan fails its schema (each after one re-ask) before the "
+        "run stops with tester_schema_invalid; until then each such round runs the full suite "
+        "without a plan and the coder is told (seed 004's iterate); 0: never stop",
+        2,
+        parse_non_negative_int,
+    ),
     OptionSpec("agent_timeout", "seconds one agent call may take", 600.0, parse_positive_float),
     OptionSpec("build_timeout", "seconds the build may take", 1800.0, parse_positive_float),
     OptionSpec("test_timeout", "seconds one test run may take", 3600.0, parse_positive_float),

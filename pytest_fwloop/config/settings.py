@@ -91,6 +91,7 @@ class LoopSettings:
     policy: PatchPolicy
     max_risk: float
     review_rounds: int
+    tester_schema_rounds: int
     agent_timeout: float
     build_timeout: float
     test_timeout: float
@@ -343,6 +344,7 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         policy=patch_policy(config, options),
         max_risk=options.max_risk,
         review_rounds=options.review_rounds,
+        tester_schema_rounds=options.tester_schema_rounds,
         agent_timeout=options.agent_timeout,
         build_timeout=options.build_timeout,
         test_timeout=options.test_timeout,

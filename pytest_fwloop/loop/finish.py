@@ -44,7 +44,11 @@ if TYPE_CHECKING:
 def final_state_of(outcome: Outcome) -> State:
     if outcome is Outcome.SUCCESS:
         return State.SUCCESS
-    if outcome in (Outcome.CANCELED, Outcome.AWAITING_OPERATOR_CONFIRM):
+    if outcome in (
+        Outcome.CANCELED,
+        Outcome.AWAITING_OPERATOR_CONFIRM,
+        Outcome.DISCUSSION_COMPLETE,
+    ):
         return State.ABORTED
     return State.FAILURE
 
