@@ -45,6 +45,8 @@ class LoopOptions:
     child_start: str
     flaky_policy: FlakyPolicy
     ci_terminate_as: Literal["warning", "failure"]
+    notify: tuple[str, ...]
+    notify_timeout: float
     protect: tuple[str, ...]
     allow_paths: tuple[str, ...]
     snapshot_exclude: tuple[str, ...]

@@ -32,6 +32,7 @@ from pytest_fwloop.config.option_spec import (
     parse_propose,
     parse_terminate_as,
     parse_unit_float,
+    parse_words,
 )
 from pytest_fwloop.procs.sandbox import parse_sandbox
 
@@ -58,8 +59,7 @@ _LOOP_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "evidence",
         "a failure log of an earlier run (e.g. the last CI log), relative to the rootdir: its "
-        "head and tail go to the coder until its first patch is tested, within "
-        "fwloop_context_bytes, redacted; default: none",
+        "head and tail go to the coder until a patch is tested, within fwloop_context_bytes",
         "",
         flag="--fwloop-evidence",
         metavar="FILE",
@@ -190,6 +190,18 @@ _LOOP_OPTIONS: tuple[OptionSpec, ...] = (
         parse_terminate_as,
     ),
     OptionSpec(
+        "notify",
+        "where a JSON document goes at each plateau and at the end (docs/ci.md): command:PATH "
+        "(fed it on stdin) or an http(s):// webhook; one a line in the ini, spaces on the "
+        "command line; a failed delivery is a note, never a changed outcome",
+        [],
+        parse_words,
+        "--fwloop-notify",
+        kind="linelist",
+        metavar="CHANNEL",
+    ),
+    OptionSpec("notify_timeout", "seconds one notification may take", 10.0, parse_positive_float),
+    OptionSpec(
         "protect",
         "extra protected globs the coder may not touch (added to the defaults: "
         "tests, conftest.py, pytest/CI configuration, .git, .fwloop)",
@@ -310,9 +322,8 @@ _LOOP_OPTIONS: tuple[OptionSpec, ...] = (
     ),
     OptionSpec(
         "tester_schema_rounds",
-        "tester rounds in a row whose plan fails its schema (each after one re-ask) before the "
-        "run stops with tester_schema_invalid; until then each such round runs the full suite "
-        "without a plan and the coder is told (seed 004's iterate); 0: never stop",
+        "tester rounds in a row whose plan fails its schema that stop the run "
+        "(tester_schema_invalid); a single one only tells the coder; 0: never stop",
         2,
         parse_non_negative_int,
     ),

@@ -23,6 +23,7 @@ import pytest
 from pytest_fwloop.agents.registry import PROVIDER_SYNTAX
 from pytest_fwloop.config.evidence import EvidenceLog, read_evidence
 from pytest_fwloop.config.loop_options import LoopOptions, read_options
+from pytest_fwloop.config.notify import notify_channels
 from pytest_fwloop.config.options import strip_controller_args
 from pytest_fwloop.config.preflight import checked_providers, missing_build_program
 from pytest_fwloop.core.allowlist import Argv, parse_prefixes
@@ -119,6 +120,8 @@ class LoopSettings:
     endings: Endings = field(default_factory=lambda: Endings())
     #: The failure log of an earlier run (--fwloop-evidence), or None.
     evidence: EvidenceLog | None = None
+    #: Seconds one notification delivery may take (the channels: plateau.ci_notification_channels).
+    notify_timeout: float = 10.0
 
     @property
     def advisory(self) -> bool:
@@ -338,7 +341,14 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         build_sandbox=build_sandbox,
         mode=mode,
         criteria=criteria,
-        plateau=PlateauHandlingStrategy(mode=mode, ci_terminate_as=options.ci_terminate_as),
+        plateau=PlateauHandlingStrategy(
+            mode=mode,
+            ci_terminate_as=options.ci_terminate_as,
+            ci_notification_channels=notify_channels(
+                options.notify, options.origin("notify"), rootdir
+            ),
+        ),
+        notify_timeout=options.notify_timeout,
         runs_root=rootdir / options.run_dir,
         knowledge=knowledge_path(rootdir, options.knowledge),
         policy=patch_policy(config, options),

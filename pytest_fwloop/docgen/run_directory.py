@@ -17,6 +17,8 @@ from pytest_fwloop.core.records import (
     Event,
     HeldPlace,
     LabgridRecord,
+    Notification,
+    NotificationRecord,
     RunContext,
     Summary,
     Timeline,
@@ -35,6 +37,8 @@ RECORDS: tuple[tuple[str, type[BaseModel]], ...] = (
     ("usage totals", UsageTotals),
     ('summary.json["labgrid"]', LabgridRecord),
     ("labgrid place held", HeldPlace),
+    ('summary.json["notifications"] entry', NotificationRecord),
+    ("the notification document (fwloop_notify: sent, not written)", Notification),
     ("task-events.jsonl (one line)", Event),
     ("task-timeline.json", Timeline),
     ("task-timeline.json iteration", TimelineEntry),
@@ -308,6 +312,9 @@ The `kind` of an `Event`:
   again after each end, with `operator_confirmed`, `resume` or `resume_tests`.
 - `applied`: written by `fwloop apply` after the run ended: `from` and `to` are its terminal
   state, `iteration` the one whose tree was put in place (`reason` says so).
+- `notification`: one delivery of a notification (`fwloop_notify`, docs/ci.md) where the loop
+  stood: `CONVERGENCE_CHECK` at a plateau, the terminal state at the end (`from` and `to` both);
+  `reason` says where it went and, when it failed, why. Not a move.
 
 `rounds/NN/`:
 

@@ -244,6 +244,7 @@ def _summary(
         },
         goal=settings.goal,
         evidence=settings.evidence.path if settings.evidence else None,
+        notifications=loop.notifications,
     )
 
 

@@ -19,6 +19,7 @@ from pytest_fwloop.core.records import (
     DeclinedRecord,
     Event,
     LabgridRecord,
+    NotificationRecord,
     TimelineEntry,
 )
 from pytest_fwloop.core.recovery import ErrorState
@@ -221,6 +222,8 @@ class LoopState:
     previous_failed_commands: frozenset[tuple[str, ...]] = frozenset()
     #: Tester rounds in a row whose plan failed its schema (fwloop_tester_schema_rounds).
     tester_invalid_rounds: int = 0
+    #: Notifications delivered (or not) so far; the end's are added to summary.json after it.
+    notifications: list[NotificationRecord] = field(default_factory=list)
 
     @property
     def current(self) -> Iteration:

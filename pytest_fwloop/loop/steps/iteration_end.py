@@ -46,6 +46,7 @@ from pytest_fwloop.core.state_clock import StateClock
 from pytest_fwloop.knowledge.fixes import remember
 from pytest_fwloop.knowledge.store import KnowledgeBase
 from pytest_fwloop.loop.finish import report_page
+from pytest_fwloop.loop.notify import announce_plateau
 from pytest_fwloop.loop.rundir import utc_now
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import Iteration, LoopState, Step
@@ -437,6 +438,7 @@ class IterationEnd:
             rate, self.loop.strategy_switches
         )
         full = f"{reason}; {why}"
+        announce_plateau(self.services, self.loop, action, full)
         if action is PlateauAction.STRATEGY_SWITCH:
             self.loop.strategy_switches += 1
             self.loop.constraints = [
