@@ -28,6 +28,17 @@ def test_every_outcome_is_explained_in_troubleshooting() -> None:
     assert missing == []
 
 
+def test_every_outcome_has_its_ending_in_the_endings_table() -> None:
+    """docs/endings.md says, for each outcome, what the tree is left as and how to go on."""
+    table = [
+        line
+        for line in (DOCS / "endings.md").read_text(encoding="utf-8").splitlines()
+        if line.startswith("| ")
+    ]
+    missing = [o.value for o in Outcome if not any(f"`{o.value}`" in row for row in table)]
+    assert missing == []
+
+
 def test_option_help_names_every_registered_provider() -> None:
     from pytest_fwloop.agents.registry import PROVIDER_SYNTAX
 

@@ -96,6 +96,7 @@ def test_a_plain_run_imports_none_of_the_loop(pytester: pytest.Pytester) -> None
         "pytest_fwloop.child.verdict_fixtures",
         "pytest_fwloop.config",
         "pytest_fwloop.config.env_options",
+        "pytest_fwloop.config.gate_options",
         "pytest_fwloop.config.option_spec",
         "pytest_fwloop.config.options",
         "pytest_fwloop.envs",

@@ -211,7 +211,12 @@ def test_auto_mode_gives_the_tester_one_explained_retry(selfcheck_project: LoopP
     assert CHECK_NODEID in results(selfcheck_project, 2)
 
 
-def test_an_invalid_plan_is_noted_and_the_loop_iterates(selfcheck_project: LoopProject) -> None:
+def test_an_invalid_plan_is_noted_and_the_loop_iterates(
+    selfcheck_project: LoopProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Seed 004's plain iterate: the run never stops for invalid plans (the default stops at the
+    # second round in a row, below).
+    monkeypatch.setenv("FWLOOP_TESTER_SCHEMA_ROUNDS", "0")
     agent = selfcheck_project.agent(
         "agent",
         [coder_answer(p) for p in calc_fix_patches()],
@@ -235,6 +240,31 @@ def test_an_invalid_plan_is_noted_and_the_loop_iterates(selfcheck_project: LoopP
     assert any(
         note.startswith("tester_schema_invalid: $.select[0]") for note in timeline[1]["notes"]
     )
+
+
+def test_invalid_plans_in_two_rounds_in_a_row_end_the_run(selfcheck_project: LoopProject) -> None:
+    before = tree_state(selfcheck_project.root)
+    agent = selfcheck_project.agent(
+        "agent",
+        [coder_answer(p) for p in calc_fix_patches()],
+        tester=[plan(["tests/test_calc.py::test_nope"])],
+    )
+    result = selfcheck_project.run(f"--fwloop-coder={agent.spec}", f"--fwloop-tester={agent.spec}")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    summary = selfcheck_project.summary()
+    assert summary["outcome"] == "tester_schema_invalid"
+    assert summary["pass_counts"] == [1, 3]  # the second patch's tests never ran
+    assert len(agent.requests("tester")) == 4
+    [told] = [r for r in agent.requests("coder") if r["iteration"] == 3]
+    assert told["must_fix"][0]["issue"].startswith(
+        "tester_schema_invalid: the tester could not plan tests for your patch of iteration 2"
+    )
+    ended = [e for e in selfcheck_project.events() if e["event"] == "tester_schema_invalid_again"]
+    assert [(e["from"], e["to"], e["iteration"]) for e in ended] == [
+        ("TEST_SETUP", "ERROR_RECOVERY", 3)
+    ]
+    assert tree_state(selfcheck_project.root) == before
+    assert selfcheck_project.replay().returncode == 0
 
 
 def test_a_missing_tester_stops_the_run_before_the_baseline(selfcheck_project: LoopProject) -> None:

@@ -197,7 +197,7 @@ class CommandProvider:
         self._path = path
         self._rootdir = rootdir
 
-    def _executable(self) -> str:
+    def executable(self) -> str:
         """Resolved at each call, so installing the tool mid-run works and failover stays lazy."""
         if os.sep not in self._path and (os.altsep is None or os.altsep not in self._path):
             found = shutil.which(self._path)
@@ -226,7 +226,7 @@ class CommandProvider:
 
     def preflight(self) -> None:
         """Before the baseline: the program exists and may be executed."""
-        executable = self._executable()
+        executable = self.executable()
         if not os.access(executable, os.X_OK):
             raise ProviderError(
                 ProviderErrorKind.PROVIDER_PERMISSION_DENIED,
@@ -235,7 +235,7 @@ class CommandProvider:
             )
 
     def call(self, request: AgentRequest, timeout: float) -> RawAnswer:
-        executable = self._executable()
+        executable = self.executable()
         wire = json.dumps(request.to_wire(), ensure_ascii=False) + "\n"
         result = run_agent_process(
             [executable],

@@ -158,6 +158,8 @@ def check_transitions(events: list[Event]) -> Difference | None:
             if state not in fsm.TERMINAL_STATES:
                 return Difference(iteration, "transition", "`fwloop apply` on a run not ended")
             continue
+        if event.kind == "notification":
+            continue  # a delivery where the loop stood (a plateau, the end): no move
         if event.kind == "interrupted":
             state = fsm.State.ABORTED  # a killed controller, as its resumer found it
             continue

@@ -27,6 +27,7 @@ class LoopOptions:
 
     max_iter: int
     goal: str
+    evidence: str
     coder: str
     reviewer: str
     tester: str
@@ -45,6 +46,8 @@ class LoopOptions:
     flaky_policy: FlakyPolicy
     metric_tolerance: Mapping[str, float]
     ci_terminate_as: Literal["warning", "failure"]
+    notify: tuple[str, ...]
+    notify_timeout: float
     protect: tuple[str, ...]
     allow_paths: tuple[str, ...]
     snapshot_exclude: tuple[str, ...]
@@ -69,6 +72,7 @@ class LoopOptions:
     max_patch_files: int
     max_patch_lines: int
     review_rounds: int
+    tester_schema_rounds: int
     agent_timeout: float
     build_timeout: float
     test_timeout: float

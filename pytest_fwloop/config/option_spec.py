@@ -151,6 +151,11 @@ def parse_text(text: str) -> str:
     return text
 
 
+def parse_words(text: str) -> list[str]:
+    """A list given on one line (a flag, an environment variable): separated by white space."""
+    return text.split()
+
+
 def parse_labgrid_tags(text: str) -> str:
     """`board=stm32f4 [key=value …]` (commas allowed), as `labgrid-client reserve` takes them:
     the tags checked and joined by single spaces."""

@@ -15,17 +15,16 @@ from typing import Any
 import pytest
 
 from pytest_fwloop.config.env_options import ENV_OPTIONS
+from pytest_fwloop.config.gate_options import GATE_AND_ENDING_OPTIONS
 from pytest_fwloop.config.option_spec import (
     OptionSpec,
     parse_bool,
     parse_child_start,
     parse_context_cap,
     parse_flaky_policy,
-    parse_keep,
     parse_labgrid_tags,
     parse_metric_tolerance,
     parse_mode,
-    parse_non_negative_float,
     parse_non_negative_int,
     parse_on_off,
     parse_positive_float,
@@ -33,6 +32,7 @@ from pytest_fwloop.config.option_spec import (
     parse_propose,
     parse_terminate_as,
     parse_unit_float,
+    parse_words,
 )
 from pytest_fwloop.procs.sandbox import parse_sandbox
 
@@ -55,6 +55,14 @@ _LOOP_OPTIONS: tuple[OptionSpec, ...] = (
         "make every selected test pass",
         flag="--fwloop-goal",
         metavar="TEXT",
+    ),
+    OptionSpec(
+        "evidence",
+        "a failure log of an earlier run (e.g. the last CI log), relative to the rootdir: its "
+        "head and tail go to the coder until a patch is tested, within fwloop_context_bytes",
+        "",
+        flag="--fwloop-evidence",
+        metavar="FILE",
     ),
     OptionSpec(
         "coder",
@@ -192,6 +200,18 @@ _LOOP_OPTIONS: tuple[OptionSpec, ...] = (
         parse_terminate_as,
     ),
     OptionSpec(
+        "notify",
+        "where a JSON document goes at each plateau and at the end (docs/ci.md): command:PATH "
+        "(fed it on stdin) or an http(s):// webhook; one a line in the ini, spaces on the "
+        "command line; a failed delivery is a note, never a changed outcome",
+        [],
+        parse_words,
+        "--fwloop-notify",
+        kind="linelist",
+        metavar="CHANNEL",
+    ),
+    OptionSpec("notify_timeout", "seconds one notification may take", 10.0, parse_positive_float),
+    OptionSpec(
         "protect",
         "extra protected globs the coder may not touch (added to the defaults: "
         "tests, conftest.py, pytest/CI configuration, .git, .fwloop)",
@@ -219,100 +239,7 @@ _LOOP_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "command_timeout", "seconds one tester command may take", 600.0, parse_positive_float
     ),
-    # Before the build, and high-risk code (seed 001 §5.1.5, §5.6, §5.7; docs/security.md).
-    OptionSpec(
-        "precheck",
-        "quick static check after each patch is applied, before the build (e.g. `gcc "
-        "-fsyntax-only -Iinclude`; no shell), given the written files fwloop_precheck_files "
-        "matches as arguments; a failure rolls the patch back and goes to the coder like a "
-        "broken build; written Python files are compiled (never imported) either way",
-        "",
-    ),
-    OptionSpec(
-        "precheck_files",
-        "globs of the written files appended to fwloop_precheck (it does not run when none "
-        "matches); a list given replaces the defaults; empty: none, it runs alone (`make -n`)",
-        ["**/*.c", "**/*.h", "**/*.cc", "**/*.cpp", "**/*.hpp"],
-        kind="linelist",
-    ),
-    OptionSpec("precheck_timeout", "seconds fwloop_precheck may take", 120.0, parse_positive_float),
-    OptionSpec(
-        "risky_patterns",
-        "high-risk code, `NAME KIND REGEX` a line: KIND `line` (added and removed lines) or "
-        "`path`, `boot-line` or `boot-path` for boot-critical code (the operator confirms it "
-        "unless a failing test names it); each pattern matched adds 0.2 to the reviewer's "
-        "risk; the line `firmware` stands for the built-in patterns (docs/security.md); an "
-        "empty list turns the check off",
-        ["firmware"],
-        kind="linelist",
-    ),
-    OptionSpec(
-        "budget_usd",
-        "stop the run (outcome budget_exhausted) once the cost the agents report exceeds X "
-        "US dollars; default: no limit",
-        None,
-        parse_positive_float,
-        "--fwloop-budget-usd",
-        metavar="X",
-    ),
-    OptionSpec(
-        "budget_tokens",
-        "stop the run (outcome budget_exhausted) once the tokens the agents report (input "
-        "plus output) exceed N; default: no limit",
-        None,
-        parse_positive_int,
-        "--fwloop-budget-tokens",
-        metavar="N",
-    ),
-    # Endings and run limits (DESIGN.md §15, docs/endings.md).
-    OptionSpec(
-        "keep",
-        "what a run that ends short of success leaves in the tree: 'baseline' (the tree as it "
-        "started; the best kept tree is one `fwloop apply RUN` away) or 'best' (the tree of the "
-        "iteration with the most passing tests)",
-        "baseline",
-        parse_keep,
-        "--fwloop-keep",
-        metavar="baseline|best",
-    ),
-    OptionSpec(
-        "known_failures",
-        "a file of node ids (one a line, # comments) known to fail for reasons no source change "
-        "mends: run and reported, not counted against the target, never sent to the coder; "
-        "`fwloop show RUN --known-failures` writes one from a run",
-        "",
-        flag="--fwloop-known-failures",
-        metavar="FILE",
-    ),
-    OptionSpec(
-        "min_confidence",
-        "a coder answer below this confidence is not applied blind: asked once more with more "
-        "evidence, then INCONCLUSIVE (proposal mode: stops for the operator)",
-        0.3,
-        parse_unit_float,
-    ),
-    OptionSpec(
-        "timeout",
-        "minutes the whole run may take (seed 001 timeout_minutes) before it ends as timeout; "
-        "0: no limit",
-        120.0,
-        parse_non_negative_float,
-        "--fwloop-timeout",
-        metavar="MIN",
-    ),
-    OptionSpec(
-        "circuit_breaker",
-        "the run stops (outcome circuit_breaker) after this many rolled-back patches, or this "
-        "many iterations that broke tests which passed before",
-        5,
-        parse_positive_int,
-    ),
-    OptionSpec(
-        "build_clean",
-        "a clean command (e.g. `make clean`) run once before the build is retried when the "
-        "build fails at the baseline; empty: no retry",
-        "",
-    ),
+    *GATE_AND_ENDING_OPTIONS,
     OptionSpec(
         "api_key_env",
         "environment variable holding the API key of openai: providers "
@@ -336,6 +263,13 @@ _LOOP_OPTIONS: tuple[OptionSpec, ...] = (
         "reviewer rejections allowed per iteration before the run stops",
         3,
         parse_positive_int,
+    ),
+    OptionSpec(
+        "tester_schema_rounds",
+        "tester rounds in a row whose plan fails its schema that stop the run "
+        "(tester_schema_invalid); a single one only tells the coder; 0: never stop",
+        2,
+        parse_non_negative_int,
     ),
     OptionSpec("agent_timeout", "seconds one agent call may take", 600.0, parse_positive_float),
     OptionSpec("build_timeout", "seconds the build may take", 1800.0, parse_positive_float),

@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_fwloop.agents.registry import PROVIDER_SYNTAX
+from pytest_fwloop.config.evidence import EvidenceLog, read_evidence
 from pytest_fwloop.config.loop_options import LoopOptions, read_options
+from pytest_fwloop.config.notify import notify_channels
 from pytest_fwloop.config.options import strip_controller_args
 from pytest_fwloop.config.preflight import checked_providers, missing_build_program
 from pytest_fwloop.core.allowlist import Argv, parse_prefixes
@@ -36,6 +38,7 @@ from pytest_fwloop.core.convergence import (
 )
 from pytest_fwloop.core.known_failures import read_known_failures
 from pytest_fwloop.core.precheck import PrecheckSettings
+from pytest_fwloop.core.redaction import Redactor
 from pytest_fwloop.core.risky import RiskyPattern, parse_patterns
 from pytest_fwloop.farm.client import FarmSettings
 from pytest_fwloop.procs.sandbox import SandboxUnavailable, find_bwrap
@@ -96,6 +99,7 @@ class LoopSettings:
     #: The quick check between applying a patch and building it (seed §5.6).
     precheck: PrecheckSettings
     review_rounds: int
+    tester_schema_rounds: int
     agent_timeout: float
     build_timeout: float
     test_timeout: float
@@ -123,6 +127,10 @@ class LoopSettings:
     #: The labgrid place the loop reserves and locks, or None (no board farm).
     farm: FarmSettings | None = None
     endings: Endings = field(default_factory=lambda: Endings())
+    #: The failure log of an earlier run (--fwloop-evidence), or None.
+    evidence: EvidenceLog | None = None
+    #: Seconds one notification delivery may take (the channels: plateau.ci_notification_channels).
+    notify_timeout: float = 10.0
 
     @property
     def advisory(self) -> bool:
@@ -369,7 +377,14 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         build_sandbox=build_sandbox,
         mode=mode,
         criteria=criteria,
-        plateau=PlateauHandlingStrategy(mode=mode, ci_terminate_as=options.ci_terminate_as),
+        plateau=PlateauHandlingStrategy(
+            mode=mode,
+            ci_terminate_as=options.ci_terminate_as,
+            ci_notification_channels=notify_channels(
+                options.notify, options.origin("notify"), rootdir
+            ),
+        ),
+        notify_timeout=options.notify_timeout,
         runs_root=rootdir / options.run_dir,
         knowledge=knowledge_path(rootdir, options.knowledge),
         policy=patch_policy(config, options),
@@ -377,6 +392,7 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         risky_patterns=risky_patterns(options),
         precheck=precheck_settings(options, rootdir),
         review_rounds=options.review_rounds,
+        tester_schema_rounds=options.tester_schema_rounds,
         agent_timeout=options.agent_timeout,
         build_timeout=options.build_timeout,
         test_timeout=options.test_timeout,
@@ -395,6 +411,13 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         preflight_notes=preflight_notes,
         farm=farm_settings(config, options),
         endings=endings(options, rootdir),
+        evidence=read_evidence(
+            options.evidence,
+            options.origin("evidence"),
+            rootdir,
+            options.context_bytes,
+            Redactor(os.environ),
+        ),
     )
 
 

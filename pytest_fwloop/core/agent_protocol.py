@@ -55,6 +55,15 @@ class SimilarFix(BaseModel):
     patch: str
 
 
+class Evidence(BaseModel):
+    """The failure log of an earlier run (`--fwloop-evidence`, seed 001 §5.3): its head and
+    tail, scrubbed and bounded, for the coder's first analysis."""
+
+    path: str
+    size_bytes: int
+    excerpt: str
+
+
 class HistoryEntry(BaseModel):
     """What an earlier iteration achieved, so the coder does not repeat a failed idea."""
 
@@ -114,6 +123,7 @@ class AgentRequest(BaseModel):
     declined_before: list[DeclinedBefore] = Field(default_factory=list)
     operator_messages: list[str] = Field(default_factory=list)
     risky: list[RiskyChange] = Field(default_factory=list)
+    evidence: Evidence | None = None
 
     @field_validator("workspace")
     @classmethod

@@ -432,7 +432,8 @@ class PlateauHandlingStrategy:
 
     Deliberate deviation from the seed: `ci_terminate_as` defaults to "failure", not "warning",
     so that a plateaued red suite cannot pass a CI pipeline (DESIGN.md §10). Teams running the loop
-    as advisory opt in to "warning".
+    as advisory opt in to "warning". `ci_notification_channels` come from `fwloop_notify` and are
+    told of every plateau and every end, in any mode (`loop/notify.py`).
     """
 
     mode: ExecutionMode = ExecutionMode.INTERACTIVE

@@ -10,11 +10,14 @@ from __future__ import annotations
 from typing import Literal
 
 from pytest_fwloop.core.context import signature
-from pytest_fwloop.core.results import IterationResults, TestRecord, not_passing
+from pytest_fwloop.core.results import (
+    COMMAND_NODEID_PREFIX,
+    IterationResults,
+    TestRecord,
+    not_passing,
+)
 
 FlakyPolicy = Literal["exclude", "pass", "fail"]
-#: Node ids of a tester command's record: a command is not a test to rerun.
-COMMAND_PREFIX = "tester::"
 
 
 def rerun_candidates(
@@ -35,7 +38,7 @@ def rerun_candidates(
         if not_passing(t)
         and t.env_failure is None
         and t.phase != "collect"
-        and not t.nodeid.startswith(COMMAND_PREFIX)
+        and not t.nodeid.startswith(COMMAND_NODEID_PREFIX)
         and before.get(t.nodeid) != signature(t, root)
     ]
 

@@ -20,9 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from pytest_fwloop.core.flaky import COMMAND_PREFIX
 from pytest_fwloop.core.fsm import IterationKind
-from pytest_fwloop.core.results import IterationResults, not_passing
+from pytest_fwloop.core.results import COMMAND_NODEID_PREFIX, IterationResults, not_passing
 
 Attempts = Sequence[tuple[int, IterationResults]]
 
@@ -86,7 +85,7 @@ def carry(results: IterationResults) -> IterationResults:
     tests = [
         t.model_copy(update={"carried": True})
         for t in results.tests
-        if not t.nodeid.startswith(COMMAND_PREFIX)
+        if not t.nodeid.startswith(COMMAND_NODEID_PREFIX)
     ]
     return IterationResults(exitstatus=results.exitstatus, tests=tests, metrics=results.metrics)
 
@@ -103,4 +102,4 @@ def gate_due(focused: IterationResults, estimate: IterationResults, target: floa
 
 
 def _suite_ids(nodeids: Iterable[str]) -> list[str]:
-    return [n for n in dict.fromkeys(nodeids) if not n.startswith(COMMAND_PREFIX)]
+    return [n for n in dict.fromkeys(nodeids) if not n.startswith(COMMAND_NODEID_PREFIX)]

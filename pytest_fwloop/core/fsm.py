@@ -91,6 +91,7 @@ class LoopEvent(str, enum.Enum):
     ENV_READY = "env_ready"
     TEST_PLAN_READY = "test_plan_ready"
     TESTER_SCHEMA_INVALID = "tester_schema_invalid"
+    TESTER_SCHEMA_INVALID_AGAIN = "tester_schema_invalid_again"
     TESTER_COMMAND_BLOCKED = "tester_command_blocked"
     TESTER_FAILED = "tester_failed"
     TESTS_FINISHED = "tests_finished"
@@ -106,6 +107,7 @@ class LoopEvent(str, enum.Enum):
     CONVERGED = "converged"
     STOP = "stop"
     AWAIT_OPERATOR = "await_operator"
+    DISCUSSION_COMPLETE = "discussion_complete"
     OPERATOR_FOLLOWUP = "operator_followup"
     OPERATOR_CONFIRMED = "operator_confirmed"
     RESUME = "resume"
@@ -223,6 +225,13 @@ TRANSITIONS: tuple[Transition, ...] = (
     ),
     Transition(
         S.PATCH_GENERATION,
+        E.DISCUSSION_COMPLETE,
+        S.ABORTED,
+        "proposal mode: the coder answered the operator's follow-up with no patch: nothing to "
+        "confirm, the tree untouched",
+    ),
+    Transition(
+        S.PATCH_GENERATION,
         E.OPERATOR_FOLLOWUP,
         S.CODE_ANALYSIS,
         "the operator answered a proposal with a follow-up for the coder",
@@ -258,7 +267,14 @@ TRANSITIONS: tuple[Transition, ...] = (
         S.TEST_SETUP,
         E.TESTER_SCHEMA_INVALID,
         S.TEST_RUN,
-        "the tester's plan failed its schema twice: the full suite runs without it",
+        "the tester's plan failed its schema twice: the full suite runs without it, the coder "
+        "is told",
+    ),
+    Transition(
+        S.TEST_SETUP,
+        E.TESTER_SCHEMA_INVALID_AGAIN,
+        S.ERROR_RECOVERY,
+        "the tester's plan failed its schema in fwloop_tester_schema_rounds rounds in a row",
     ),
     Transition(
         S.TEST_SETUP,

@@ -165,6 +165,20 @@ class AnalysisRecord(_Record):
     recommendation: str = Field(description="what to do next, in one line")
 
 
+class NotificationRecord(_Record):
+    """One delivery of a notification (`fwloop_notify`): where it went and how it fared."""
+
+    event: Literal["plateau", "finished"] = Field(description="what was announced")
+    channel: str = Field(
+        description="`command:PATH`, or the webhook's `scheme://host:port/…` (its path and "
+        "query, which may hold a token, are never recorded)"
+    )
+    delivered: bool = Field(
+        description="the command exited 0, or the webhook answered 2xx, in time"
+    )
+    detail: str = Field(description='why it failed (one line), or `""`')
+
+
 class Summary(_Record):
     """`summary.json`: the final record of a run."""
 
@@ -232,6 +246,20 @@ class Summary(_Record):
     recommendation: str = Field(
         default="", description="the last iteration's analysis: what to do next, in one line"
     )
+    goal: str = Field(
+        default="",
+        description="what the loop was asked to achieve (`--fwloop-goal`), as every agent was told",
+    )
+    evidence: str | None = Field(
+        default=None,
+        description="the failure log of an earlier run given to the coder (`--fwloop-evidence`), "
+        "as named, or null",
+    )
+    notifications: list[NotificationRecord] = Field(
+        default_factory=list,
+        description="every notification delivery of the run (`fwloop_notify`), in order; a "
+        "failed one changes nothing else",
+    )
 
 
 class CrashSummary(_Record):
@@ -245,10 +273,65 @@ class CrashSummary(_Record):
     internal_error: Literal["internal-error.txt"] = Field(description="the traceback file")
     finished: str = Field(description="UTC time the run ended")
     duration_s: float = Field(description="wall-clock seconds of the run")
+    notifications: list[NotificationRecord] = Field(
+        default_factory=list, description="as in `Summary`"
+    )
+
+
+NOTIFICATION_SCHEMA = "fwloop-notification/1"
+
+
+class Notification(_Record):
+    """The JSON document each `fwloop_notify` channel gets (docs/ci.md): once when a plateau is
+    detected, once when the run ends; one object, UTF-8, redacted."""
+
+    schema_: Literal["fwloop-notification/1"] = Field(
+        alias="schema", description="this document's name and version"
+    )
+    event: Literal["plateau", "finished"] = Field(
+        description="`plateau`: a plateau was detected (the run may go on); `finished`: the run "
+        "ended, whatever the outcome"
+    )
+    run_id: str = Field(description="the run's id (`fwloop show RUN`)")
+    outcome: str | None = Field(description="`finished`: the outcome; `plateau`: null")
+    final_state: str | None = Field(description="`finished`: `SUCCESS`, `FAILURE` or `ABORTED`")
+    exit_status: int | None = Field(
+        description="`finished`: the exit status of `pytest --fwloop` (0 only when green)"
+    )
+    reason: str = Field(description="why, with the numbers that decided it")
+    plateau_action: str | None = Field(
+        description="`plateau`: what the mode does about it: `human_review`, "
+        "`strategy_switch`, `failure` or `success_with_warning`; else null"
+    )
+    iteration: int = Field(description="the iteration the event happened in")
+    pass_count: int | None = Field(description="passing tests of the last measured iteration")
+    total_count: int | None = Field(description="counted tests of the last measured iteration")
+    pass_counts: list[int] = Field(description="pass count per measured iteration")
+    total_counts: list[int] = Field(description="total count per measured iteration")
+    unresolved: list[str] = Field(description="node ids still not passing (the first 50)")
+    unresolved_count: int = Field(description="how many are still not passing")
+    mode: str = Field(description="the execution mode (`interactive`, `ci`, `auto`)")
+    goal: str = Field(description="what the loop was asked to achieve")
+    run_dir: str = Field(description="the run directory, absolute")
+    report: str = Field(description="`report.html` in it, absolute")
+    summary: str | None = Field(description="`finished`: `summary.json`, absolute; else null")
+    best: BestTree | None = Field(
+        description='`finished` short of success: the best kept tree (`summary.json["best"]`)'
+    )
+    apply: str | None = Field(
+        description="the command that puts the best tree in place (`fwloop apply RUN`), or null"
+    )
+    time: str = Field(description="UTC time it was sent (ISO 8601)")
 
 
 EventKind = Literal[
-    "transition", "agent_call", "internal_error", "rollback", "interrupted", "applied"
+    "transition",
+    "agent_call",
+    "internal_error",
+    "rollback",
+    "interrupted",
+    "applied",
+    "notification",
 ]
 
 
@@ -257,8 +340,8 @@ class Event(_Record):
 
     time: str = Field(description="UTC time (ISO 8601)")
     kind: EventKind = Field(
-        description="`transition`, `agent_call`, `internal_error`, `rollback`, `interrupted` "
-        "or `applied` (below)"
+        description="`transition`, `agent_call`, `internal_error`, `rollback`, `interrupted`, "
+        "`applied` or `notification` (below)"
     )
     from_state: str = Field(alias="from", description="the state before")
     to_state: str = Field(alias="to", description="the state after")

@@ -14,6 +14,10 @@ from pydantic import BaseModel, Field
 
 from pytest_fwloop.core.env_classify import is_farm_failure
 
+#: Node ids of a tester command's record (DESIGN.md §5): it counts like a test, but it is not
+#: one to rerun, focus on, or select.
+COMMAND_NODEID_PREFIX = "tester::"
+
 TestOutcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed"]
 Phase = Literal["collect", "setup", "call", "teardown"]
 Better = Literal["lower", "higher"]
@@ -128,6 +132,15 @@ def not_passing(record: TestRecord) -> bool:
     if record.outcome in ("failed", "error"):
         return True
     return record.outcome == "xpassed" and record.strict_xpass
+
+
+def only_commands_failing(results: IterationResults) -> list[str]:
+    """The tester's commands that fail, when they alone keep `results` from green (every test
+    of the suite passes: seed 004's `test_failed`); else []."""
+    failing = nodeids(results.not_passing())
+    if all(nodeid.startswith(COMMAND_NODEID_PREFIX) for nodeid in failing):
+        return failing
+    return []
 
 
 def nodeids(records: Iterable[TestRecord]) -> list[str]:

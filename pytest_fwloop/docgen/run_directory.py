@@ -20,6 +20,8 @@ from pytest_fwloop.core.records import (
     LabgridRecord,
     MetricChange,
     MetricSeries,
+    Notification,
+    NotificationRecord,
     RunContext,
     Summary,
     Timeline,
@@ -39,6 +41,8 @@ RECORDS: tuple[tuple[str, type[BaseModel]], ...] = (
     ('summary.json["labgrid"]', LabgridRecord),
     ("labgrid place held", HeldPlace),
     ('summary.json["metrics"] metric', MetricSeries),
+    ('summary.json["notifications"] entry', NotificationRecord),
+    ("the notification document (fwloop_notify: sent, not written)", Notification),
     ("task-events.jsonl (one line)", Event),
     ("task-timeline.json", Timeline),
     ("task-timeline.json iteration", TimelineEntry),
@@ -324,6 +328,9 @@ The `kind` of an `Event`:
   again after each end, with `operator_confirmed`, `resume` or `resume_tests`.
 - `applied`: written by `fwloop apply` after the run ended: `from` and `to` are its terminal
   state, `iteration` the one whose tree was put in place (`reason` says so).
+- `notification`: one delivery of a notification (`fwloop_notify`, docs/ci.md) where the loop
+  stood: `CONVERGENCE_CHECK` at a plateau, the terminal state at the end (`from` and `to` both);
+  `reason` says where it went and, when it failed, why. Not a move.
 
 `rounds/NN/`:
 

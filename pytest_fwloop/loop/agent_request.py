@@ -1,8 +1,8 @@
 """What every agent is sent (DESIGN.md §5): the `command:` protocol's request, bounded.
 
 Failures are packed by signature within `fwloop_context_bytes` (less what the coder's
-`similar_fixes` and `declined_before` from the knowledge base take); the history carries earlier
-iterations' counts, patch summaries and outcomes; never a whole log. A request with a patch
+`evidence`, `similar_fixes` and `declined_before` take); the history carries earlier iterations'
+counts, patch summaries and outcomes; never a whole log. A request with a patch
 names its risky code (`fwloop_risky_patterns`): which hunk matched which pattern.
 """
 
@@ -12,10 +12,11 @@ from pytest_fwloop.config.settings import LoopSettings
 from pytest_fwloop.core.agent_protocol import (
     AgentRequest,
     DeclinedBefore,
+    Evidence,
     HistoryEntry,
     SimilarFix,
 )
-from pytest_fwloop.core.context import pack_failures, signature
+from pytest_fwloop.core.context import excerpt, pack_failures, scrub, signature
 from pytest_fwloop.core.history import open_regressions
 from pytest_fwloop.core.risky import MAX_LISTED, assess
 from pytest_fwloop.knowledge.fixes import declined_before, similar_fixes
@@ -43,7 +44,9 @@ def agent_request(
         for text in (note, unread):
             if text and text not in loop.current.notes:
                 loop.current.notes.append(text)
-    used = sum(len(item.model_dump_json()) for item in [*similar, *before])
+    evidence = _evidence(loop, settings) if role == "coder" else None
+    taken = [*similar, *before, *([evidence] if evidence else [])]
+    used = sum(len(item.model_dump_json()) for item in taken)
     failures = pack_failures(failing, settings.context_bytes - used, root=root)
     history = [
         HistoryEntry(
@@ -72,5 +75,17 @@ def agent_request(
         "declined_before": before,
         "operator_messages": list(loop.operator_messages),
         "risky": assess(patch, settings.risky_patterns, failing)[:MAX_LISTED] if patch else [],
+        "evidence": evidence,
     }
     return AgentRequest.model_validate({**fields, **extra})
+
+
+def _evidence(loop: LoopState, settings: LoopSettings) -> Evidence | None:
+    """The earlier run's failure log (--fwloop-evidence), until the coder's first patch has been
+    tested: from then on the live tree's failures say more than an old log. A quarter of the
+    context at most, head and tail, paths and timestamps scrubbed as in the failures."""
+    log = settings.evidence
+    if log is None or len(loop.attempts()) > 1:
+        return None
+    text = excerpt(scrub(log.text, str(settings.rootdir)), settings.context_bytes // 4)
+    return Evidence(path=log.path, size_bytes=log.size_bytes, excerpt=text)

@@ -100,6 +100,11 @@ def refusal(state: RunState, action: Action) -> str | None:
                 f"fwloop: run {name} awaits a decision on its plateau, not a proposal: "
                 f"`fwloop resume {name}` continues it"
             )
+        if state.outcome == Outcome.DISCUSSION_COMPLETE.value:
+            return (
+                f"fwloop: run {name} ended its discussion with no patch, so there is nothing to "
+                f"confirm: `fwloop followup {name} TEXT` asks the coder for one"
+            )
         return (
             f"fwloop: run {name} awaits nothing to confirm (it ended {state.outcome}); "
             f"`fwloop show {name}` says why"
@@ -156,6 +161,11 @@ class Resumption:
     watched: tuple[str, ...]
 
 
+#: Endings whose pending coder answer a follow-up revises, with nothing applied.
+_ANSWERED_BY_A_FOLLOWUP = frozenset(
+    {Outcome.AWAITING_OPERATOR_CONFIRM.value, Outcome.DISCUSSION_COMPLETE.value}
+)
+
 #: States a patch has passed the strict gate in: a killed run applies it again without asking.
 _PAST_THE_GATE = frozenset(
     {
@@ -185,9 +195,11 @@ def restore(loop: LoopState, state: RunState, run_dir: Path, order: Order) -> Re
     if state.in_flight is None:
         loop.iterations.append(Iteration(loop.current.number + 1, IterationKind.PATCH))
     number = loop.current.number
-    awaiting = state.outcome == Outcome.AWAITING_OPERATOR_CONFIRM.value
-    if order.action is Action.FOLLOWUP and pending is not None and awaiting:
-        # The proposal is answered by the message: the coder revises it, nothing is applied.
+    discussed = state.outcome in _ANSWERED_BY_A_FOLLOWUP
+    if order.action is Action.FOLLOWUP and pending is not None and discussed:
+        # The proposal is answered by the message: the coder revises it, nothing is applied;
+        # an answer with no patch will end the discussion (`discussion_complete`).
+        loop.discussing = True
         loop.must_fix = [
             MustFix(
                 issue=f"the operator's follow-up on your proposal ({pending.summary[:200]}): "

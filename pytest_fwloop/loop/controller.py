@@ -20,7 +20,6 @@ from pytest_fwloop.config.settings import LoopSettings
 from pytest_fwloop.core import fsm, recovery
 from pytest_fwloop.core.agent_protocol import AgentRequest, CoderAnswer
 from pytest_fwloop.core.budget import BudgetExhausted, UsageLedger
-from pytest_fwloop.core.convergence import ExecutionMode
 from pytest_fwloop.core.fsm import ErrorType, LoopEvent, State
 from pytest_fwloop.core.outcomes import Outcome
 from pytest_fwloop.core.redaction import Redactor
@@ -250,10 +249,7 @@ class Controller:
         request = self._request(
             "tester", self.loop.current.patch, allowed_commands=allowed, constraints=[]
         )
-        retry_blocked = self.settings.mode is ExecutionMode.AUTO
-        return plan_tests(
-            self.loop, self.tester, request, self.runner, self.recorder, retry_blocked
-        )
+        return plan_tests(self.services, self.loop, self.tester, request, self.runner)
 
     def test_run(self) -> Step:
         folder = self.recorder.round_path(self.loop.current.number)
@@ -316,6 +312,7 @@ class Controller:
         )
         self.loop.failed_commands = frozenset(r.argv for r in done.failed)
         self.loop.must_fix.extend(done.must_fix)
+        self.loop.current.notes.append(done.note)
         return done.note
 
     def _request(self, role: str, patch: str = "", **extra: object) -> AgentRequest:

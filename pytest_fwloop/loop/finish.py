@@ -46,7 +46,11 @@ if TYPE_CHECKING:
 def final_state_of(outcome: Outcome) -> State:
     if outcome is Outcome.SUCCESS:
         return State.SUCCESS
-    if outcome in (Outcome.CANCELED, Outcome.AWAITING_OPERATOR_CONFIRM):
+    if outcome in (
+        Outcome.CANCELED,
+        Outcome.AWAITING_OPERATOR_CONFIRM,
+        Outcome.DISCUSSION_COMPLETE,
+    ):
         return State.ABORTED
     return State.FAILURE
 
@@ -245,6 +249,9 @@ def _summary(
         },
         metrics=series(loop.attempts(), settings.metric_tolerance),
         recommendation=_last_recommendation(loop, measured),
+        goal=settings.goal,
+        evidence=settings.evidence.path if settings.evidence else None,
+        notifications=loop.notifications,
     )
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_fwloop.config.settings import LoopSettings
-from pytest_fwloop.core.outcomes import exit_status
+from pytest_fwloop.core.outcomes import describe_crash, exit_status
 from pytest_fwloop.core.redaction import Redactor
 from pytest_fwloop.core.run_state import Invocation
 from pytest_fwloop.loop import run_context
@@ -25,6 +25,7 @@ from pytest_fwloop.loop.continuation import Continued, StateKeeper
 from pytest_fwloop.loop.controller import Controller
 from pytest_fwloop.loop.crash import settle_crash, stop_on_internal_error
 from pytest_fwloop.loop.finish import finalize
+from pytest_fwloop.loop.notify import announce_end
 from pytest_fwloop.loop.rundir import RunRecorder
 from pytest_fwloop.loop.state import LoopState
 from pytest_fwloop.loop.terminal import PREFIX, Terminal
@@ -42,7 +43,25 @@ def control(
     continued: Continued | None,
     child: ChildRunner,
 ) -> int:
-    """Build the controller, run it, end the run; the exit status."""
+    """Build the controller, run it, end the run, announce the end; the exit status."""
+    status = _control(config, settings, workspace, recorder, terminal, redact, continued, child)
+    try:
+        announce_end(settings, recorder, terminal)
+    except Exception as exc:  # the run has ended as it ended; a notification cannot change that
+        terminal.line(f"{PREFIX} notifications not sent: {describe_crash(exc)}")
+    return status
+
+
+def _control(
+    config: pytest.Config,
+    settings: LoopSettings,
+    workspace: Workspace,
+    recorder: RunRecorder,
+    terminal: Terminal,
+    redact: Redactor,
+    continued: Continued | None,
+    child: ChildRunner,
+) -> int:
     # From here on every exception is an internal error (DESIGN.md §10): outcome
     # internal_error, exit status 3, the tree restored, the records written, no traceback.
     started = time.monotonic()

@@ -20,6 +20,7 @@ from pytest_fwloop.core.records import (
     DeclinedRecord,
     Event,
     LabgridRecord,
+    NotificationRecord,
     TimelineEntry,
 )
 from pytest_fwloop.core.recovery import ErrorState
@@ -192,6 +193,9 @@ class LoopState:
     #: The operator said yes to `coder_answer` (at the terminal or by `fwloop confirm`): it
     #: goes to the strict gate without another proposal stop.
     operator_approved: bool = False
+    #: The operator followed up on a proposal: an answer with no patch ends the discussion
+    #: (`discussion_complete`) instead of going to the gate.
+    discussing: bool = False
     #: What the operator said to the loop (follow-ups, confirm notes), for every agent request.
     operator_messages: list[str] = field(default_factory=list)
     #: A continued run's first move out of IDLE (continuation.restore), instead of `start`.
@@ -220,6 +224,10 @@ class LoopState:
     # argv of the tester commands that failed in this round and in the round before.
     failed_commands: frozenset[tuple[str, ...]] = frozenset()
     previous_failed_commands: frozenset[tuple[str, ...]] = frozenset()
+    #: Tester rounds in a row whose plan failed its schema (fwloop_tester_schema_rounds).
+    tester_invalid_rounds: int = 0
+    #: Notifications delivered (or not) so far; the end's are added to summary.json after it.
+    notifications: list[NotificationRecord] = field(default_factory=list)
 
     @property
     def current(self) -> Iteration:

@@ -54,6 +54,12 @@ class Terminal:
             f"max_iter={settings.max_iter} mode={settings.mode.value}"
         )
         self.line(f"{PREFIX} records in {recorder.path}")
+        if settings.evidence is not None:
+            self.line(
+                f"{PREFIX} evidence for the coder: {settings.evidence.path} "
+                f"({settings.evidence.size_bytes} bytes; its head and tail, until the first "
+                "patch is tested)"
+            )
         for note in settings.preflight_notes:
             self.line(note)
 

@@ -24,10 +24,11 @@ from pytest_fwloop.core.fsm import ErrorType, IterationKind, LoopEvent, State
 from pytest_fwloop.core.history import broken_per_iteration, regressions_between
 from pytest_fwloop.core.known_failures import with_known
 from pytest_fwloop.core.metrics import describe
-from pytest_fwloop.core.outcomes import Outcome
+from pytest_fwloop.core.outcomes import ADVISORY_OUTCOMES, Outcome
 from pytest_fwloop.core.records import ConvergenceRecord, Event
 from pytest_fwloop.core.recovery import ErrorState
 from pytest_fwloop.core.results import (
+    COMMAND_NODEID_PREFIX,
     IterationResults,
     TestRecord,
     collection_errors,
@@ -35,6 +36,7 @@ from pytest_fwloop.core.results import (
     error_line,
     executed_in,
     nodeids,
+    only_commands_failing,
     read_progress,
     results_from_progress,
 )
@@ -43,6 +45,7 @@ from pytest_fwloop.core.state_clock import StateClock
 from pytest_fwloop.knowledge.fixes import remember
 from pytest_fwloop.knowledge.store import KnowledgeBase
 from pytest_fwloop.loop.finish import report_page
+from pytest_fwloop.loop.notify import announce_plateau
 from pytest_fwloop.loop.rundir import utc_now
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import Iteration, LoopState, Step
@@ -293,9 +296,25 @@ class IterationEnd:
         self.loop.final_reason = reason
         if verdict is ConvergenceType.PLATEAUED:
             return self._plateau(reason)
-        self.loop.outcome = _VERDICT_OUTCOMES[verdict]
         if verdict is ConvergenceType.SUCCESS:
+            self.loop.outcome = Outcome.SUCCESS
             return Step(LoopEvent.CONVERGED, reason)
+        return self._stop(_VERDICT_OUTCOMES[verdict], reason)
+
+    def _stop(self, outcome: Outcome, reason: str) -> Step:
+        """A verdict short of success ends the run: as seed 004's `test_failed` when every test
+        of the suite passes and only the tester's commands fail, which says more than the
+        verdict; not where ci_terminate_as = warning softens it (its exit status stays)."""
+        results = self.loop.current.results
+        commands = only_commands_failing(results) if results is not None else []
+        softened = self.services.settings.advisory and outcome in ADVISORY_OUTCOMES
+        if commands and not softened:
+            outcome = Outcome.TEST_FAILED
+            named = ", ".join(f"`{c.removeprefix(COMMAND_NODEID_PREFIX)}`" for c in commands[:3])
+            reason += (
+                f"; every test of the suite passes, only the tester's command(s) fail: {named}"
+            )
+        self.loop.outcome, self.loop.final_reason = outcome, reason
         return Step(LoopEvent.STOP, reason)
 
     def _breaker(self) -> Step | None:
@@ -455,6 +474,7 @@ class IterationEnd:
             rate, self.loop.strategy_switches
         )
         full = f"{reason}; {why}"
+        announce_plateau(self.services, self.loop, action, full)
         if action is PlateauAction.STRATEGY_SWITCH:
             self.loop.strategy_switches += 1
             self.loop.constraints = [
@@ -473,6 +493,4 @@ class IterationEnd:
             self.loop.outcome = Outcome.AWAITING_OPERATOR_CONFIRM
             self.loop.final_reason = f"{full}; waiting for the operator"
             return Step(LoopEvent.AWAIT_OPERATOR, self.loop.final_reason)
-        self.loop.outcome = Outcome.PLATEAUED
-        self.loop.final_reason = full
-        return Step(LoopEvent.STOP, full)
+        return self._stop(Outcome.PLATEAUED, full)

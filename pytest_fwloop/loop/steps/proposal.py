@@ -10,6 +10,10 @@ patch on through the strict gate, `n` cancels, any other text goes back to the c
 Whatever `fwloop_propose` says, a patch that changes boot-critical code no failing test names
 (`core/risky.py`, seed 001 §5.7) stops here the same way, once the policy passes it: only an
 operator lets it through.
+
+A follow-up on a proposal opens a discussion: when the coder answers it with an analysis and no
+patch, the roundtable comments on that answer and the run ends `discussion_complete` (seeds
+000/003), with nothing to confirm; an interactive plateau stays `awaiting_operator_confirm`.
 """
 
 from __future__ import annotations
@@ -58,10 +62,12 @@ class ProposalDesk:
         if loop.operator_approved:
             loop.operator_approved = False  # this answer only; the next patch may stop again
             return None
+        if not answer.patch.strip():
+            # Outside a discussion no patch is no proposal: the gate refuses it, the coder is
+            # asked again.
+            return self._discussion_ends(loop, request) if loop.discussing else None
         decisions = loop.current.decisions
         unsure = bool(decisions) and decisions[-1].status in ("low_confidence", "inconclusive")
-        if not answer.patch.strip():
-            return None  # no patch to show: the gate refuses it and the coder is asked again
         due = self.due(applied, unsure)
         boot = unnamed_boot(
             assess(
@@ -75,10 +81,8 @@ class ProposalDesk:
         passes, policy = self._policy_word(answer)
         if not due and not passes:
             return None  # the gate refuses it and tells the coder: nothing to ask anyone
-        comments = {
-            role: self._comment(role, agent, answer, request)
-            for role, agent in self.commenters.items()
-        }
+        loop.discussing = False
+        comments = self._roundtable(answer, request)
         number = loop.current.number
         patch = self.services.recorder.write_patch("proposal.patch", answer.patch)
         text = _proposal_text(self.services.recorder.run_id, number, answer, policy, comments, boot)
@@ -97,8 +101,7 @@ class ProposalDesk:
                 loop.outcome = Outcome.CANCELED
                 loop.final_reason = "the operator declined the proposal"
                 return Step(LoopEvent.ABORT, loop.final_reason, evidence)
-            loop.must_fix = [MustFix(issue=f"the operator's follow-up on your proposal: {reply}")]
-            return Step(LoopEvent.OPERATOR_FOLLOWUP, f"operator: {reply[:120]}", evidence)
+            return _followed_up(loop, reply, evidence)
         loop.outcome = Outcome.AWAITING_OPERATOR_CONFIRM
         run_id = self.services.recorder.run_id
         why = (
@@ -111,6 +114,47 @@ class ProposalDesk:
             f"proposal.md, then `fwloop confirm {run_id}` or `fwloop followup {run_id} TEXT`"
         )
         return Step(LoopEvent.AWAIT_OPERATOR, loop.final_reason, evidence)
+
+    def _discussion_ends(
+        self, loop: LoopState, request: Callable[[str, str], AgentRequest]
+    ) -> Step:
+        """The coder answered the operator's follow-up with an analysis and no patch: the
+        roundtable comments on it, `proposal.md` keeps it, and nothing waits to be confirmed. At
+        a terminal the operator may reply once more instead."""
+        answer = loop.coder_answer
+        assert answer is not None
+        recorder = self.services.recorder
+        comments = self._roundtable(answer, request)
+        (recorder.path / "proposal.patch").unlink(missing_ok=True)  # answered: nothing pending
+        text = _proposal_text(
+            recorder.run_id, loop.current.number, answer, "no patch", comments, []
+        )
+        evidence = (recorder.relative(recorder.write_text("proposal.md", text)),)
+        if self.services.settings.mode is ExecutionMode.INTERACTIVE and sys.stdin.isatty():
+            self.services.terminal.proposal(text)
+            reply = self.services.terminal.answer(
+                "Reply to the coder? [text = ask again / empty = end the discussion] "
+            )
+            if reply.lower() not in ("", "n", "no"):
+                return _followed_up(loop, reply, evidence)
+        loop.discussing = False
+        loop.outcome = Outcome.DISCUSSION_COMPLETE
+        loop.final_reason = (
+            f"the coder answered the operator's follow-up in iteration {loop.current.number} "
+            f"with no patch ({answer.summary[:120]}): the discussion is complete, nothing waits "
+            f"to be confirmed; read proposal.md, then `fwloop followup {recorder.run_id} TEXT` "
+            f"asks for a patch or `fwloop resume {recorder.run_id}` goes on"
+        )
+        return Step(LoopEvent.DISCUSSION_COMPLETE, loop.final_reason, evidence)
+
+    def _roundtable(
+        self, answer: CoderAnswer, request: Callable[[str, str], AgentRequest]
+    ) -> dict[str, str]:
+        """Each commenter's plain-text word on the coder's answer."""
+        return {
+            role: self._comment(role, agent, answer, request)
+            for role, agent in self.commenters.items()
+        }
 
     def _policy_word(self, answer: CoderAnswer) -> tuple[bool, str]:
         """Whether the strict gate's checks before the reviewer pass the patch, and in words."""
@@ -140,6 +184,13 @@ class ProposalDesk:
             return agent.comment(request(role, answer.patch))
         except ProviderError as exc:
             return f"(no comment: {exc.kind.value}: {exc.message})"
+
+
+def _followed_up(loop: LoopState, reply: str, evidence: tuple[str, ...]) -> Step:
+    """The operator's text at the terminal goes back to the coder: a discussion is open."""
+    loop.discussing = True
+    loop.must_fix = [MustFix(issue=f"the operator's follow-up on your proposal: {reply}")]
+    return Step(LoopEvent.OPERATOR_FOLLOWUP, f"operator: {reply[:120]}", evidence)
 
 
 def _proposal_text(
@@ -176,6 +227,21 @@ def _proposal_text(
         ]
     for role, comment in comments.items():
         lines += [f"## The {role}'s comment", "", comment, ""]
+    if not answer.patch.strip():
+        return "\n".join(
+            [
+                *lines,
+                "## Hypotheses",
+                "",
+                *[f"- {hypothesis}" for hypothesis in answer.analysis.hypotheses],
+                "",
+                "The coder answered with no patch: the discussion is complete and nothing waits "
+                f"to be confirmed. To go on: `fwloop followup {run_id} TEXT` asks it again (for "
+                f"a patch, say so); `fwloop resume {run_id}` continues the loop "
+                "(docs/operator.md).",
+                "",
+            ]
+        )
     lines += [
         "## The patch",
         "",

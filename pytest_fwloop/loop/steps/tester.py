@@ -17,12 +17,17 @@ from pytest_fwloop.agents.errors import AnswerInvalid, ProviderError
 from pytest_fwloop.agents.role import RoleAgent
 from pytest_fwloop.core.agent_protocol import AgentRequest, MustFix, TesterAnswer
 from pytest_fwloop.core.allowlist import Argv, CommandCheck
+from pytest_fwloop.core.convergence import ExecutionMode
 from pytest_fwloop.core.fsm import ErrorType, LoopEvent
 from pytest_fwloop.core.outcomes import Outcome
 from pytest_fwloop.core.records import CommandEntry, CommandsRecord
 from pytest_fwloop.core.recovery import ErrorState
-from pytest_fwloop.core.results import IterationResults, TestRecord, nodeids
-from pytest_fwloop.loop.rundir import RunRecorder
+from pytest_fwloop.core.results import (
+    COMMAND_NODEID_PREFIX,
+    IterationResults,
+    TestRecord,
+    nodeids,
+)
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import LoopState, Step, TesterRound, provider_error
 from pytest_fwloop.procs.allowlist_runner import AllowlistRunner, CommandResult
@@ -30,8 +35,6 @@ from pytest_fwloop.workspace import Workspace
 
 #: Output of a failed tester command sent to the coder as a must-fix item.
 COMMAND_MUST_FIX_CHARS = 3000
-#: Node ids of a tester-made record: a command's outcome counts like a test's.
-COMMAND_NODEID_PREFIX = "tester::"
 
 
 @dataclass(frozen=True)
@@ -92,14 +95,14 @@ def ask_tester(
 
 
 def plan_tests(
+    services: Services,
     loop: LoopState,
     tester: RoleAgent,
     request: AgentRequest,
     runner: AllowlistRunner,
-    recorder: RunRecorder,
-    retry_blocked: bool,
 ) -> Step:
     """TEST_SETUP's question to the tester: its plan kept for the iteration, or why not."""
+    recorder, settings = services.recorder, services.settings
     loop.previous_failed_commands, loop.failed_commands = loop.failed_commands, frozenset()
     try:
         plan, check = ask_tester(
@@ -108,15 +111,13 @@ def plan_tests(
             request,
             loop.latest_results(),
             runner,
-            retry_blocked=retry_blocked,
+            retry_blocked=settings.mode is ExecutionMode.AUTO,
         )
     except AnswerInvalid as exc:
-        # Not terminal (seed 004: iterate): the tests still run, only without the plan.
-        note = f"tester_schema_invalid: {'; '.join(exc.errors[:2])}"
-        loop.current.notes.append(note)
-        return Step(LoopEvent.TESTER_SCHEMA_INVALID, f"{note}; the full suite runs without a plan")
+        return _plan_invalid(loop, exc.errors, settings.tester_schema_rounds)
     except ProviderError as exc:
         return loop.fail(provider_error("tester", exc), LoopEvent.TESTER_FAILED)
+    loop.tester_invalid_rounds = 0
     if check.only_blocked:
         return loop.fail(all_blocked(check), LoopEvent.TESTER_COMMAND_BLOCKED)
     folder = recorder.relative(recorder.round_path(loop.current.number))
@@ -127,6 +128,40 @@ def plan_tests(
         f"tester: {len(plan.select)} test(s) to pre-check, {len(check.runnable)} command(s) "
         f"to run, {len(check.blocked)} blocked",
         (recorder.relative(path),),
+    )
+
+
+def _plan_invalid(loop: LoopState, errors: list[str], limit: int) -> Step:
+    """A plan that failed its schema twice in this round. Seed 004 iterates: the full suite
+    runs without it and the coder is told its patch went untested by the tester. `limit` such
+    rounds in a row (fwloop_tester_schema_rounds; 0: never) stop the run, as two invalid
+    reviews do: a tester that cannot plan is a provider or prompt to fix, not a patch."""
+    loop.tester_invalid_rounds += 1
+    said = "; ".join(errors[:2])
+    if limit and loop.tester_invalid_rounds >= limit:
+        return loop.fail(
+            ErrorState(
+                ErrorType.MODEL_FAILURE,
+                f"the tester's plan failed its schema in {loop.tester_invalid_rounds} rounds in "
+                f"a row (fwloop_tester_schema_rounds={limit}), each after one re-ask: {said}",
+                LoopEvent.RECOVER_TO_ANALYSIS,
+                terminal_outcome=Outcome.TESTER_SCHEMA_INVALID,
+            ),
+            LoopEvent.TESTER_SCHEMA_INVALID_AGAIN,
+        )
+    note = f"tester_schema_invalid: {said}"
+    loop.current.notes.append(note)
+    loop.must_fix.append(
+        MustFix(
+            issue=f"tester_schema_invalid: the tester could not plan tests for your patch of "
+            f"iteration {loop.current.number} (its plan failed its schema: {said}), so only the "
+            "suite checks it; say in your next summary which tests and commands exercise "
+            "your change"
+        )
+    )
+    return Step(
+        LoopEvent.TESTER_SCHEMA_INVALID,
+        f"{note}; the full suite runs without a plan, the coder is told",
     )
 
 
@@ -216,6 +251,8 @@ def _commands_done(
         f"tester commands: {ran - len(failed)} passed, {len(failed)} failed, "
         f"{len(tester.commands.blocked)} blocked"
     )
+    if failed:  # seed 004's round outcome: the coder's history shows it
+        note = f"test_failed: {note}"
     return CommandsDone(failed, must_fix, note)
 
 
