@@ -422,7 +422,7 @@ def boot_ms():
 """
 
 BOOT_TESTS = """\
-from fw import boot
+from fw import timing as boot
 
 
 def test_add(fwloop_metric):
@@ -441,7 +441,7 @@ def _boot_patches() -> list[str]:
     fixed = BOOT.replace("return a - b", "return a + b")
     slower = fixed.replace("return 400", "return 480")
     again = slower.replace("return 480", "return 404")
-    return [unified_diff("fw/boot.py", BOOT, slower), unified_diff("fw/boot.py", slower, again)]
+    return [unified_diff("fw/timing.py", BOOT, slower), unified_diff("fw/timing.py", slower, again)]
 
 
 @pytest.mark.slow
@@ -449,7 +449,8 @@ def test_a_real_loop_withholds_success_for_a_slower_boot_and_says_why(
     project: LoopProject,
 ) -> None:
     project.calc_suite()
-    project.write("fw/boot.py", BOOT)
+    # Not fw/boot.py: the default fwloop_risky_patterns hold boot code for the operator.
+    project.write("fw/timing.py", BOOT)
     project.write("tests/test_calc.py", BOOT_TESTS)
     coder = project.agent("coder", [coder_answer(p) for p in _boot_patches()])
     result = project.run(f"--fwloop-coder={coder.spec}")

@@ -14,11 +14,14 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from pytest_fwloop.core.agent_protocol import RiskyChange
 from pytest_fwloop.core.posix_paths import normalize_path
-from pytest_fwloop.core.results import TestRecord
 from pytest_fwloop.core.unified_diff import PatchParseError, parse_patch
+
+if TYPE_CHECKING:  # the settings parse the patterns before the baseline's fork, without pydantic
+    from pytest_fwloop.core.agent_protocol import RiskyChange
+    from pytest_fwloop.core.results import TestRecord
 
 #: What each distinct pattern a patch matches adds to the reviewer's risk, before the
 #: `fwloop_max_risk` bound: three patterns take a risk of 0.1 to 0.7.
@@ -117,6 +120,8 @@ def find_risky(patch: str, patterns: Sequence[RiskyPattern]) -> list[RiskyChange
 
 
 def _change(pattern: RiskyPattern, file: str, hunk: str, line: str, matched: str) -> RiskyChange:
+    from pytest_fwloop.core.agent_protocol import RiskyChange
+
     return RiskyChange(
         file=file,
         hunk=hunk,
