@@ -294,7 +294,7 @@ def test_failed_deliveries_are_recorded_and_the_run_ends_as_it_would(
     details = [(n["delivered"], n["detail"]) for n in summary["notifications"]]
     assert details[0] == (False, "HTTP 500")
     assert details[1][0] is False
-    assert details[1][1].startswith("ConnectError: ")
+    assert details[1][1].startswith("ConnectionRefusedError: ")
     assert details[2] == (False, "exit 1: smtp: connection refused by mail.example.com")
     assert details[3] == (False, "not done within fwloop_notify_timeout=1 s; stopped")
     lines = [e["reason"] for e in project.events() if e["kind"] == "notification"]

@@ -206,18 +206,26 @@ def _send(channel: str, body: str, settings: LoopSettings, redact: Redactor) -> 
             return exc.message
         said = (done.stderr.strip().splitlines() or [""])[-1]
         return f"exit {done.returncode}: {redact(said)}" if done.returncode else ""
-    import httpx  # only a run with a webhook pays for it
+    import http.client  # only a run with a webhook pays for them
+    import urllib.error
+    import urllib.request
 
+    request = urllib.request.Request(
+        channel,
+        data=body.encode("utf-8", "replace"),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
     try:
-        response = httpx.post(
-            channel,
-            content=body.encode("utf-8", "replace"),
-            headers={"Content-Type": "application/json"},
-            timeout=timeout,
-        )
-    except httpx.HTTPError as exc:  # the message may quote the URL, whose path is a secret
-        return f"{type(exc).__name__}: {str(exc).replace(channel, described(channel))}"
-    return "" if response.is_success else f"HTTP {response.status_code}"
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            status = int(response.status)
+    except urllib.error.HTTPError as exc:
+        return f"HTTP {exc.code}"
+    except (OSError, http.client.HTTPException) as exc:
+        cause = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        # The message may quote the URL, whose path is a secret.
+        return f"{type(cause).__name__}: {str(cause).replace(channel, described(channel))}"
+    return "" if 200 <= status < 300 else f"HTTP {status}"
 
 
 def _note(record: NotificationRecord) -> str:
