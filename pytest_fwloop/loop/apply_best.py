@@ -14,10 +14,9 @@ import pytest
 
 from pytest_fwloop.core.records import Event, Summary
 from pytest_fwloop.core.run_state import STATE_FILE, StateError
-from pytest_fwloop.core.unified_diff import touched_paths
 from pytest_fwloop.loop.continuation import checked_state, saved_iterations
 from pytest_fwloop.loop.rundir import RunRecorder, utc_now
-from pytest_fwloop.loop.state import Iteration, best_kept
+from pytest_fwloop.loop.state import Iteration, best_kept, written_by
 from pytest_fwloop.workspace import Workspace, WorkspaceError
 
 if TYPE_CHECKING:
@@ -70,15 +69,8 @@ def apply_best(settings: LoopSettings, order: Order, terminal: Terminal, redact:
 
 
 def written_until(iterations: list[Iteration], number: int) -> list[str]:
-    """The paths the kept patches up to iteration `number` wrote."""
-    return sorted(
-        {
-            path
-            for it in iterations
-            if it.number <= number and it.results is not None and it.patch.strip()
-            for path in touched_paths(it.patch)
-        }
-    )
+    """The paths the patches measured up to iteration `number` wrote."""
+    return written_by(it for it in iterations if it.number <= number and it.results is not None)
 
 
 def _check_policy(

@@ -37,7 +37,7 @@ from pytest_fwloop.core.run_state import (
 from pytest_fwloop.core.unified_diff import PatchParseError, touched_paths
 from pytest_fwloop.loop.operator_threads import OPERATOR_THREAD, Thread
 from pytest_fwloop.loop.rundir import utc_now
-from pytest_fwloop.loop.state import Iteration, LoopState, Step
+from pytest_fwloop.loop.state import Iteration, LoopState, Step, written_by
 
 if TYPE_CHECKING:
     from pytest_fwloop.core.redaction import Redactor
@@ -190,7 +190,7 @@ def restore(loop: LoopState, state: RunState, run_dir: Path, order: Order) -> Re
     loop.labgrid = state.labgrid
     loop.declined = dict(state.declined)
     kept = loop.kept()
-    written = sorted({p for it in kept if it.patch.strip() for p in touched_paths(it.patch)})
+    written = written_by(kept)
     pending = state.pending
     if state.in_flight is None:
         loop.iterations.append(Iteration(loop.current.number + 1, IterationKind.PATCH))

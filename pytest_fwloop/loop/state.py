@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,6 +26,7 @@ from pytest_fwloop.core.records import (
 )
 from pytest_fwloop.core.recovery import ErrorState
 from pytest_fwloop.core.results import IterationResults, TestRecord
+from pytest_fwloop.core.unified_diff import touched_paths
 from pytest_fwloop.loop.rundir import utc_now
 
 if TYPE_CHECKING:
@@ -303,3 +305,9 @@ def best_kept(iterations: list[Iteration]) -> Iteration | None:
         return None
     best = max(kept, key=lambda it: (it.pass_count, -it.number))
     return best if best.pass_count > kept[0].pass_count else None
+
+
+def written_by(iterations: Iterable[Iteration]) -> list[str]:
+    """The paths the patches of these iterations wrote: what a continuation or `fwloop apply`
+    puts back, and checks the operator has not changed since."""
+    return sorted({p for it in iterations if it.patch.strip() for p in touched_paths(it.patch)})
