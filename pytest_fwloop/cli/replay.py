@@ -6,7 +6,8 @@ used (`fsm.next_state`, `convergence.determine_convergence`, `history.baseline_r
 
 - every transition of `task-events.jsonl` is a row of the table, and each starts where the one
   before it ended, from IDLE to a terminal state: a line removed or edited breaks the chain (a
-  run continued by `fwloop confirm|resume|followup` walks from IDLE again after each end);
+  run continued by `fwloop confirm|resume|followup` walks from IDLE again after each end); a
+  sub-state line stays in the state the table puts it in;
 - every `rounds/NN/convergence.json` verdict follows from its counts and criteria, and its counts
   are the ones the iterations' `results.json` give;
 - every applied `patch.diff` is the patch the reviewer approved in that iteration.
@@ -35,6 +36,7 @@ from pytest_fwloop.core.fsm import IterationKind
 from pytest_fwloop.core.history import baseline_regressions
 from pytest_fwloop.core.records import ConvergenceRecord, Event, Summary, Timeline, call_files
 from pytest_fwloop.core.results import IterationResults
+from pytest_fwloop.core.substates import misplaced
 
 
 class ReplayError(Exception):
@@ -142,6 +144,13 @@ def check_transitions(events: list[Event]) -> Difference | None:
                 f"{event.from_state} --{event.event}--> {event.to_state} starts where the trace "
                 f"is not (it was in {state.value}): a move is missing or edited",
             )
+        if event.kind == "substate":  # work inside the state (seed 001 §3.2), not a move
+            wrong = misplaced(event.event, state.value)
+            if wrong is None and event.to_state != state.value:
+                wrong = f"sub-state {event.event} leads to {event.to_state}: it cannot move"
+            if wrong is not None:
+                return Difference(iteration, "transition", wrong)
+            continue
         if event.kind == "rollback":
             if event.to_state != state.value or state is not fsm.State.CONVERGENCE_CHECK:
                 return Difference(iteration, "transition", "a rollback outside CONVERGENCE_CHECK")

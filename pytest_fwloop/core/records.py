@@ -195,7 +195,7 @@ class CrashSummary(_Record):
 
 
 EventKind = Literal[
-    "transition", "agent_call", "internal_error", "rollback", "interrupted", "applied"
+    "transition", "agent_call", "substate", "internal_error", "rollback", "interrupted", "applied"
 ]
 
 
@@ -204,12 +204,15 @@ class Event(_Record):
 
     time: str = Field(description="UTC time (ISO 8601)")
     kind: EventKind = Field(
-        description="`transition`, `agent_call`, `internal_error`, `rollback`, `interrupted` "
-        "or `applied` (below)"
+        description="`transition`, `agent_call`, `substate`, `internal_error`, `rollback`, "
+        "`interrupted` or `applied` (below)"
     )
     from_state: str = Field(alias="from", description="the state before")
     to_state: str = Field(alias="to", description="the state after")
-    event: str = Field(description="the event of the transition table (`docs/fsm.md`)")
+    event: str = Field(
+        description="the event of the transition table (`docs/fsm.md`); for `substate`, the "
+        "sub-state's name (below)"
+    )
     reason: str = Field(description="why, with the numbers that decided it")
     iteration: int = Field(description="1-based iteration number")
     evidence: list[str] = Field(description="paths in the run directory that back the reason")

@@ -26,6 +26,7 @@ from pytest_fwloop.core.records import (
 )
 from pytest_fwloop.core.results import IterationResults, ProgressLine, TestRecord
 from pytest_fwloop.core.run_state import RunState, SavedIteration
+from pytest_fwloop.core.substates import SUBSTATES
 
 #: Every JSON record of the run directory, in the order the docs show them.
 RECORDS: tuple[tuple[str, type[BaseModel]], ...] = (
@@ -53,7 +54,9 @@ RECORDS: tuple[tuple[str, type[BaseModel]], ...] = (
 def render_markdown() -> str:
     """`docs/run-directory.md`: the prose around the records, and one field table per record."""
     preamble = _PREAMBLE.format(
-        run_files=_file_table(_RUN_FILES), round_files=_file_table(_ROUND_FILES)
+        run_files=_file_table(_RUN_FILES),
+        round_files=_file_table(_ROUND_FILES),
+        substates=_substate_table(),
     )
     sections = [preamble.strip(), "## Fields of each record"]
     for title, model in RECORDS:
@@ -64,6 +67,13 @@ def render_markdown() -> str:
             rows.append(f"| `{shown}` | {_type_name(info.annotation)} | {info.description or ''} |")
         sections.append(f"### `{title}`\n\n{doc}\n\n" + "\n".join(rows))
     return "\n\n".join(sections) + "\n"
+
+
+def _substate_table() -> str:
+    rows = [
+        f"| `{sub.value}` | `{row.state.value}` | {row.meaning} |" for sub, row in SUBSTATES.items()
+    ]
+    return "\n".join(["| sub-state | in state | what its line says |", "|---|---|---|", *rows])
 
 
 def _file_table(files: tuple[tuple[str, str], ...]) -> str:
@@ -296,6 +306,11 @@ The `kind` of an `Event`:
   and `to` are both the state the call was made in, `event` is `agent_retry`, and it adds `role`
   and `provider`; `evidence` is the call's `…meta.json`. First calls are not events; every call
   is in `rounds/NN/`.
+- `substate`: work done inside a state (seed 001 §3.2), not a move: `from` and `to` are both
+  that state, `event` is the sub-state's name (the table below), `reason` what was done with
+  its numbers, `evidence` the files it read or wrote. It sits between the transitions into and
+  out of its state; `fwloop replay` checks that each stays in the state the table puts it in.
+  `report.html` shows them indented under their state in the decision trace.
 - `internal_error`: an exception ended the loop in the state `from`; `to` is `FAILURE`, `event`
   is `internal_error`, `evidence` is `internal-error.txt`. Not a row of the table: no state
   leads there by design.
@@ -308,6 +323,10 @@ The `kind` of an `Event`:
   again after each end, with `operator_confirmed`, `resume` or `resume_tests`.
 - `applied`: written by `fwloop apply` after the run ended: `from` and `to` are its terminal
   state, `iteration` the one whose tree was put in place (`reason` says so).
+
+The sub-states:
+
+{substates}
 
 `rounds/NN/`:
 

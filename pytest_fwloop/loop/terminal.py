@@ -60,6 +60,11 @@ class Terminal:
     def transition(self, iteration: int, source: State, target: State, reason: str) -> None:
         self.line(f"{PREFIX} [{iteration}] {source.value} -> {target.value}: {reason}")
 
+    def substate(self, iteration: int, where: str, reason: str) -> None:
+        """Work inside a state (`STATE/SUB_STATE`), shown with `-v` only: the trace has it."""
+        if self.verbosity > 0:
+            self.line(f"{PREFIX} [{iteration}]   {where}: {reason}")
+
     def progress(self, iteration: int, text: str) -> None:
         """Where the running child is: redrawn in place on a TTY, a plain line now and then
         elsewhere."""

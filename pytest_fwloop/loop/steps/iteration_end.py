@@ -41,6 +41,7 @@ from pytest_fwloop.core.results import (
 )
 from pytest_fwloop.core.run_limits import circuit_breaker
 from pytest_fwloop.core.state_clock import StateClock
+from pytest_fwloop.core.substates import SubState
 from pytest_fwloop.knowledge.fixes import remember
 from pytest_fwloop.knowledge.store import KnowledgeBase
 from pytest_fwloop.loop.finish import report_page
@@ -74,8 +75,10 @@ class IterationEnd:
             self.loop.test_run_result.log,
             self.loop.test_run_result.returncode,
         )
+        recorder = self.services.recorder
         try:
             results = IterationResults.read(path)
+            fetched = f"{path.name}: {len(results.tests)} test record(s)"
         except (OSError, ValueError):
             tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:]
             died = f"exit {returncode}: {tail[-1] if tail else 'no output'}"
@@ -83,10 +86,13 @@ class IterationEnd:
             if rebuilt is None:
                 return self._no_results(returncode, tail)
             results = rebuilt
-            self.loop.current.notes.append(
+            fetched = (
                 f"the child pytest died before writing its results ({died}); they were "
                 "rebuilt from its progress stream"
             )
+            self.loop.current.notes.append(fetched)
+        evidence = [recorder.relative(p) for p in (path, log) if p.is_file()]
+        self.services.substate(self.loop.current.number, SubState.FETCH_LOGS, fetched, evidence)
         return self._normalized(results, path)
 
     def _no_results(self, returncode: int | None, tail: list[str]) -> Step:
@@ -126,7 +132,10 @@ class IterationEnd:
     def _normalized(self, results: IterationResults, path: Path) -> Step:
         """The iteration's results: merged with what an environment rerun or the tester's
         commands add, snapshotted with the tree they describe, and recorded."""
+        merged: list[str] = []
         if self.loop.partial_results is not None:
+            kept = len(self.loop.partial_results.tests)
+            merged.append(f"{kept} record(s) kept from before this run (carried or reset)")
             results = self.loop.partial_results.merged(results)
             self.loop.partial_results = None
         settings = self.services.settings
@@ -134,22 +143,38 @@ class IterationEnd:
             with_flaky(results, self.loop.flaky, settings.flaky_policy),
             settings.endings.known_failures,
         )
+        if self.loop.flaky:
+            merged.append(f"{len(self.loop.flaky)} flaky ({settings.flaky_policy})")
+        known = sum(t.known_failure for t in results.tests)
+        merged += [f"{known} known failure(s) (fwloop_known_failures)"] if known else []
         self.loop.flaky = {}
         if self.loop.tester_round is not None and self.loop.tester_round.records:
             commands = IterationResults(
                 exitstatus=results.exitstatus, tests=self.loop.tester_round.records
             )
+            merged.append(f"{len(commands.tests)} tester command(s)")
             results = results.merged(commands)
             self.loop.tester_round.records = []
+        number = self.loop.current.number
+        counted = f"pass_count={results.pass_count} total_count={results.total_count}"
+        normalized = f"merged {', '.join(merged)}: {counted}" if merged else counted
+        self.services.substate(number, SubState.NORMALIZE, normalized)
         self.loop.current.results = results
         self.loop.current.executed = executed_in(path.parent)
-        self.loop.current.checkpoint = self.services.workspace.checkpoint(
-            f"iteration {self.loop.current.number}"
-        )
+        self.loop.current.checkpoint = self.services.workspace.checkpoint(f"iteration {number}")
         self.loop.env_rerun = []
-        self.services.recorder.write_json(
-            f"{self.services.recorder.relative(self.services.recorder.round_path(self.loop.current.number))}/results.json",
-            results.model_dump(mode="json"),
+        recorder = self.services.recorder
+        folder = recorder.round_path(number)
+        written = recorder.write_json(
+            f"{recorder.relative(folder)}/results.json", results.model_dump(mode="json")
+        )
+        attached = [written, *sorted(folder.glob("junit*.xml")), folder / "console"]
+        snapshot = self.loop.current.checkpoint[:12]
+        self.services.substate(
+            number,
+            SubState.ATTACH_ARTIFACTS,
+            f"results.json written; the tested tree is snapshot {snapshot}",
+            [recorder.relative(p) for p in attached if p.exists()],
         )
         counts = results.counts()
         return Step(
