@@ -30,6 +30,8 @@ class LoopOptions:
     coder: str
     reviewer: str
     tester: str
+    review_panel: str
+    review_rule: Literal["all", "majority"]
     build: str
     build_shell: bool
     build_sandbox: str

@@ -116,10 +116,16 @@ def apply_failure(message: str) -> tuple[ErrorState, list[MustFix]]:
 
 
 def review_refusal(
-    review: ReviewerAnswer, rounds: int, max_rounds: int, max_risk: float, iteration: int
+    review: ReviewerAnswer,
+    rounds: int,
+    max_rounds: int,
+    max_risk: float,
+    iteration: int,
+    who: str = "reviewer",
 ) -> Refusal | None:
     """The reviewer's word: changes requested (bounded per iteration), then the risk bound.
-    `rounds` counts this iteration's requests for changes, this one included."""
+    `rounds` counts this iteration's requests for changes, this one included; `who` is the
+    `reviewer` or the `review panel` (whose risk is its members' highest)."""
     if review.decision == "changes_requested":
         must_fix = list(review.must_fix) or [MustFix(issue=review.summary)]
         if rounds >= max_rounds:
@@ -127,7 +133,7 @@ def review_refusal(
                 LoopEvent.PATCH_REJECTED,
                 ErrorState(
                     ErrorType.MODEL_FAILURE,
-                    f"the reviewer requested changes {rounds} times in iteration {iteration} "
+                    f"the {who} requested changes {rounds} times in iteration {iteration} "
                     f"(fwloop_review_rounds={max_rounds})",
                     LoopEvent.RECOVER_TO_ANALYSIS,
                     terminal_outcome=Outcome.FAILURE,
@@ -140,7 +146,7 @@ def review_refusal(
             None,
             must_fix,
             "review",
-            f"reviewer requested changes ({len(must_fix)} must-fix item(s), round "
+            f"{who} requested changes ({len(must_fix)} must-fix item(s), round "
             f"{rounds}/{max_rounds})",
         )
     if review.risk > max_risk:
@@ -148,12 +154,12 @@ def review_refusal(
             LoopEvent.PATCH_REJECTED,
             ErrorState(
                 ErrorType.POLICY_VIOLATION,
-                f"reviewer risk {review.risk:.2f} > fwloop_max_risk {max_risk:.2f}",
+                f"{who} risk {review.risk:.2f} > fwloop_max_risk {max_risk:.2f}",
                 LoopEvent.RECOVER_TO_ANALYSIS,
             ),
             [
                 MustFix(
-                    issue=f"the reviewer rated the patch's risk {review.risk:.2f}, above "
+                    issue=f"the {who} rated the patch's risk {review.risk:.2f}, above "
                     f"fwloop_max_risk={max_risk:.2f}; make a smaller, safer change"
                 )
             ],

@@ -315,6 +315,34 @@ class ConvergenceRecord(_Record):
     )
 
 
+class PanelVote(_Record):
+    """One member's vote in `panel-K.json`."""
+
+    provider: str = Field(description="the member's provider spec")
+    call: str = Field(
+        description="the call whose answer is the vote, `reviewer-K`: its request, answer and "
+        "meta files are `reviewer-K.*` in the same round"
+    )
+    decision: Literal["approve", "changes_requested"] = Field(description="the member's decision")
+    risk: float = Field(description="the member's risk, 0..1")
+    must_fix: int = Field(description="how many must-fix items the member named")
+
+
+class PanelRecord(_Record):
+    """`rounds/NN/panel-K.json`: the K-th decision of the review panel in this iteration."""
+
+    rule: Literal["all", "majority"] = Field(description="`fwloop_review_rule`")
+    needed: int = Field(description="approvals the rule needs for this many members")
+    approvals: int = Field(description="members that approved")
+    decision: Literal["approve", "changes_requested"] = Field(
+        description="the panel's decision, which the gate took"
+    )
+    split: bool = Field(description="the members did not all decide alike")
+    risk: float = Field(description="the highest risk of any member: what fwloop_max_risk bounds")
+    max_risk: float = Field(description="`fwloop_max_risk` when the panel decided")
+    votes: list[PanelVote] = Field(description="each member's vote, in the panel's order")
+
+
 class CommandEntry(_Record):
     """One tester command in `rounds/NN/commands.json` (written without its null fields)."""
 

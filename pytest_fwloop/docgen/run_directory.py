@@ -17,6 +17,8 @@ from pytest_fwloop.core.records import (
     Event,
     HeldPlace,
     LabgridRecord,
+    PanelRecord,
+    PanelVote,
     RunContext,
     Summary,
     Timeline,
@@ -41,6 +43,8 @@ RECORDS: tuple[tuple[str, type[BaseModel]], ...] = (
     ("task-timeline.json iteration", TimelineEntry),
     ("rounds/NN/ROLE-K.meta.json", CallMeta),
     ("rounds/NN/convergence.json", ConvergenceRecord),
+    ("rounds/NN/panel-K.json", PanelRecord),
+    ("rounds/NN/panel-K.json vote", PanelVote),
     ("rounds/NN/commands.json", CommandsRecord),
     ("rounds/NN/commands.json command", CommandEntry),
     ("rounds/NN/results.json", IterationResults),
@@ -202,8 +206,15 @@ _ROUND_FILES: tuple[tuple[str, str], ...] = (
         "`review.json`",
         (
             "the reviewer's validated verdict on the applied patch (also given to tests via the "
-            "`fwloop_review` fixture)"
+            "`fwloop_review` fixture); with a review panel, the panel's: its decision, the "
+            "merged must-fix items of the members that asked for changes, its highest risk"
         ),
+    ),
+    (
+        "`panel-K.json`",
+        "with a review panel (`fwloop_review_panel`, docs/providers.md): its K-th decision in "
+        "this iteration (`PanelRecord`): the rule, each member's vote and the call it came from "
+        "(`reviewer-K.*`), whether it was split, the highest risk",
     ),
     (
         "`patch.diff`",

@@ -47,6 +47,7 @@ from pytest_fwloop.loop.steps.farm import check_board, farm_hold, swap_board, ta
 from pytest_fwloop.loop.steps.iteration_end import IterationEnd
 from pytest_fwloop.loop.steps.patch_gate import PatchGate
 from pytest_fwloop.loop.steps.proposal import ProposalDesk
+from pytest_fwloop.loop.steps.review_panel import ReviewPanel
 from pytest_fwloop.loop.steps.test_run import SuiteRun
 from pytest_fwloop.loop.steps.tester import plan_tests, run_tester_commands
 from pytest_fwloop.loop.terminal import Terminal
@@ -113,7 +114,8 @@ class Controller:
         self.services = services = Services(config, settings, recorder, workspace, terminal, abort)
         self.suite = SuiteRun(services, self.child)
         self.build = BuildStep(services)
-        self.gate = PatchGate(services, self.reviewer)
+        panel = ReviewPanel(services, self.calls.record, left) if settings.review_panel else None
+        self.gate = PatchGate(services, self.reviewer, panel)
         self.proposals = ProposalDesk(services, self.reviewer, self.tester)
         self.end = IterationEnd(services, self.loop, self.clock)
         self.farm = farm_hold(services)

@@ -47,9 +47,11 @@ class Terminal:
         build = (
             settings.build if isinstance(settings.build, str) else " ".join(settings.build or [])
         )
+        members = ",".join(provider.spec for provider in settings.review_panel)
+        panel = f" review_panel={settings.review_rule}:{members}" if members else ""
         self.line(
             f"{PREFIX} run {recorder.run_id}: coder={settings.coder} "
-            f"reviewer={settings.reviewer} tester={settings.tester or '(none)'} "
+            f"reviewer={settings.reviewer}{panel} tester={settings.tester or '(none)'} "
             f"build={build or '(none)'} "
             f"max_iter={settings.max_iter} mode={settings.mode.value}"
         )
