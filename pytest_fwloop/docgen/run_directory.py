@@ -146,7 +146,9 @@ _RUN_FILES: tuple[tuple[str, str], ...] = (
         "`run_id`, `role`; `messages.jsonl` one message a line (`time`, `author`, `kind`, "
         "`text`), only appended; `calls/K.request.json` and `calls/K.answer.txt` each provider "
         "call of a chat. `operator` holds follow-ups and confirm notes (every agent "
-        "request carries them as `operator_messages`), `chat-<role>` a `fwloop chat`",
+        "request carries them as `operator_messages`), `chat-<role>` (or `chat-<role>-<role>` "
+        "for several roles, `role` then `coder,reviewer`) a `fwloop chat`, whose last message "
+        "may be a `task` handed to the loop (`--start`)",
     ),
     (
         "`report.html`",
