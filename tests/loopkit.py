@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from pytest_fwloop.core import records
+from pytest_fwloop.core import records, round_records
 from pytest_fwloop.core.results import IterationResults
 
 CALC = '''\
@@ -288,9 +288,10 @@ def check_records(run_dir: Path) -> int:
         assert json.loads(line) == event.to_json()  # written exactly as the model dumps it
     checked = 2 + len(lines)
     models: dict[str, type[BaseModel]] = {
-        "*.meta.json": records.CallMeta,
-        "convergence.json": records.ConvergenceRecord,
-        "commands.json": records.CommandsRecord,
+        "*.meta.json": round_records.CallMeta,
+        "convergence.json": round_records.ConvergenceRecord,
+        "commands.json": round_records.CommandsRecord,
+        "panel-*.json": round_records.PanelRecord,
         "results.json": IterationResults,
     }
     for pattern, model in models.items():

@@ -22,6 +22,7 @@ from pytest_fwloop.core.agent_protocol import AgentRequest
 from pytest_fwloop.core.fsm import LoopEvent
 from pytest_fwloop.core.outcomes import Outcome
 from pytest_fwloop.core.records import Event
+from pytest_fwloop.core.redaction import Redactor
 from pytest_fwloop.core.run_state import STATE_SCHEMA, RunState, StateError, load_state
 from pytest_fwloop.loop.continuation import (
     Action,
@@ -31,6 +32,7 @@ from pytest_fwloop.loop.continuation import (
     refusal,
     restore,
 )
+from pytest_fwloop.loop.operator_threads import Thread
 from pytest_fwloop.loop.state import LoopState
 from pytest_fwloop.workspace import WorkspaceError
 
@@ -382,3 +384,38 @@ def test_a_followup_on_an_ended_run_is_not_taken_for_an_answer_to_a_proposal(
     assert found.event is LoopEvent.RESUME
     assert loop.coder_answer is None
     assert [m.issue for m in loop.must_fix] == ["the operator asks: stay out of tests/"]
+
+
+@pytest.mark.parametrize(
+    ("outcome", "pending", "starts"),
+    [
+        ("max_iterations_reached", None, "the operator asks: fix clamp as you said\n"),
+        (
+            "awaiting_operator_confirm",
+            PENDING,
+            "the operator's follow-up on your proposal (s): fix clamp as you said\n",
+        ),
+    ],
+)
+def test_a_task_handed_over_from_a_chat_brings_the_conversation_to_the_coder(
+    tmp_path: Path, outcome: str, pending: dict[str, Any] | None, starts: str
+) -> None:
+    chat = Thread(tmp_path, "chat-coder")
+    chat.append("operator", "chat", "why does clamp fail?", Redactor({}), "coder", "t")
+    chat.append("coder", "chat", "it ignores high", Redactor({}), "coder", "t")
+    saved = state(outcome=outcome, pending=pending, fsm_state="ABORTED")
+    order = Order(
+        action=Action.FOLLOWUP,
+        run_id="r1",
+        revision=3,
+        text="fix clamp as you said",
+        roles=["coder"],
+        thread="chat-coder",
+    )
+    loop = LoopState()
+    restore(loop, saved, tmp_path, order)
+    [told] = loop.must_fix
+    assert told.issue == (
+        f"{starts}(handed over from chat thread chat-coder; it said:\n"
+        "operator: why does clamp fail?\ncoder: it ignores high)"
+    )

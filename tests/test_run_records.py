@@ -106,9 +106,10 @@ def test_every_retry_and_failover_is_an_event_and_transitions_follow_the_table(
     [run_dir] = project.run_dirs()
     assert (run_dir / reask["evidence"][0]).name == "reviewer-2.meta.json"
     assert check_records(run_dir) > 20
-    # Transitions stay exactly the table's moves; the call lines sit between them.
+    # Transitions stay exactly the table's moves; the call and sub-state lines sit between them.
     transitions = [e for e in events if e["kind"] == "transition"]
-    assert len(transitions) + len(calls) == len(events)
+    substates = [e for e in events if e["kind"] == "substate"]
+    assert len(transitions) + len(calls) + len(substates) == len(events)
     for event in transitions:
         assert fsm.next_state(State(event["from"]), event["event"]) is State(event["to"])
     result.stdout.fnmatch_lines(

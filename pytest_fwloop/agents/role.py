@@ -84,7 +84,7 @@ class RoleAgent:
         role: Role,
         providers: list[Provider],
         schema: dict[str, object],
-        record: Callable[[CallRecord], None],
+        record: Callable[[CallRecord], object],
         timeout: float = 600.0,
         invalid_retries: int = 1,
         retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,

@@ -100,13 +100,24 @@ def _configured(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """The `fwloop` console script; the exit status is returned, not raised, for tests."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    if len(extra) == 1 and not extra[0].startswith("-") and _chat_without_text(args):
+        # `fwloop chat RUN --role R TEXT`: argparse before Python 3.12 leaves an optional
+        # positional empty when options stand between it and the one before (bpo-15112).
+        args.text, extra = extra[0], []
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         _configured(args)
     except IniError as exc:
         print(exc, file=sys.stderr)
         return 2
     return _dispatch(args)
+
+
+def _chat_without_text(args: argparse.Namespace) -> bool:
+    return args.command == "chat" and args.text is None
 
 
 def _parser() -> argparse.ArgumentParser:

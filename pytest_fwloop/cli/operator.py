@@ -2,10 +2,12 @@
 (DESIGN.md §11, §15).
 
 Each command reads the run's `state.json` and refuses, with one line and exit status 2, an action
-the run cannot take, changing nothing. Otherwise it starts pytest as the run was started (its
-recorded arguments, in its invocation directory) with `--fwloop-operator=ORDER`: the loop goes
-on in that process, on this terminal, and its exit status is the command's. That process checks
-the order again under the run lock, so of two operators acting at once only one gets through.
+the run cannot take, changing nothing. A follow-up that is a bare yes (`core/confirm_words.py`)
+to a pending proposal is a confirm with that note. Otherwise it starts pytest as the run was
+started (its recorded arguments, in its invocation directory) with `--fwloop-operator=ORDER`:
+the loop goes on in that process, on this terminal, and its exit status is the command's. That
+process checks the order again under the run lock, so of two operators acting at once only one
+gets through.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from pytest_fwloop.cli.chat import add_chat_parser, chat_thread, chat_usage, show_threads
 from pytest_fwloop.cli.replay import ReplayError
 from pytest_fwloop.cli.runs import find_run
 from pytest_fwloop.config.options import OPERATOR_FLAG
+from pytest_fwloop.core.confirm_words import confirms
 from pytest_fwloop.core.run_state import RunState, StateError, load_state
 from pytest_fwloop.loop.continuation import Action, Order, iteration_limit, refusal
 from pytest_fwloop.workspace import Journal, WorkspaceError
@@ -31,28 +35,48 @@ REFUSED = 2
 def operator_command(args: argparse.Namespace) -> int:
     """Run `fwloop ACTION RUN …` as parsed by cli.main."""
     root = args.rootdir.resolve()
+    chat = args.command == "chat"
+    usage = chat_usage(args) if chat else None
+    if usage is not None:
+        print(usage, file=sys.stderr)
+        return REFUSED
     try:
-        state = load_state(find_run(root, args.run_dir, args.run))
-        if args.command != "chat":  # chat takes no lock and changes nothing: it may run alongside
+        run_dir = find_run(root, args.run_dir, args.run)
+        if chat and args.list:
+            return show_threads(run_dir)
+        state = load_state(run_dir)
+        if not chat or args.start:  # a chat takes no lock and changes nothing: it may run alongside
             _not_running(state)
     except (ReplayError, StateError, WorkspaceError) as exc:
         print(exc, file=sys.stderr)
         return REFUSED
     if args.command == "rerun":
         return _pytest(state, [])
-    action = Action(args.command)
+    said = (
+        (args.start, args.text)
+        if chat
+        else (getattr(args, "text", None), getattr(args, "note", None))
+    )
+    text = next((part for part in said if part), "")
+    action = Action.FOLLOWUP if chat and args.start else Action(args.command)
+    if action is Action.FOLLOWUP and confirms(text) and refusal(state, Action.CONFIRM) is None:
+        # Seed 004: a follow-up that is a bare yes to the pending proposal confirms it.
+        action = Action.CONFIRM
+        print(
+            f"fwloop: {text!r} confirms the proposal of run {state.run_id}: it goes to the "
+            f"strict gate as `fwloop confirm {state.run_id} --note TEXT` would"
+        )
     refused = refusal(state, action)
     if refused is not None:
         print(refused, file=sys.stderr)
         return REFUSED
-    chat = action is Action.CHAT
     order = Order(
         action=action,
         run_id=state.run_id,
         revision=state.revision,
-        text=getattr(args, "text", None) or getattr(args, "note", None) or "",
-        role=args.role if chat else "",
-        thread=(args.thread or f"chat-{args.role}") if chat else "",
+        text=text,
+        roles=args.role if chat else [],
+        thread=chat_thread(args) if chat else "",
     )
     max_iter = iteration_limit(state, action, getattr(args, "max_iter", None))
     with tempfile.TemporaryDirectory(prefix="fwloop-order-") as folder:
@@ -103,9 +127,7 @@ def add_parsers(
         help="put the best kept tree of a run that ended short of success back in place "
         "(through the journal and the patch policy)",
     )
-    chat = commands.add_parser("chat", help="ask one role about a run, in free text")
-    chat.add_argument("--role", required=True, choices=["coder", "reviewer", "tester"])
-    chat.add_argument("--thread", help="continue this thread (default: chat-ROLE)")
+    chat = add_chat_parser(commands)
     for parser in (resume, followup):
         parser.add_argument(
             "--max-iter",
@@ -113,9 +135,7 @@ def add_parsers(
             help="iterations it may add (default: as many as the run had; a killed run keeps "
             "its limit)",
         )
-    parsers = [confirm, followup, resume, rerun, chat, apply]
-    for parser in parsers:
+    for parser in (confirm, followup, resume, rerun, apply):
         parser.add_argument("run", help="run id, unique prefix of one, `last`, or a run directory")
-    for parser in (followup, chat):
-        parser.add_argument("text", help="the message")
-    return parsers
+    followup.add_argument("text", help="the message (a bare yes to a proposal confirms it)")
+    return [confirm, followup, resume, rerun, chat, apply]

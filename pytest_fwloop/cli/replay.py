@@ -7,12 +7,15 @@ used (`fsm.next_state`, `convergence.determine_convergence`, `baseline_gate.base
 
 - every transition of `task-events.jsonl` is a row of the table, and each starts where the one
   before it ended, from IDLE to a terminal state: a line removed or edited breaks the chain (a
-  run continued by `fwloop confirm|resume|followup` walks from IDLE again after each end);
+  run continued by `fwloop confirm|resume|followup` walks from IDLE again after each end); a
+  sub-state line stays in the state the table puts it in;
 - every `rounds/NN/convergence.json` verdict follows from its counts and criteria (a SUCCESS
   withheld where a baseline-passing test fails or a metric of the results is worse than the
   recorded tolerance allows), its counts are the ones the iterations' `results.json` give, and
   its analysis (score, trend, reasons, recommendation) is the one those numbers give;
-- every applied `patch.diff` is the patch the reviewer approved in that iteration.
+- every applied `patch.diff` is the patch the reviewer approved in that iteration;
+- every review panel's decision (`panel-K.json`) is what its rule gives for the votes recorded
+  in the members' calls, and a patch it let through had its approval within `fwloop_max_risk`.
 
 The first decision that does not reproduce is named with its iteration. The checks are pure
 functions of the loaded records; `load_run` is the only part that reads files.
@@ -22,12 +25,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from pytest_fwloop.core import fsm
+from pytest_fwloop.core.agent_protocol import ReviewerAnswer
 from pytest_fwloop.core.analysis import Facts, analyse
 from pytest_fwloop.core.baseline_gate import baseline_gate
 from pytest_fwloop.core.convergence import (
@@ -38,8 +43,14 @@ from pytest_fwloop.core.convergence import (
     determine_convergence,
 )
 from pytest_fwloop.core.fsm import IterationKind
-from pytest_fwloop.core.records import ConvergenceRecord, Event, Summary, Timeline, call_files
+from pytest_fwloop.core.panel import panel_verdict
+from pytest_fwloop.core.records import Event, Summary, Timeline
 from pytest_fwloop.core.results import IterationResults
+from pytest_fwloop.core.round_records import ConvergenceRecord, PanelRecord, call_files
+from pytest_fwloop.core.substates import misplaced
+
+#: The stem of a reviewer call's files, as a panel vote names it.
+_CALL = re.compile(r"reviewer-[0-9]+")
 
 
 class ReplayError(Exception):
@@ -51,7 +62,7 @@ class Difference:
     """The first decision that does not follow from the records."""
 
     iteration: int
-    decision: str  # "transition", "convergence" or "patch"
+    decision: str  # "transition", "convergence", "panel" or "patch"
     detail: str
 
     def __str__(self) -> str:
@@ -67,6 +78,8 @@ class Round:
     patch: str | None = None
     review: dict[str, object] | None = None
     reviewed: list[str] = field(default_factory=list)  # each reviewer request's patch, in order
+    #: Each panel decision, with the review its members' recorded calls hold (None: none).
+    panels: list[tuple[PanelRecord, list[ReviewerAnswer | None]]] = field(default_factory=list)
 
 
 @dataclass
@@ -109,7 +122,21 @@ def _round(folder: Path) -> Round:
         found.review = json.loads(_read(folder / "review.json"))
     requests = call_files(folder, "reviewer", "request.json")
     found.reviewed = [str(json.loads(_read(p)).get("patch", "")) for p in requests]
+    for path in sorted(folder.glob("panel-*.json"), key=lambda p: int(p.stem.split("-")[1])):
+        record = PanelRecord.model_validate_json(_read(path))
+        found.panels.append((record, [_vote(folder, vote.call) for vote in record.votes]))
     return found
+
+
+def _vote(folder: Path, call: str) -> ReviewerAnswer | None:
+    """The review a panel member's recorded call answered, None when it holds none."""
+    path = folder / f"{call}.answer.json"
+    if not _CALL.fullmatch(call) or not path.is_file():
+        return None
+    try:
+        return ReviewerAnswer.model_validate_json(_read(path))
+    except ValidationError:
+        return None
 
 
 def _read(path: Path) -> str:
@@ -147,6 +174,13 @@ def check_transitions(events: list[Event]) -> Difference | None:
                 f"{event.from_state} --{event.event}--> {event.to_state} starts where the trace "
                 f"is not (it was in {state.value}): a move is missing or edited",
             )
+        if event.kind == "substate":  # work inside the state (seed 001 §3.2), not a move
+            wrong = misplaced(event.event, state.value)
+            if wrong is None and event.to_state != state.value:
+                wrong = f"sub-state {event.event} leads to {event.to_state}: it cannot move"
+            if wrong is not None:
+                return Difference(iteration, "transition", wrong)
+            continue
         if event.kind == "rollback":
             if event.to_state != state.value or state is not fsm.State.CONVERGENCE_CHECK:
                 return Difference(iteration, "transition", "a rollback outside CONVERGENCE_CHECK")
@@ -271,12 +305,58 @@ def check_patches(rounds: dict[int, Round]) -> Difference | None:
     return None
 
 
+def check_panels(rounds: dict[int, Round]) -> Difference | None:
+    """Each panel decision follows from its members' recorded reviews under its rule; a patch
+    applied after one was approved by the last, within fwloop_max_risk, as review.json says."""
+    for number in sorted(rounds):
+        recorded = rounds[number]
+        for k, (panel, reviews) in enumerate(recorded.panels, 1):
+            votes: list[tuple[str, ReviewerAnswer]] = []
+            for vote, review in zip(panel.votes, reviews, strict=True):
+                said = f"{review.decision} (risk {review.risk:.2f})" if review else "nothing"
+                if review is None or (review.decision, review.risk) != (vote.decision, vote.risk):
+                    return Difference(
+                        number,
+                        "panel",
+                        f"panel-{k}.json: {vote.provider} voted {vote.decision} (risk "
+                        f"{vote.risk:.2f}); its call {vote.call} answered {said}",
+                    )
+                votes.append((vote.provider, review))
+            verdict = panel_verdict(panel.rule, votes)
+            derived = verdict.review
+            recounted = (derived.decision, verdict.approvals, verdict.needed, verdict.split)
+            written = (panel.decision, panel.approvals, panel.needed, panel.split)
+            if (*recounted, derived.risk) != (*written, panel.risk):
+                return Difference(
+                    number,
+                    "panel",
+                    f"panel-{k}.json says {panel.decision} ({panel.approvals} approve, "
+                    f"{panel.needed} needed); the votes under rule {panel.rule} give "
+                    f"{derived.decision} ({verdict.line})",
+                )
+        if recorded.patch is None or not recorded.panels:
+            continue
+        last = recorded.panels[-1][0]
+        kept = recorded.review or {}
+        if last.decision != "approve" or last.risk > last.max_risk:
+            return Difference(
+                number,
+                "panel",
+                f"patch.diff was applied after the panel's {last.decision} (highest risk "
+                f"{last.risk:.2f}, fwloop_max_risk {last.max_risk:.2f})",
+            )
+        if (kept.get("decision"), kept.get("risk")) != (last.decision, last.risk):
+            return Difference(number, "panel", "review.json is not the panel's last decision")
+    return None
+
+
 def replay(run: RecordedRun) -> Difference | None:
     """The first decision of `run` that does not reproduce, or None."""
     kinds = {entry.iteration: entry.kind for entry in run.timeline.iterations}
     return (
         check_transitions(run.events)
         or check_verdicts(run.rounds, kinds, run.summary.max_iter)
+        or check_panels(run.rounds)
         or check_patches(run.rounds)
     )
 

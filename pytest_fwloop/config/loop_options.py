@@ -31,6 +31,8 @@ class LoopOptions:
     coder: str
     reviewer: str
     tester: str
+    review_panel: str
+    review_rule: Literal["all", "majority"]
     build: str
     build_shell: bool
     build_sandbox: str

@@ -101,6 +101,13 @@ def parse_propose(text: str) -> str:
     return lowered
 
 
+def parse_review_rule(text: str) -> str:
+    lowered = text.strip().lower()
+    if lowered not in ("all", "majority"):
+        raise ValueError("must be 'all' (every member approves) or 'majority' (more than half)")
+    return lowered
+
+
 def parse_child_start(text: str) -> str:
     lowered = text.strip().lower()
     if lowered not in ("auto", "spawn"):

@@ -30,6 +30,7 @@ from pytest_fwloop.config.option_spec import (
     parse_positive_float,
     parse_positive_int,
     parse_propose,
+    parse_review_rule,
     parse_terminate_as,
     parse_unit_float,
     parse_words,
@@ -80,6 +81,24 @@ _LOOP_OPTIONS: tuple[OptionSpec, ...] = (
     ),
     OptionSpec(
         "tester", "tester provider(s); default: none", "", flag="--fwloop-tester", metavar="SPEC"
+    ),
+    OptionSpec(
+        "review_panel",
+        "a review panel: two or more provider specs, comma-separated, each a member that judges "
+        "every patch (asked in parallel, each review recorded); the panel, not the reviewer's "
+        "failover list, is then the strict gate; default: none",
+        "",
+        flag="--fwloop-review-panel",
+        metavar="SPEC,SPEC",
+    ),
+    OptionSpec(
+        "review_rule",
+        "how a review panel decides: 'all' (every member approves) or 'majority' (more than "
+        "half do); the panel's risk is its members' highest",
+        "all",
+        parse_review_rule,
+        "--fwloop-review-rule",
+        metavar="all|majority",
     ),
     OptionSpec(
         "build",

@@ -8,7 +8,7 @@ passes is named in one line at the start and stays in the list, so a portable li
 (`claude,openai:…`) keeps working where one of them is not installed. Trouble a provider foresees
 without failing (`preflight_warnings()`) is one line at the start too, once per run. The lists
 are parsed here once: the run's agents use the very providers checked, so a conftest's factory
-hook runs once per entry.
+hook runs once per entry. A review panel's members are checked alike, and every one must pass.
 """
 
 from __future__ import annotations
@@ -36,11 +36,7 @@ def checked_providers(
     """Each role's providers (a role with no spec has none), and a line for each provider that
     failed its check while others of its list passed; UsageError for a spec that does not parse
     or a role none of whose providers passes."""
-    provider_options = ProviderOptions(
-        api_key_env=options.api_key_env or None,
-        permission_mode=options.claude_permission_mode or None,
-        max_turns=options.claude_max_turns,
-    )
+    provider_options = _provider_options(options)
     providers: dict[str, list[Provider]] = {}
     notes: list[str] = []
     for role, spec in specs.items():
@@ -67,6 +63,50 @@ def checked_providers(
         ]
         notes += role_warnings(made)
     return providers, tuple(dict.fromkeys(notes))
+
+
+def checked_panel(
+    config: pytest.Config, options: LoopOptions
+) -> tuple[tuple[Provider, ...], tuple[str, ...]]:
+    """The review panel's members (none when `fwloop_review_panel` is unset) and what they
+    foresee going wrong; UsageError for a panel of fewer than two, a spec that does not parse,
+    or a member that fails its check: a panel never decides without one of its members."""
+    text, origin = options.review_panel.strip(), options.origin("review_panel")
+    if not text:
+        if options.review_rule != "all":
+            raise pytest.UsageError(
+                f"fwloop: {options.origin('review_rule')}={options.review_rule}: the rule is a "
+                "review panel's, and none is set; name its members in fwloop_review_panel"
+            )
+        return (), ()
+    try:
+        members = parse_role_specs(
+            text,
+            "reviewer",
+            config.rootpath,
+            _provider_options(options),
+            _hook_providers(config, "reviewer"),
+            origin,
+        )
+    except SpecError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if len(members) < 2:
+        raise pytest.UsageError(
+            f"fwloop: {origin}={text}: a review panel needs two or more members; a single "
+            "reviewer is fwloop_reviewer"
+        )
+    problems = role_problems(members, origin)
+    if problems:
+        raise pytest.UsageError(f"{problems[0]} (a review panel needs every member)")
+    return tuple(members), tuple(role_warnings(members))
+
+
+def _provider_options(options: LoopOptions) -> ProviderOptions:
+    return ProviderOptions(
+        api_key_env=options.api_key_env or None,
+        permission_mode=options.claude_permission_mode or None,
+        max_turns=options.claude_max_turns,
+    )
 
 
 def _hook_providers(config: pytest.Config, role: str) -> Callable[[str], Provider | None]:

@@ -26,7 +26,11 @@ from pytest_fwloop.config.evidence import EvidenceLog, read_evidence
 from pytest_fwloop.config.loop_options import LoopOptions, read_options
 from pytest_fwloop.config.notify import notify_channels
 from pytest_fwloop.config.options import strip_controller_args
-from pytest_fwloop.config.preflight import checked_providers, missing_build_program
+from pytest_fwloop.config.preflight import (
+    checked_panel,
+    checked_providers,
+    missing_build_program,
+)
 from pytest_fwloop.core.allowlist import Argv, parse_prefixes
 from pytest_fwloop.core.budget import Budget
 from pytest_fwloop.core.convergence import (
@@ -49,6 +53,7 @@ if TYPE_CHECKING:
     from pytest_fwloop.agents.base import Provider
     from pytest_fwloop.core.agent_protocol import Role
     from pytest_fwloop.core.flaky import FlakyPolicy
+    from pytest_fwloop.core.panel import ReviewRule
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,10 @@ class LoopSettings:
     tester: str
     #: Each role's failover list, parsed and checked once before the run (no tester: no entry).
     providers: dict[str, list[Provider]]
+    #: The review panel's members (none: the reviewer's failover list is the strict gate),
+    #: and how they decide.
+    review_panel: tuple[Provider, ...]
+    review_rule: ReviewRule
     build: list[str] | str | None
     #: The bubblewrap executable when fwloop_build_sandbox = bwrap, else None.
     build_sandbox: str | None
@@ -358,6 +367,7 @@ def load_settings(config: pytest.Config) -> LoopSettings:
     specs = role_specs(options)
     seed, seed_args = randomly_seed(config)
     providers, preflight_notes = checked_providers(config, options, specs)
+    panel, panel_notes = checked_panel(config, options)
     criteria = criteria_of(options, rootdir)
     mode = detect_mode(options.mode)
     build, build_sandbox = build_step(options, rootdir)
@@ -373,6 +383,8 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         reviewer=specs["reviewer"],
         tester=specs["tester"],
         providers=providers,
+        review_panel=panel,
+        review_rule=options.review_rule,
         build=build,
         build_sandbox=build_sandbox,
         mode=mode,
@@ -408,7 +420,7 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         focus=options.focus,
         child_start=options.child_start,
         propose=options.propose,
-        preflight_notes=preflight_notes,
+        preflight_notes=tuple(dict.fromkeys((*preflight_notes, *panel_notes))),
         farm=farm_settings(config, options),
         endings=endings(options, rootdir),
         evidence=read_evidence(

@@ -123,10 +123,12 @@ def review_refusal(
     max_risk: float,
     iteration: int,
     risky: Sequence[RiskyChange] = (),
+    who: str = "reviewer",
 ) -> Refusal | None:
     """The reviewer's word: changes requested (bounded per iteration), then the risk bound on
     the reviewer's risk raised by the patch's `risky` code. `rounds` counts this iteration's
-    requests for changes, this one included."""
+    requests for changes, this one included; `who` is the `reviewer` or the `review panel`
+    (whose risk is its members' highest)."""
     if review.decision == "changes_requested":
         must_fix = list(review.must_fix) or [MustFix(issue=review.summary)]
         if rounds >= max_rounds:
@@ -134,7 +136,7 @@ def review_refusal(
                 LoopEvent.PATCH_REJECTED,
                 ErrorState(
                     ErrorType.MODEL_FAILURE,
-                    f"the reviewer requested changes {rounds} times in iteration {iteration} "
+                    f"the {who} requested changes {rounds} times in iteration {iteration} "
                     f"(fwloop_review_rounds={max_rounds})",
                     LoopEvent.RECOVER_TO_ANALYSIS,
                     terminal_outcome=Outcome.FAILURE,
@@ -147,7 +149,7 @@ def review_refusal(
             None,
             must_fix,
             "review",
-            f"reviewer requested changes ({len(must_fix)} must-fix item(s), round "
+            f"{who} requested changes ({len(must_fix)} must-fix item(s), round "
             f"{rounds}/{max_rounds})",
         )
     risk, shown = raised_risk(review.risk, risky)
@@ -157,12 +159,12 @@ def review_refusal(
             LoopEvent.PATCH_REJECTED,
             ErrorState(
                 ErrorType.POLICY_VIOLATION,
-                f"reviewer risk {shown} > fwloop_max_risk {max_risk:.2f}",
+                f"{who} risk {shown} > fwloop_max_risk {max_risk:.2f}",
                 LoopEvent.RECOVER_TO_ANALYSIS,
             ),
             [
                 MustFix(
-                    issue=f"the reviewer rated the patch's risk {review.risk:.2f}{raised}, above "
+                    issue=f"the {who} rated the patch's risk {review.risk:.2f}{raised}, above "
                     f"fwloop_max_risk={max_risk:.2f}; make a smaller, safer change"
                 )
             ],

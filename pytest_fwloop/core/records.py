@@ -8,7 +8,6 @@ Pure: pydantic and the standard library only.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -17,20 +16,12 @@ from pytest_fwloop.core.fsm import IterationKind
 from pytest_fwloop.core.outcomes import Outcome
 
 
-def call_files(folder: Path, role: str, suffix: str) -> list[Path]:
-    """A round's `ROLE-K.SUFFIX` files (as the call log names them), in call order: K=10 after 9."""
-    return sorted(
-        folder.glob(f"{role}-*.{suffix}"),
-        key=lambda path: int(path.name.split(".")[0].rpartition("-")[2]),
-    )
-
-
-class _Record(BaseModel):
+class Record(BaseModel):
     # Readers (replay, reports) reject a record that is not exactly ours.
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
-class UsageTotals(_Record):
+class UsageTotals(Record):
     """What the providers reported over a set of calls."""
 
     calls: int = Field(description="calls made, failed ones included")
@@ -42,14 +33,14 @@ class UsageTotals(_Record):
     tokens: float = Field(description="input + output, what `--fwloop-budget-tokens` counts")
 
 
-class UsageRecord(_Record):
+class UsageRecord(Record):
     """`summary.json["usage"]`: per role and in total."""
 
     roles: dict[str, UsageTotals] = Field(description="per role (`coder`, `reviewer`, `tester`)")
     total: UsageTotals = Field(description="over every call of the run")
 
 
-class RunContext(_Record):
+class RunContext(Record):
     """What the run was started with, for an audit: how, on what, from which commit."""
 
     command_line: list[str] = Field(description="the controller's argv, as started")
@@ -65,7 +56,7 @@ class RunContext(_Record):
     )
 
 
-class DeclinedRecord(_Record):
+class DeclinedRecord(Record):
     """A test the coder declined (DESIGN.md §15): not sent again while it fails the same way."""
 
     signature: str = Field(description="its failure signature when declined")
@@ -76,7 +67,7 @@ class DeclinedRecord(_Record):
 DecisionStatus = Literal["usable", "low_confidence", "inconclusive", "declined", "abort"]
 
 
-class DecisionRecord(_Record):
+class DecisionRecord(Record):
     """One coder answer as seed 001's decision record (§5.5, §5.14) judges it."""
 
     confidence: float = Field(description="the coder's confidence, 0..1")
@@ -88,14 +79,14 @@ class DecisionRecord(_Record):
     reason: str = Field(default="", description="the coder's root cause, bounded")
 
 
-class HeldPlace(_Record):
+class HeldPlace(Record):
     """A labgrid place a run held, from the iteration whose tests first used it."""
 
     place: str = Field(description="the place's name at the coordinator")
     from_iteration: int = Field(description="the first iteration that ran on it")
 
 
-class LabgridRecord(_Record):
+class LabgridRecord(Record):
     """`summary.json["labgrid"]` and `state.json`'s: the board farm's side of a run."""
 
     place: str | None = Field(description="the place held last, null if none was had")
@@ -105,7 +96,7 @@ class LabgridRecord(_Record):
     held: list[HeldPlace] = Field(description="every place held, in order (a swap adds one)")
 
 
-class BestTree(_Record):
+class BestTree(Record):
     """The best tree a run kept short of success (DESIGN.md §15)."""
 
     iteration: int = Field(description="the earliest iteration with the most passing tests")
@@ -118,7 +109,7 @@ class BestTree(_Record):
     apply: str = Field(description="the command that puts it in place: `fwloop apply RUN`")
 
 
-class MetricSeries(_Record):
+class MetricSeries(Record):
     """One metric over the run (`summary.json["metrics"]`, docs/metrics.md)."""
 
     better: Literal["lower", "higher"] = Field(description="which way is an improvement")
@@ -131,7 +122,7 @@ class MetricSeries(_Record):
     )
 
 
-class MetricChange(_Record):
+class MetricChange(Record):
     """One metric of an iteration against the baseline, as the SUCCESS gate judged it."""
 
     name: str = Field(description="the metric's name (`coverage`: pytest-cov's total)")
@@ -150,7 +141,7 @@ class MetricChange(_Record):
 Trend = Literal["improving", "stable", "declining", "mixed", "insufficient_data"]
 
 
-class AnalysisRecord(_Record):
+class AnalysisRecord(Record):
     """The analysis after an iteration (seed 001 §6.3), a pure function of the numbers recorded
     beside it (`core/analysis.py`, docs/metrics.md)."""
 
@@ -165,7 +156,7 @@ class AnalysisRecord(_Record):
     recommendation: str = Field(description="what to do next, in one line")
 
 
-class NotificationRecord(_Record):
+class NotificationRecord(Record):
     """One delivery of a notification (`fwloop_notify`): where it went and how it fared."""
 
     event: Literal["plateau", "finished"] = Field(description="what was announced")
@@ -179,7 +170,7 @@ class NotificationRecord(_Record):
     detail: str = Field(description='why it failed (one line), or `""`')
 
 
-class Summary(_Record):
+class Summary(Record):
     """`summary.json`: the final record of a run."""
 
     run_id: str = Field(description="the run's id, also its directory name")
@@ -262,7 +253,7 @@ class Summary(_Record):
     )
 
 
-class CrashSummary(_Record):
+class CrashSummary(Record):
     """`summary.json` of a run whose end itself failed before any summary was written."""
 
     run_id: str = Field(description="the run's id")
@@ -281,7 +272,7 @@ class CrashSummary(_Record):
 NOTIFICATION_SCHEMA = "fwloop-notification/1"
 
 
-class Notification(_Record):
+class Notification(Record):
     """The JSON document each `fwloop_notify` channel gets (docs/ci.md): once when a plateau is
     detected, once when the run ends; one object, UTF-8, redacted."""
 
@@ -327,6 +318,7 @@ class Notification(_Record):
 EventKind = Literal[
     "transition",
     "agent_call",
+    "substate",
     "internal_error",
     "rollback",
     "interrupted",
@@ -335,17 +327,20 @@ EventKind = Literal[
 ]
 
 
-class Event(_Record):
+class Event(Record):
     """One line of `task-events.jsonl`: a step of the decision trace."""
 
     time: str = Field(description="UTC time (ISO 8601)")
     kind: EventKind = Field(
-        description="`transition`, `agent_call`, `internal_error`, `rollback`, `interrupted`, "
-        "`applied` or `notification` (below)"
+        description="`transition`, `agent_call`, `substate`, `internal_error`, `rollback`, "
+        "`interrupted`, `applied` or `notification` (below)"
     )
     from_state: str = Field(alias="from", description="the state before")
     to_state: str = Field(alias="to", description="the state after")
-    event: str = Field(description="the event of the transition table (`docs/fsm.md`)")
+    event: str = Field(
+        description="the event of the transition table (`docs/fsm.md`); for `substate`, the "
+        "sub-state's name (below)"
+    )
     reason: str = Field(description="why, with the numbers that decided it")
     iteration: int = Field(description="1-based iteration number")
     evidence: list[str] = Field(description="paths in the run directory that back the reason")
@@ -385,7 +380,7 @@ class Event(_Record):
         return self.model_dump(mode="json", by_alias=True, exclude=agent_only)
 
 
-class TimelineEntry(_Record):
+class TimelineEntry(Record):
     """One iteration of `task-timeline.json`."""
 
     iteration: int = Field(description="1-based iteration number")
@@ -411,75 +406,8 @@ class TimelineEntry(_Record):
     )
 
 
-class Timeline(_Record):
+class Timeline(Record):
     """`task-timeline.json`: the per-iteration view of the run, for replay."""
 
     run_id: str = Field(description="the run's id")
     iterations: list[TimelineEntry] = Field(description="one entry per iteration (below)")
-
-
-class CallMeta(_Record):
-    """`rounds/NN/ROLE-K.meta.json`: how one provider call went."""
-
-    provider: str = Field(description="the provider spec called")
-    attempt: int = Field(description="1-based, over every call of one ask and every provider")
-    duration_s: float = Field(description="seconds the call took")
-    errors: list[str] = Field(description="why the answer was refused, if it was")
-    error_kind: str | None = Field(
-        description="the provider error kind, `internal_error` for a call that crashed, or null"
-    )
-    retry_count: int = Field(description="earlier calls of this ask to the same provider")
-    retry_reason: str | None = Field(description="why this call was made, when not the first")
-    usage: dict[str, float] = Field(description="what the provider reported for this call")
-    stderr_tail: str = Field(description="the last 2000 characters of the provider's stderr")
-
-
-class ConvergenceRecord(_Record):
-    """`rounds/NN/convergence.json`: the checker's verdict after this iteration."""
-
-    iteration: int = Field(description="1-based iteration number")
-    pass_counts: list[int] = Field(description="pass counts so far")
-    total_counts: list[int] = Field(description="total counts so far")
-    convergence_type: str | None = Field(description="the verdict, or null to continue")
-    reason: str = Field(description="the rule that decided, with its values and thresholds")
-    score: float = Field(description="the convergence score")
-    criteria: dict[str, float] = Field(description="the criteria used")
-    max_iter: int | None = Field(
-        default=None,
-        description="the iteration limit in force (a resumed run may have raised it since); "
-        "null in older records",
-    )
-    metric_tolerance: dict[str, float] | None = Field(
-        default=None,
-        description="fwloop_metric_tolerance as parsed (`*`: any metric); null in older "
-        "records, whose metrics replay does not judge",
-    )
-    metrics: list[MetricChange] = Field(
-        default_factory=list, description="each metric against the baseline (below)"
-    )
-    mode: Literal["interactive", "ci", "auto"] | None = Field(
-        default=None, description="the execution mode, which the recommendation names"
-    )
-    analysis: AnalysisRecord | None = Field(
-        default=None, description="the analysis after this iteration (below)"
-    )
-
-
-class CommandEntry(_Record):
-    """One tester command in `rounds/NN/commands.json` (written without its null fields)."""
-
-    argv: list[str] = Field(description="the command as proposed")
-    reason: str = Field(description="why the tester proposed it")
-    status: Literal["passed", "failed", "blocked"] = Field(description="what became of it")
-    blocked_because: str | None = Field(
-        default=None, description="`blocked` only: the allowlist's reason"
-    )
-    ended: str | None = Field(default=None, description="ran only: how it ended")
-    duration_s: float | None = Field(default=None, description="ran only: seconds it took")
-    log: str | None = Field(default=None, description="ran only: `commands/K.log`, its output")
-
-
-class CommandsRecord(_Record):
-    """`rounds/NN/commands.json`: the tester's commands of this iteration."""
-
-    commands: list[CommandEntry] = Field(description="in the order proposed")

@@ -7,7 +7,8 @@ run's ledger, and a call that takes the run over its budget raises `BudgetExhaus
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import pytest
@@ -17,12 +18,14 @@ from pytest_fwloop.config.settings import LoopSettings
 from pytest_fwloop.core.agent_protocol import Role, load_schema
 from pytest_fwloop.core.budget import Budget, BudgetExhausted, UsageLedger
 from pytest_fwloop.core.fsm import State
-from pytest_fwloop.core.records import CallMeta, Event, call_files
+from pytest_fwloop.core.records import Event
 from pytest_fwloop.core.redaction import Redactor
+from pytest_fwloop.core.round_records import CallMeta, call_files
 from pytest_fwloop.loop.rundir import RunRecorder, utc_now
 from pytest_fwloop.loop.terminal import PREFIX, Terminal
 
 if TYPE_CHECKING:
+    from pytest_fwloop.agents.base import Provider
     from pytest_fwloop.loop.state import Iteration
 
 
@@ -30,16 +33,18 @@ def role_agent(
     config: pytest.Config,
     settings: LoopSettings,
     role: Role,
-    on_call: Callable[[CallRecord], None],
+    on_call: Callable[[CallRecord], object],
     time_left: Callable[[], float],
+    providers: Sequence[Provider] | None = None,
 ) -> RoleAgent:
     """The role's failover list of providers, as parsed and checked before the run (so a
-    conftest's provider hook is not asked again), with its schema (shipped, or a conftest's)."""
+    conftest's provider hook is not asked again), with its schema (shipped, or a conftest's);
+    `providers` instead of the list: one review panel member."""
     shipped = load_schema(role)
     schema = config.hook.pytest_fwloop_schema(config=config, role=role, schema=shipped)
     return RoleAgent(
         role,
-        settings.providers[role],
+        list(settings.providers[role] if providers is None else providers),
         schema if schema is not None else shipped,
         on_call,
         timeout=settings.agent_timeout,
@@ -66,8 +71,15 @@ class CallLog:
         self.usage = UsageLedger()
         self.coder_calls = 0
         self._counts: dict[tuple[int, str], int] = {}
+        # A review panel's members call at once, each from its own thread.
+        self._lock = threading.Lock()
 
-    def record(self, call: CallRecord) -> None:
+    def record(self, call: CallRecord) -> str:
+        """Write the call down; its files' stem (`reviewer-2`)."""
+        with self._lock:
+            return self._record(call)
+
+    def _record(self, call: CallRecord) -> str:
         iteration, state = self.where()
         key = (iteration.number, call.role)
         folder = self.recorder.round_path(iteration.number)
@@ -103,6 +115,7 @@ class CallLog:
         overrun = self.budget.overrun(self.usage.total)
         if overrun is not None:
             raise BudgetExhausted(overrun)
+        return stem
 
     def _record_retry(self, call: CallRecord, evidence: str, iteration: int, state: State) -> None:
         """A retried or failed-over call is an event of the trace: not a transition (the state

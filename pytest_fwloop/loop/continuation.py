@@ -14,7 +14,7 @@ import enum
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
@@ -35,7 +35,7 @@ from pytest_fwloop.core.run_state import (
     load_state,
 )
 from pytest_fwloop.core.unified_diff import PatchParseError, touched_paths
-from pytest_fwloop.loop.operator_threads import OPERATOR_THREAD, Thread
+from pytest_fwloop.loop.operator_threads import OPERATOR_THREAD, Thread, chat_title
 from pytest_fwloop.loop.rundir import utc_now
 from pytest_fwloop.loop.state import Iteration, LoopState, Step, written_by
 
@@ -60,7 +60,10 @@ class Order(BaseModel):
     #: The state revision the command judged; another one means someone acted first.
     revision: int
     text: str = ""
-    role: Role | Literal[""] = ""
+    #: `chat`: the roles asked; a follow-up handed over from a chat: the roles of its thread.
+    roles: list[Role] = []
+    #: `chat`: the thread it goes on; a follow-up handed over from a chat (`fwloop chat
+    #: --start`): the thread whose conversation the coder is told with the task.
     thread: str = ""
 
 
@@ -196,6 +199,11 @@ def restore(loop: LoopState, state: RunState, run_dir: Path, order: Order) -> Re
         loop.iterations.append(Iteration(loop.current.number + 1, IterationKind.PATCH))
     number = loop.current.number
     discussed = state.outcome in _ANSWERED_BY_A_FOLLOWUP
+    asked = order.text
+    if order.action is Action.FOLLOWUP and order.thread:
+        conversation = Thread(run_dir, order.thread).handed_over()
+        if conversation:
+            asked += f"\n(handed over from chat thread {order.thread}; it said:\n{conversation})"
     if order.action is Action.FOLLOWUP and pending is not None and discussed:
         # The proposal is answered by the message: the coder revises it, nothing is applied;
         # an answer with no patch will end the discussion (`discussion_complete`).
@@ -203,12 +211,12 @@ def restore(loop: LoopState, state: RunState, run_dir: Path, order: Order) -> Re
         loop.must_fix = [
             MustFix(
                 issue=f"the operator's follow-up on your proposal ({pending.summary[:200]}): "
-                f"{order.text}"
+                f"{asked}"
             )
         ]
         pending = None
     elif order.action is Action.FOLLOWUP:
-        loop.must_fix = [*loop.must_fix, MustFix(issue=f"the operator asks: {order.text}")]
+        loop.must_fix = [*loop.must_fix, MustFix(issue=f"the operator asks: {asked}")]
     if pending is not None and (
         order.action is Action.CONFIRM or State(state.fsm_state) in _PAST_THE_GATE
     ):
@@ -372,6 +380,17 @@ class Continued:
                 "the operator's messages to the loop",
             )
             self.loop.operator_messages.append(redact(self.order.text))
+        if self.order.thread and self.order.action is not Action.CHAT:
+            # A chat handed its task over (`fwloop chat --start`): the thread says so.
+            roles = list(self.order.roles) or ["coder"]
+            Thread(recorder.path, self.order.thread).append(
+                "operator",
+                "task",
+                self.order.text,
+                redact,
+                ",".join(roles),
+                chat_title(roles, self.order.run_id),
+            )
 
 
 class StateKeeper:

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_fwloop.agents.errors import ProviderError
 from pytest_fwloop.config.settings import LoopSettings
 from pytest_fwloop.core import fsm, recovery
-from pytest_fwloop.core.agent_protocol import AgentRequest, CoderAnswer
+from pytest_fwloop.core.agent_protocol import AgentRequest
 from pytest_fwloop.core.budget import BudgetExhausted, UsageLedger
 from pytest_fwloop.core.fsm import ErrorType, LoopEvent, State
 from pytest_fwloop.core.outcomes import Outcome
 from pytest_fwloop.core.redaction import Redactor
 from pytest_fwloop.core.state_clock import DeadlinePassed, StateClock
+from pytest_fwloop.core.substates import SubState
 from pytest_fwloop.loop.agent_calls import CallLog, role_agent
 from pytest_fwloop.loop.agent_request import agent_request
 from pytest_fwloop.loop.child_runner import ChildRunner
@@ -37,8 +37,8 @@ from pytest_fwloop.loop.state import (
     Step,
     TesterRound,
     Verdict,
-    coder_failed,
 )
+from pytest_fwloop.loop.steps.analysis import ask_coder
 from pytest_fwloop.loop.steps.build import BuildStep
 from pytest_fwloop.loop.steps.confidence import weigh_answer
 from pytest_fwloop.loop.steps.decline import only_declined_left, take_decline
@@ -46,6 +46,8 @@ from pytest_fwloop.loop.steps.farm import check_board, farm_hold, swap_board, ta
 from pytest_fwloop.loop.steps.iteration_end import IterationEnd
 from pytest_fwloop.loop.steps.patch_gate import PatchGate
 from pytest_fwloop.loop.steps.proposal import ProposalDesk
+from pytest_fwloop.loop.steps.result_collection import ResultCollection
+from pytest_fwloop.loop.steps.review_panel import ReviewPanel
 from pytest_fwloop.loop.steps.test_run import SuiteRun
 from pytest_fwloop.loop.steps.tester import plan_tests, run_tester_commands
 from pytest_fwloop.loop.terminal import Terminal
@@ -112,7 +114,8 @@ class Controller:
         self.services = services = Services(config, settings, recorder, workspace, terminal, abort)
         self.suite = SuiteRun(services, self.child)
         self.build = BuildStep(services)
-        self.gate = PatchGate(services, self.reviewer)
+        panel = ReviewPanel(services, self.calls.record, left) if settings.review_panel else None
+        self.gate = PatchGate(services, self.reviewer, panel)
         self.proposals = ProposalDesk(services, self.reviewer, self.tester)
         self.end = IterationEnd(services, self.loop, self.clock)
         self.farm = farm_hold(services)
@@ -126,7 +129,7 @@ class Controller:
             State.BUILD_RUN: self.build_run,
             State.TEST_SETUP: self.test_setup,
             State.TEST_RUN: self.test_run,
-            State.RESULT_COLLECTION: self.end.collect,
+            State.RESULT_COLLECTION: ResultCollection(services, self.loop).collect,
             State.RESULT_ANALYSIS: self.end.analyse,
             State.CONVERGENCE_CHECK: self.end.check,
             State.ERROR_RECOVERY: self.error_recovery,
@@ -229,8 +232,16 @@ class Controller:
                 return self._take(checked)
             board = f"; {checked}" if checked else ""
         if self.loop.env_rerun:
-            self.recorder.write_text(
+            path = self.recorder.write_text(
                 selection.relative_to(self.recorder.path), "\n".join(self.loop.env_rerun) + "\n"
+            )
+            why = error.reason if error is not None else "tests lost their environment"
+            self.services.substate(
+                self.loop.current.number,
+                SubState.HEALTH_CHECK,
+                f"{why}: a new child pytest sets it up afresh for them (its fixtures check its "
+                f"health again){board}",
+                (self.recorder.relative(path),),
             )
             return Step(
                 LoopEvent.ENV_READY,
@@ -262,6 +273,7 @@ class Controller:
         if tester is not None and tester.plan.select:
             notes.append(self.child.precheck(folder, tester.plan.select, self._run_child))
             self.loop.current.notes.append(notes[-1])
+            self.services.substate(self.loop.current.number, SubState.TESTER_PRECHECK, notes[-1])
         picked = tester.plan.select if tester is not None else []
         outcome = self.suite.iteration(folder, self.loop, picked, self._run_child)
         result = outcome.result
@@ -313,6 +325,9 @@ class Controller:
         self.loop.failed_commands = frozenset(r.argv for r in done.failed)
         self.loop.must_fix.extend(done.must_fix)
         self.loop.current.notes.append(done.note)
+        commands = self.recorder.relative(folder / "commands.json")
+        number = self.loop.current.number
+        self.services.substate(number, SubState.TESTER_COMMANDS, done.note, (commands,))
         return done.note
 
     def _request(self, role: str, patch: str = "", **extra: object) -> AgentRequest:
@@ -320,32 +335,9 @@ class Controller:
 
     def code_analysis(self) -> Step:
         ended = only_declined_left(self.loop, str(self.settings.rootdir))
-        if ended is not None:
-            return ended
-        before = self.workspace.expect_agent_edits(
-            f"before the coder's call in iteration {self.loop.current.number}"
+        return ended or ask_coder(
+            self.services, self.loop, self.coder, lambda: self._request("coder")
         )
-        request = self._request("coder")
-        try:
-            answer = self.coder.ask(request)
-        except ProviderError as exc:
-            failure = coder_failed(exc, request, self.settings.coder)
-            return self.loop.fail(failure, LoopEvent.ANALYSIS_FAILED)
-        finally:
-            # A CLI coder's edits are a proposed patch like any other (DESIGN.md §5): nothing
-            # stays in the tree before the policy and the reviewer have passed it.
-            edits = self.workspace.take_agent_edits(before)
-        assert isinstance(answer, CoderAnswer)
-        reason = f"coder: {answer.summary[:120]} (confidence {answer.analysis.confidence:.2f})"
-        if edits and not answer.patch.strip():
-            answer = answer.model_copy(update={"patch": edits})
-            reason += "; its edits of the workspace are the proposed patch, undone until approved"
-        elif edits:
-            note = "the coder both edited the workspace and sent a patch: edits undone, patch used"
-            self.loop.current.notes.append(note)
-            reason += f"; {note}"
-        self.loop.coder_answer = answer
-        return Step(LoopEvent.ANALYSIS_READY, reason)
 
     def patch_generation(self) -> Step:
         assert self.loop.coder_answer is not None

@@ -3,13 +3,18 @@
 `threads/<id>/meta.json` says what a thread is about; `threads/<id>/messages.jsonl` holds its
 messages, one JSON object a line, only ever appended; `threads/<id>/calls/` the provider calls a
 chat made (request and raw answer). The thread `operator` carries the
-follow-ups and confirm notes that the coder's requests bring as `operator_messages`.
+follow-ups and confirm notes that the coder's requests bring as `operator_messages`; a chat
+thread may end with a `task` the operator handed to the loop (`fwloop chat --start`), whose
+conversation goes to the coder with it (`handed_over`).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
@@ -25,10 +30,14 @@ class ThreadError(Exception):
     """A thread id or file that cannot be used; the message is one line."""
 
 
+#: Characters of a chat thread a task handed to the loop brings to the coder (its latest).
+HANDED_OVER_CHARS = 2000
+
+
 class Message(BaseModel):
     time: str
     author: str  # "operator", or the role that answered
-    kind: str  # "followup", "confirm_note" or "chat"
+    kind: str  # "followup", "confirm_note", "chat" or "task"
     text: str
 
 
@@ -39,7 +48,12 @@ class ThreadMeta(BaseModel):
     title: str
     created_at: str
     run_id: str
-    role: str
+    role: str  # the role asked, or the roles, comma-separated
+
+
+def chat_title(roles: Sequence[str], run_id: str) -> str:
+    """The title of a chat thread (`meta.json`)."""
+    return f"chat with the {' and '.join(roles)} about run {run_id}"
 
 
 class Thread:
@@ -54,6 +68,8 @@ class Thread:
         self.id = thread_id
         self.run_id = run_dir.name
         self.folder = run_dir / "threads" / thread_id
+        # The roles of one chat answer at once, each recording its calls from its own thread.
+        self._calls = threading.Lock()
 
     def exists(self) -> bool:
         return (self.folder / "meta.json").is_file()
@@ -85,14 +101,15 @@ class Thread:
         redacted like every record of a run."""
         calls = self.folder / "calls"
         calls.mkdir(parents=True, exist_ok=True)
-        number = len(list(calls.glob("*.request.json"))) + 1
         text = redact(json.dumps(request, indent=2, ensure_ascii=False))
-        (calls / f"{number}.answer.txt").write_text(
-            redact(raw), encoding="utf-8", errors=LONE_SURROGATES
-        )
-        (calls / f"{number}.request.json").write_text(
-            text + "\n", encoding="utf-8", errors=LONE_SURROGATES
-        )
+        with self._calls:
+            number = len(list(calls.glob("*.request.json"))) + 1
+            (calls / f"{number}.answer.txt").write_text(
+                redact(raw), encoding="utf-8", errors=LONE_SURROGATES
+            )
+            (calls / f"{number}.request.json").write_text(
+                text + "\n", encoding="utf-8", errors=LONE_SURROGATES
+            )
 
     def messages(self) -> list[Message]:
         """Every message, oldest first; a line that does not parse is named, not skipped."""
@@ -108,3 +125,40 @@ class Thread:
                     f"fwloop: {path} line {number} is not a message; repair or remove it"
                 ) from None
         return found
+
+    def handed_over(self) -> str:
+        """The conversation so far, latest last, as the coder is told it with a task handed
+        to the loop: at most HANDED_OVER_CHARS of it, the latest kept; "" for none."""
+        said = "\n".join(f"{m.author}: {m.text}" for m in self.messages())
+        if len(said) > HANDED_OVER_CHARS:
+            said = "…" + said[-HANDED_OVER_CHARS:]
+        return said
+
+
+@dataclass(frozen=True)
+class ThreadRow:
+    """One thread as `fwloop chat RUN --list` shows it."""
+
+    id: str
+    title: str
+    role: str
+    created_at: str
+    messages: int
+
+
+def list_threads(run_dir: Path) -> list[ThreadRow]:
+    """The run's threads, oldest first; one whose records do not read is listed as such."""
+    rows = []
+    for folder in sorted((run_dir / "threads").glob("*/")):
+        thread = Thread(run_dir, folder.name) if _THREAD_ID.fullmatch(folder.name) else None
+        meta_path = folder / "meta.json"
+        if thread is None or not meta_path.is_file():
+            continue
+        try:
+            meta = ThreadMeta.model_validate_json(meta_path.read_bytes())
+            count = len(thread.messages())
+        except (OSError, ValidationError, ThreadError):
+            rows.append(ThreadRow(folder.name, "(its records do not read)", "?", "", 0))
+            continue
+        rows.append(ThreadRow(meta.id, meta.title, meta.role, meta.created_at, count))
+    return sorted(rows, key=lambda row: row.created_at)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pytest
 
 from pytest_fwloop.config.settings import LoopSettings
-from pytest_fwloop.loop.rundir import RunRecorder
+from pytest_fwloop.core.records import Event
+from pytest_fwloop.core.substates import SUBSTATES, SubState
+from pytest_fwloop.loop.rundir import RunRecorder, utc_now
 from pytest_fwloop.loop.terminal import Terminal
 from pytest_fwloop.workspace import Workspace
 
@@ -24,3 +27,22 @@ class Services:
     terminal: Terminal
     #: Set when the operator aborts (SIGINT, SIGTERM, `fwloop cancel`).
     abort: threading.Event
+
+    def substate(
+        self, iteration: int, name: SubState, reason: str, evidence: Sequence[str] = ()
+    ) -> None:
+        """Say in the trace what was done inside the state (seed 001 §3.2): a line of kind
+        `substate`, not a move; shown on the terminal with `-v`."""
+        state = SUBSTATES[name].state
+        event = Event.note(
+            utc_now(),
+            "substate",
+            (state.value, state.value),
+            name.value,
+            reason,
+            iteration,
+            list(evidence),
+        )
+        self.recorder.append_event(event.to_json())
+        where = f"{state.value}/{name.value}"
+        self.terminal.substate(iteration, where, self.recorder.redact(reason))

@@ -47,9 +47,11 @@ class Terminal:
         build = (
             settings.build if isinstance(settings.build, str) else " ".join(settings.build or [])
         )
+        members = ",".join(provider.spec for provider in settings.review_panel)
+        panel = f" review_panel={settings.review_rule}:{members}" if members else ""
         self.line(
             f"{PREFIX} run {recorder.run_id}: coder={settings.coder} "
-            f"reviewer={settings.reviewer} tester={settings.tester or '(none)'} "
+            f"reviewer={settings.reviewer}{panel} tester={settings.tester or '(none)'} "
             f"build={build or '(none)'} "
             f"max_iter={settings.max_iter} mode={settings.mode.value}"
         )
@@ -72,6 +74,11 @@ class Terminal:
             return
         self.line(f"{PREFIX} [{iteration}] analysis: {headline}")
         self.line(f"{PREFIX} [{iteration}] next: {recommendation}")
+
+    def substate(self, iteration: int, where: str, reason: str) -> None:
+        """Work inside a state (`STATE/SUB_STATE`), shown with `-v` only: the trace has it."""
+        if self.verbosity > 0:
+            self.line(f"{PREFIX} [{iteration}]   {where}: {reason}")
 
     def progress(self, iteration: int, text: str) -> None:
         """Where the running child is: redrawn in place on a TTY, a plain line now and then

@@ -25,9 +25,9 @@ from pytest_fwloop.core.records import (
     LabgridRecord,
     MetricChange,
     TimelineEntry,
-    call_files,
 )
 from pytest_fwloop.core.results import IterationResults
+from pytest_fwloop.core.round_records import call_files
 
 #: Tests shown in the matrix at most (the failing ones first); the rest are counted.
 MATRIX_ROWS = 400
@@ -52,6 +52,8 @@ class RoundView:
     patch: str = ""
     analysis: str = ""
     review: dict[str, Any] | None = None
+    #: Each review panel decision of the round (`panel-K.json`), in order.
+    panels: list[dict[str, Any]] = field(default_factory=list)
     plan: dict[str, Any] | None = None
     commands: list[dict[str, Any]] = field(default_factory=list)
     links: list[str] = field(default_factory=list)
@@ -160,6 +162,8 @@ def _round(run_dir: Path, it: TimelineEntry) -> RoundView:
         if analysis.get("confidence") is not None:
             parts.append(f"confidence {analysis['confidence']}")
         view.analysis = "\n".join(str(part) for part in parts if part)
+    panels = sorted(folder.glob("panel-*.json"), key=lambda p: int(p.stem.split("-")[1]))
+    view.panels = [panel for panel in map(_json, panels) if panel is not None]
     commands = _json(folder / "commands.json")
     view.commands = list(commands.get("commands", [])) if commands else []
     view.links = [

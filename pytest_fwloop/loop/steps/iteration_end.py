@@ -1,31 +1,25 @@
-"""RESULT_COLLECTION, RESULT_ANALYSIS and CONVERGENCE_CHECK (DESIGN.md §3, §4, §7).
+"""RESULT_ANALYSIS and CONVERGENCE_CHECK (DESIGN.md §3, §4, §7).
 
-The child's records become the iteration's results (environment reruns and tester commands
-merged in); environment failures are retried without the coder, or, when the patch made the
-firmware stop booting, the patch is rolled back; then the convergence checker decides whether the
-loop goes on, is confirmed green, or stops, and a plateau is handled by the execution mode.
+Environment failures are retried without the coder, or, when the patch made the firmware stop
+booting, the patch is rolled back; then the convergence checker decides whether the loop goes on,
+is confirmed green, or stops, and a plateau is handled by the execution mode.
 """
 
 from __future__ import annotations
 
 import shlex
 import sys
-from pathlib import Path
 
-from pytest_fwloop.child.files import progress_path
 from pytest_fwloop.core import recovery
 from pytest_fwloop.core.agent_protocol import MustFix
 from pytest_fwloop.core.analysis import Facts, analyse, headline
 from pytest_fwloop.core.baseline_gate import BaselineGate, baseline_gate
 from pytest_fwloop.core.convergence import ConvergenceChecker, ConvergenceType, PlateauAction
-from pytest_fwloop.core.env_classify import labgrid_refusal
-from pytest_fwloop.core.flaky import with_flaky
 from pytest_fwloop.core.fsm import ErrorType, IterationKind, LoopEvent, State
 from pytest_fwloop.core.history import broken_per_iteration, regressions_between
-from pytest_fwloop.core.known_failures import with_known
 from pytest_fwloop.core.metrics import describe
 from pytest_fwloop.core.outcomes import ADVISORY_OUTCOMES, Outcome
-from pytest_fwloop.core.records import ConvergenceRecord, Event
+from pytest_fwloop.core.records import Event
 from pytest_fwloop.core.recovery import ErrorState
 from pytest_fwloop.core.results import (
     COMMAND_NODEID_PREFIX,
@@ -34,12 +28,10 @@ from pytest_fwloop.core.results import (
     collection_errors,
     environment_lost,
     error_line,
-    executed_in,
     nodeids,
     only_commands_failing,
-    read_progress,
-    results_from_progress,
 )
+from pytest_fwloop.core.round_records import ConvergenceRecord
 from pytest_fwloop.core.run_limits import circuit_breaker
 from pytest_fwloop.core.state_clock import StateClock
 from pytest_fwloop.knowledge.fixes import remember
@@ -49,6 +41,7 @@ from pytest_fwloop.loop.notify import announce_plateau
 from pytest_fwloop.loop.rundir import utc_now
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import Iteration, LoopState, Step
+from pytest_fwloop.loop.steps.result_collection import labgrid_stopped
 from pytest_fwloop.reports.html import write_html_report
 
 _VERDICT_OUTCOMES = {
@@ -69,103 +62,11 @@ class IterationEnd:
         self.clock = clock
         self.checker = ConvergenceChecker(services.settings.criteria)
 
-    def collect(self) -> Step:
-        assert self.loop.test_run_result is not None
-        path, log, returncode = (
-            self.loop.test_run_result.results,
-            self.loop.test_run_result.log,
-            self.loop.test_run_result.returncode,
-        )
-        try:
-            results = IterationResults.read(path)
-        except (OSError, ValueError):
-            tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:]
-            died = f"exit {returncode}: {tail[-1] if tail else 'no output'}"
-            rebuilt = results_from_progress(read_progress(progress_path(path)), died)
-            if rebuilt is None:
-                return self._no_results(returncode, tail)
-            results = rebuilt
-            self.loop.current.notes.append(
-                f"the child pytest died before writing its results ({died}); they were "
-                "rebuilt from its progress stream"
-            )
-        return self._normalized(results, path)
-
-    def _no_results(self, returncode: int | None, tail: list[str]) -> Step:
-        refused = self._labgrid_refusal()
-        if refused is not None:
-            return refused
-        return self.loop.fail(
-            ErrorState(
-                ErrorType.ARTIFACT_MISSING,
-                f"child pytest exited {returncode} without writing results "
-                f"({' | '.join(tail) or 'no output'})",
-                LoopEvent.RECOVER_TO_TEST_SETUP,
-            ),
-            LoopEvent.ARTIFACTS_MISSING,
-        )
-
-    def _labgrid_refusal(self) -> Step | None:
-        """A child that labgrid's plugin stopped before any test because the place is not this
-        loop's: the environment's failure (the lock is checked and taken back), not the suite's."""
-        assert self.loop.test_run_result is not None
-        try:
-            output = self.loop.test_run_result.log.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return None
-        said = labgrid_refusal(output)
-        if said is None:
-            return None
-        return self.loop.fail(
-            ErrorState(
-                ErrorType.TEST_ENV_FAILURE,
-                f"labgrid stopped the child pytest before any test: {said}",
-                LoopEvent.RECOVER_TO_TEST_SETUP,
-            ),
-            LoopEvent.ENVIRONMENT_FAILED,
-        )
-
-    def _normalized(self, results: IterationResults, path: Path) -> Step:
-        """The iteration's results: merged with what an environment rerun or the tester's
-        commands add, snapshotted with the tree they describe, and recorded."""
-        if self.loop.partial_results is not None:
-            results = self.loop.partial_results.merged(results)
-            self.loop.partial_results = None
-        settings = self.services.settings
-        results = with_known(
-            with_flaky(results, self.loop.flaky, settings.flaky_policy),
-            settings.endings.known_failures,
-        )
-        self.loop.flaky = {}
-        if self.loop.tester_round is not None and self.loop.tester_round.records:
-            commands = IterationResults(
-                exitstatus=results.exitstatus, tests=self.loop.tester_round.records
-            )
-            results = results.merged(commands)
-            self.loop.tester_round.records = []
-        self.loop.current.results = results
-        self.loop.current.executed = executed_in(path.parent)
-        self.loop.current.checkpoint = self.services.workspace.checkpoint(
-            f"iteration {self.loop.current.number}"
-        )
-        self.loop.env_rerun = []
-        self.services.recorder.write_json(
-            f"{self.services.recorder.relative(self.services.recorder.round_path(self.loop.current.number))}/results.json",
-            results.model_dump(mode="json"),
-        )
-        counts = results.counts()
-        return Step(
-            LoopEvent.RESULTS_NORMALIZED,
-            ", ".join(f"{count} {name}" for name, count in counts.items() if count)
-            or "no tests ran",
-            (self.services.recorder.relative(path),),
-        )
-
     def analyse(self) -> Step:
         results = self.loop.current.results
         assert results is not None
         if not results.tests:
-            return self._labgrid_refusal() or self.loop.fail(
+            return labgrid_stopped(self.loop) or self.loop.fail(
                 ErrorState(
                     ErrorType.ARTIFACT_MISSING,
                     f"the child pytest ran no tests (exit {results.exitstatus}); check the "

@@ -2,11 +2,12 @@
 
 The order is fixed and decided in `gate_rules` (pure); `PatchGate` gathers the facts (the
 policy judged on the patch's headers and on what git would write, `git apply --check`, the
-reviewer's answer) and records what each refusal leaves behind.
+reviewer's answer, or the review panel's decision) and records what each refusal leaves behind.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from pytest_fwloop.core.risky import find_risky, raised_risk
 from pytest_fwloop.core.unified_diff import parse_patch
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import Iteration, Step, Verdict, failed, provider_error
+from pytest_fwloop.loop.steps.review_panel import ReviewPanel
 from pytest_fwloop.workspace import PatchApplyError
 
 
@@ -32,6 +34,8 @@ class PatchGate:
 
     services: Services
     reviewer: RoleAgent
+    #: The review panel, when one is the strict gate instead of the reviewer.
+    panel: ReviewPanel | None = None
     # (iteration, patch) of every patch applied, for stuck detection; told at most once.
     tried: list[tuple[int, str]] = field(default_factory=list)
     repeat_told: bool = False
@@ -55,7 +59,7 @@ class PatchGate:
         )
         if refusal is None:
             try:
-                review = self.reviewer.ask(reviewer_request(patch))
+                review, said = self._review(reviewer_request(patch), current.number)
             except AnswerInvalid as exc:
                 return failed(
                     ErrorState(
@@ -68,7 +72,6 @@ class PatchGate:
                 )
             except ProviderError as exc:
                 return failed(provider_error("reviewer", exc), LoopEvent.PATCH_REJECTED)
-            assert isinstance(review, ReviewerAnswer)
             if review.decision == "changes_requested":
                 current.review_rounds += 1
             risky = find_risky(patch, self.services.settings.risky_patterns)
@@ -79,10 +82,23 @@ class PatchGate:
                 self.services.settings.max_risk,
                 current.number,
                 risky,
+                "review panel" if said else "reviewer",
             )
             if refusal is None:
-                return self._approve(answer, current, review, raised_risk(review.risk, risky)[1])
+                return self._approve(
+                    answer, current, review, raised_risk(review.risk, risky)[1], said
+                )
+            refusal = _naming(refusal, said)
         return self._refuse(refusal, patch, current, repeat is not None)
+
+    def _review(self, request: AgentRequest, iteration: int) -> tuple[ReviewerAnswer, str]:
+        """The reviewer's verdict, or the review panel's with its line for the trace."""
+        if self.panel is None:
+            review = self.reviewer.ask(request)
+            assert isinstance(review, ReviewerAnswer)
+            return review, ""
+        verdict = self.panel.judge(request, iteration)
+        return verdict.review, verdict.line
 
     def apply(self, current: Iteration, before: str) -> Verdict:
         """Apply the approved patch to the tree snapshotted as `before`; the coder's must-fix
@@ -106,9 +122,15 @@ class PatchGate:
         )
 
     def _approve(
-        self, answer: CoderAnswer, current: Iteration, review: ReviewerAnswer, risk: str
+        self,
+        answer: CoderAnswer,
+        current: Iteration,
+        review: ReviewerAnswer,
+        risk: str,
+        said: str,
     ) -> Verdict:
-        """`risk`: the patch's risk as the gate summed it (the reviewer's, raised by risky code)."""
+        """`risk`: the patch's risk as the gate summed it (the reviewer's, or the panel's highest,
+        raised by risky code); `said`: the panel's line for the trace, empty for one reviewer."""
         current.patch = answer.patch
         folder = self.services.recorder.relative(self.services.recorder.round_path(current.number))
         self.review_path = self.services.recorder.write_json(
@@ -116,12 +138,16 @@ class PatchGate:
         )
         files = sorted({c.new_path or c.old_path or "" for c in parse_patch(answer.patch)})
         current.patch_summary = f"{answer.summary[:200]} [{', '.join(files)}]"
-        return Verdict(
-            Step(
-                LoopEvent.PATCH_APPROVED,
-                f"policy passed; reviewer approved (risk {risk} <= "
-                f"{self.services.settings.max_risk:.2f})",
+        bound = f"{risk} <= {self.services.settings.max_risk:.2f}"
+        if said:
+            return Verdict(
+                Step(
+                    LoopEvent.PATCH_APPROVED,
+                    f"policy passed; review panel approved (highest risk {bound}): {said}",
+                )
             )
+        return Verdict(
+            Step(LoopEvent.PATCH_APPROVED, f"policy passed; reviewer approved (risk {bound})")
         )
 
     def _refuse(self, refusal: Refusal, patch: str, current: Iteration, repeat: bool) -> Verdict:
@@ -155,3 +181,13 @@ class PatchGate:
             must_fix=refusal.must_fix or None,
             constraints=constraints,
         )
+
+
+def _naming(refusal: Refusal, said: str) -> Refusal:
+    """A refusal of the review panel names its decision (split or unanimous, each vote)."""
+    if not said:
+        return refusal
+    if refusal.error is None:
+        return dataclasses.replace(refusal, reason=f"{refusal.reason}; {said}")
+    error = dataclasses.replace(refusal.error, reason=f"{refusal.error.reason}; {said}")
+    return dataclasses.replace(refusal, error=error)

@@ -17,6 +17,7 @@ from pytest_fwloop.core.focus import WHOLE_SUITE, FocusPlan, gate_due, plan_iter
 from pytest_fwloop.core.fsm import IterationKind
 from pytest_fwloop.core.known_failures import with_known
 from pytest_fwloop.core.results import IterationResults
+from pytest_fwloop.core.substates import SubState
 from pytest_fwloop.loop.child_runner import ChildRunner
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import LoopState
@@ -107,14 +108,24 @@ class SuiteRun:
             note += f"; {len(gone)} focused test(s) no longer collected"
         assert focused.carried is not None
         estimate = focused.carried.merged(ran)
+        recorder = self.services.recorder
+        ran_files = [recorder.relative(selection), recorder.relative(focused.attempt.log)]
         if not gate or not gate_due(
             ran, estimate, self.services.settings.criteria.target_pass_rate
         ):
             focused.notes.insert(0, f"{note}; the other tests carry their last full-run outcome")
+            self._say(folder, SubState.FOCUS_RUN, focused.notes[0], ran_files)
             return focused
+        self._say(folder, SubState.FOCUS_RUN, note, ran_files)
         full = self._attempt(folder, None, previous, run)
-        full.notes[:0] = [f"{note}; the whole suite ran as the regression gate", *focused.notes]
+        gate_note = f"{note}; the whole suite ran as the regression gate"
+        full.notes[:0] = [gate_note, *focused.notes]
+        self._say(folder, SubState.GATE_RUN, gate_note, [recorder.relative(full.attempt.log)])
         return full
+
+    def _say(self, folder: Path, name: SubState, reason: str, evidence: list[str]) -> None:
+        """A sub-state of TEST_RUN in the trace; `folder` is `rounds/NN`, NN the iteration."""
+        self.services.substate(int(folder.name), name, reason, evidence)
 
     def _attempt(
         self,
@@ -133,7 +144,9 @@ class SuiteRun:
             outcome.flaky, note = self.child.rerun_failures(
                 folder, attempt, previous, lambda a, log: run(a, log, None)
             )
-            outcome.notes += [note] if note else []
+            if note:
+                outcome.notes.append(note)
+                self._say(folder, SubState.FLAKY_RERUN, note, [])
         return outcome
 
     def _nothing_to_rerun(self, folder: Path, plan: FocusPlan) -> SuiteOutcome:

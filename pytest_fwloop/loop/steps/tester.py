@@ -20,7 +20,6 @@ from pytest_fwloop.core.allowlist import Argv, CommandCheck
 from pytest_fwloop.core.convergence import ExecutionMode
 from pytest_fwloop.core.fsm import ErrorType, LoopEvent
 from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.records import CommandEntry, CommandsRecord
 from pytest_fwloop.core.recovery import ErrorState
 from pytest_fwloop.core.results import (
     COMMAND_NODEID_PREFIX,
@@ -28,6 +27,7 @@ from pytest_fwloop.core.results import (
     TestRecord,
     nodeids,
 )
+from pytest_fwloop.core.round_records import CommandEntry, CommandsRecord
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import LoopState, Step, TesterRound, provider_error
 from pytest_fwloop.procs.allowlist_runner import AllowlistRunner, CommandResult
