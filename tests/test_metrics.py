@@ -475,7 +475,7 @@ def test_a_real_loop_withholds_success_for_a_slower_boot_and_says_why(
             "worse than at the baseline beyond their tolerance (boot_ms 400 -> 480 (+20.0%), "
             "lower is better, tolerance 5.0%)",
             "*outcome: success (SUCCESS)*",
-            "metric*better*per iteration*vs baseline*tolerance*",
+            "metric*better*per iteration*vs baseline*tolerance*verdict",
             "boot_ms*lower*400 -> 480 -> 404*+1.0%*5.0%*ok",
             "rate*higher*900 -> 900 -> 900*+0.0%*5.0%*ok",
         ]

@@ -143,7 +143,7 @@ class Terminal:
             self.line(
                 tabulate(
                     metrics,
-                    headers=["metric", "better", "per iteration", "vs baseline", "tolerance", ""],
+                    headers=["metric", "better", "per iteration", "vs baseline", "tolerance", "verdict"],
                     tablefmt="simple",
                 )
             )
