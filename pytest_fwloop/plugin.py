@@ -19,12 +19,8 @@ from pytest_fwloop.config.options import (
     add_options,
 )
 
-#: Fixture modules: inert until a test requests one of their fixtures.
-pytest_plugins = [
-    "pytest_fwloop.child.verdict_fixtures",
-    "pytest_fwloop.child.metrics",
-    "pytest_fwloop.envs.fixtures",
-]
+#: The plugin's fixtures: inert until a test requests one of them.
+pytest_plugins = ["pytest_fwloop.fixtures"]
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:

@@ -21,12 +21,14 @@ from loopkit import (
     tree_state,
     unified_diff,
 )
-from pytest_fwloop.procs.sandbox import bwrap_argv, parse_sandbox
+from pytest_fwloop.config.options import spec_of
+from pytest_fwloop.procs.sandbox import bwrap_argv
 
 BUILD = "import py_compile\npy_compile.compile('fw/calc.py', doraise=True)\n"
 
 
 def test_parse_sandbox_accepts_the_choices_only() -> None:
+    parse_sandbox = spec_of("build_sandbox").parse
     assert parse_sandbox("") == "none"
     assert parse_sandbox(" BWRAP ") == "bwrap"
     with pytest.raises(ValueError, match="none, bwrap"):

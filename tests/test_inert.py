@@ -89,26 +89,42 @@ def test_a_plain_run_imports_none_of_the_loop(pytester: pytest.Pytester) -> None
     result = pytester.runpytest_subprocess("-s")
     [line] = [line for line in result.outlines if "LOADED " in line]
     loaded = set(line.split("LOADED ", 1)[1].split())
-    assert loaded <= {
+    assert loaded == {
         "pytest_fwloop",
         "pytest_fwloop.child",
-        "pytest_fwloop.child.metrics",
-        "pytest_fwloop.child.verdict_fixtures",
+        "pytest_fwloop.child.pristine",
         "pytest_fwloop.config",
         "pytest_fwloop.config.env_options",
         "pytest_fwloop.config.gate_options",
         "pytest_fwloop.config.option_spec",
         "pytest_fwloop.config.options",
-        "pytest_fwloop.envs",
-        "pytest_fwloop.envs.errors",
-        "pytest_fwloop.envs.fixtures",
-        "pytest_fwloop.envs.pool",
+        "pytest_fwloop.fixtures",
         "pytest_fwloop.hookspecs",
         "pytest_fwloop.plugin",
-        "pytest_fwloop.child.pristine",
-        "pytest_fwloop.procs",
-        "pytest_fwloop.procs.sandbox",
     }, loaded
+
+
+def test_a_test_runs_no_hook_of_the_plugin_until_it_uses_an_environment(
+    pytester: pytest.Pytester,
+) -> None:
+    """The console report hook is registered by the first test that uses an environment: a
+    suite that uses none pays no per-test call of ours."""
+    pytester.makeconftest(
+        "import pytest\n\n"
+        "@pytest.fixture\n"
+        "def ours(request):\n"
+        "    impls = request.config.pluginmanager.hook.pytest_runtest_makereport.get_hookimpls()\n"
+        "    return sorted(i.plugin_name for i in impls if 'fwloop' in i.plugin_name)\n"
+    )
+    pytester.makepyfile(
+        test_hooks="def test_plain(ours):\n    print('HOOKS', ours)\n\n"
+        "def test_serial(fwloop_serial, ours):\n    print('HOOKS', ours)\n"
+    )
+    pytester.makeini("[pytest]\nfwloop_serial_url = loop://\n")
+    result = pytester.runpytest_subprocess("-s", "-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+    hooks = [line.split("HOOKS ", 1)[1] for line in result.outlines if "HOOKS " in line]
+    assert hooks == ["[]", "['fwloop-console-report']"]
 
 
 def test_a_loop_without_an_openai_provider_never_loads_the_http_client() -> None:

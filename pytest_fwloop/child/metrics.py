@@ -4,8 +4,8 @@ A test records a metric as a pair of `record_property` entries: `fwloop_metric_N
 number and `fwloop_metric_NAME.better` says which way is an improvement (`lower`, the default,
 or `higher`). The `fwloop_metric` fixture writes them; the child's recorder reads them back from
 each report. Being properties, they survive pytest-xdist and land in the user's JUnit XML, and
-outside the loop they are all the fixture does. Plain pytest imports this module for the fixture,
-so it needs nothing but the standard library and pytest.
+outside the loop they are all the fixture does. The fixture (`pytest_fwloop/fixtures.py`) imports
+this module when a test asks for it; it needs nothing but the standard library and pytest.
 """
 
 from __future__ import annotations
@@ -45,17 +45,17 @@ def check_metric(name: str, value: object, better: str) -> float:
     return number
 
 
-@pytest.fixture
-def fwloop_metric(request: pytest.FixtureRequest) -> MetricRecorder:
-    """Record a number of this test (boot time, image size, throughput): under `--fwloop` the
-    loop keeps it per iteration and withholds SUCCESS while it is worse than at the baseline."""
+def recorder(item: pytest.Item) -> MetricRecorder:
+    """What the `fwloop_metric` fixture gives `item`: each call checks the metric and appends
+    its two properties to the item's `user_properties`."""
 
     def record(name: str, value: float, better: str = "lower") -> None:
         number = check_metric(name, value, better)
-        properties = request.node.user_properties
         # As given when it is a number already, so a JUnit XML shows 412 rather than 412.0.
-        properties.append((f"{PREFIX}{name}", value if isinstance(value, int | float) else number))
-        properties.append((f"{PREFIX}{name}{BETTER_SUFFIX}", better))
+        item.user_properties.append(
+            (f"{PREFIX}{name}", value if isinstance(value, int | float) else number)
+        )
+        item.user_properties.append((f"{PREFIX}{name}{BETTER_SUFFIX}", better))
 
     return record
 

@@ -1,6 +1,6 @@
 """The environment fixtures' options (DESIGN.md §7), a part of the one option table.
 
-Each is read, and checked, only by a test that requests its fixture (`envs/fixtures.py`), so
+Each is read, and checked, only by a test that requests its fixture (`envs/setup.py`), so
 each has an example for its error message. Plain pytest imports this with the table: standard
 library only.
 """

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pytest_fwloop.config.option_spec import (
     OptionSpec,
-    parse_keep,
+    one_of,
     parse_non_negative_float,
     parse_positive_float,
     parse_positive_int,
@@ -68,7 +68,7 @@ GATE_AND_ENDING_OPTIONS: tuple[OptionSpec, ...] = (
         "started; the best kept tree is one `fwloop apply RUN` away) or 'best' (the tree of the "
         "iteration with the most passing tests)",
         "baseline",
-        parse_keep,
+        one_of("baseline", "best"),
         "--fwloop-keep",
         metavar="baseline|best",
     ),

@@ -55,13 +55,6 @@ def parse_non_negative_float(text: str) -> float:
     return value
 
 
-def parse_keep(text: str) -> str:
-    lowered = text.strip().lower()
-    if lowered not in ("baseline", "best"):
-        raise ValueError("must be 'baseline' or 'best'")
-    return lowered
-
-
 def parse_unit_float(text: str) -> float:
     value = _number(text)
     if not 0.0 <= value <= 1.0:
@@ -76,43 +69,21 @@ def parse_context_cap(text: str) -> int:
     return value
 
 
-def parse_mode(text: str) -> str:
-    if text not in ("interactive", "ci", "auto"):
-        raise ValueError("must be one of interactive, ci, auto")
-    return text
+def one_of(*choices: str, meanings: tuple[str, ...] = (), blank: str = "") -> Callable[[str], str]:
+    """A parser taking one of `choices`, case and surrounding blanks aside; an empty text is
+    `blank` when that is given. The error lists the choices, with their `meanings` if given."""
+    if meanings:
+        said = " or ".join(f"'{c}' ({m})" for c, m in zip(choices, meanings, strict=True))
+    else:
+        said = f"one of {', '.join(choices)}"
 
+    def parse(text: str) -> str:
+        lowered = text.strip().lower() or blank
+        if lowered not in choices:
+            raise ValueError(f"must be {said}")
+        return lowered
 
-def parse_terminate_as(text: str) -> str:
-    if text not in ("warning", "failure"):
-        raise ValueError("must be 'warning' or 'failure'")
-    return text
-
-
-def parse_flaky_policy(text: str) -> str:
-    if text not in ("exclude", "pass", "fail"):
-        raise ValueError("must be one of exclude, pass, fail")
-    return text
-
-
-def parse_propose(text: str) -> str:
-    lowered = text.strip().lower()
-    if lowered not in ("off", "first", "every"):
-        raise ValueError("must be one of off, first, every")
-    return lowered
-
-
-def parse_review_rule(text: str) -> str:
-    lowered = text.strip().lower()
-    if lowered not in ("all", "majority"):
-        raise ValueError("must be 'all' (every member approves) or 'majority' (more than half)")
-    return lowered
-
-
-def parse_child_start(text: str) -> str:
-    lowered = text.strip().lower()
-    if lowered not in ("auto", "spawn"):
-        raise ValueError("must be 'auto' or 'spawn'")
-    return lowered
+    return parse
 
 
 def parse_on_off(text: str) -> bool:

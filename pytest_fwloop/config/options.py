@@ -18,24 +18,18 @@ from pytest_fwloop.config.env_options import ENV_OPTIONS
 from pytest_fwloop.config.gate_options import GATE_AND_ENDING_OPTIONS
 from pytest_fwloop.config.option_spec import (
     OptionSpec,
+    one_of,
     parse_bool,
-    parse_child_start,
     parse_context_cap,
-    parse_flaky_policy,
     parse_labgrid_tags,
     parse_metric_tolerance,
-    parse_mode,
     parse_non_negative_int,
     parse_on_off,
     parse_positive_float,
     parse_positive_int,
-    parse_propose,
-    parse_review_rule,
-    parse_terminate_as,
     parse_unit_float,
     parse_words,
 )
-from pytest_fwloop.procs.sandbox import parse_sandbox
 
 #: Kept literal so plain pytest never imports the providers; a test checks it against the registry.
 PROVIDER_CHOICES = "claude, codex, openai:MODEL@URL, command:PATH, scripted:DIR, rules"
@@ -96,7 +90,7 @@ _LOOP_OPTIONS: tuple[OptionSpec, ...] = (
         "how a review panel decides: 'all' (every member approves) or 'majority' (more than "
         "half do); the panel's risk is its members' highest",
         "all",
-        parse_review_rule,
+        one_of("all", "majority", meanings=("every member approves", "more than half")),
         "--fwloop-review-rule",
         metavar="all|majority",
     ),
@@ -114,7 +108,7 @@ _LOOP_OPTIONS: tuple[OptionSpec, ...] = (
         "run the build confined: 'bwrap' (bubblewrap: no network, read-only outside the tree, "
         "the tree's .git and .fwloop read-only) or 'none'; see docs/security.md",
         "none",
-        parse_sandbox,
+        one_of("none", "bwrap", blank="none"),
         "--fwloop-build-sandbox",
         metavar="none|bwrap",
     ),
@@ -123,7 +117,7 @@ _LOOP_OPTIONS: tuple[OptionSpec, ...] = (
         "plateau handling: interactive, ci or auto; default ci when $CI is set or "
         "stdin is not a terminal, else interactive",
         "",
-        parse_mode,
+        one_of("interactive", "ci", "auto"),
         "--fwloop-mode",
         metavar="MODE",
     ),
@@ -172,7 +166,7 @@ _LOOP_OPTIONS: tuple[OptionSpec, ...] = (
         "(outcome awaiting_operator_confirm, the tree untouched; interactive mode asks at the "
         "terminal); 'every': before each patch; 'off': patches are applied once the gates pass",
         "off",
-        parse_propose,
+        one_of("off", "first", "every"),
         "--fwloop-propose",
         metavar="off|first|every",
     ),
@@ -193,14 +187,14 @@ _LOOP_OPTIONS: tuple[OptionSpec, ...] = (
         "the user's modules are imported afresh), else runs `python -m pytest`; 'spawn' always "
         "runs `python -m pytest`",
         "auto",
-        parse_child_start,
+        one_of("auto", "spawn"),
     ),
     OptionSpec(
         "flaky_policy",
         "how a flaky test counts: 'exclude' (in neither count, like a skip), 'pass' or 'fail'; "
         "it is never sent to the coder",
         "exclude",
-        parse_flaky_policy,
+        one_of("exclude", "pass", "fail"),
     ),
     OptionSpec(
         "metric_tolerance",
@@ -216,7 +210,7 @@ _LOOP_OPTIONS: tuple[OptionSpec, ...] = (
         "ci_terminate_as",
         "in ci mode a plateau ends as 'failure' (exit 1) or 'warning' (exit 0 with a warning line)",
         "failure",
-        parse_terminate_as,
+        one_of("warning", "failure"),
     ),
     OptionSpec(
         "notify",

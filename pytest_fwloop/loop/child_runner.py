@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from pytest_fwloop.child.files import Attempt, next_attempt, progress_path
 from pytest_fwloop.child.progress import ProgressWatcher
 from pytest_fwloop.child.start import ForkedChild, ForkGuard, fork_pytest
-from pytest_fwloop.child.verdict_fixtures import REVIEW_ENV, TEST_PLAN_ENV
+from pytest_fwloop.child.verdicts import REVIEW_ENV, TEST_PLAN_ENV
 from pytest_fwloop.config.options import (
     CHILD_JUNIT_FLAG,
     CHILD_REPORT_FLAG,

@@ -143,7 +143,14 @@ class Terminal:
             self.line(
                 tabulate(
                     metrics,
-                    headers=["metric", "better", "per iteration", "vs baseline", "tolerance", "verdict"],
+                    headers=[
+                        "metric",
+                        "better",
+                        "per iteration",
+                        "vs baseline",
+                        "tolerance",
+                        "verdict",
+                    ],
                     tablefmt="simple",
                 )
             )

@@ -14,23 +14,12 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-#: The values `fwloop_build_sandbox` accepts.
-SANDBOXES = ("none", "bwrap")
-
 #: Directories of the tree a build must never write, whatever the sandbox's view of the rest.
 READ_ONLY_IN_TREE = (".git", ".fwloop")
 
 
 class SandboxUnavailable(Exception):
     """The configured sandbox cannot run here; the message names the fix."""
-
-
-def parse_sandbox(text: str) -> str:
-    """Validate an ini or command-line value (ValueError names the choices)."""
-    value = text.strip().lower() or "none"
-    if value not in SANDBOXES:
-        raise ValueError(f"must be one of {', '.join(SANDBOXES)}")
-    return value
 
 
 def find_bwrap() -> str:

@@ -25,7 +25,7 @@ def require(program: str, package: str) -> str:
 
 #: Arguments for the pytester runs that exercise the fixtures. Hypothesis' plugin is left out
 #: because setting it up costs about a second per in-process run and these suites don't use it.
-INNER_ARGS = ("-p", "pytest_fwloop.envs.fixtures", "-p", "no:hypothesispytest")
+INNER_ARGS = ("-p", "pytest_fwloop.fixtures", "-p", "no:hypothesispytest")
 
 
 def path_without(programs: set[str], directory: Path) -> str:
