@@ -8,8 +8,10 @@ pytest plugin of its required dependencies (tests/dependency_plugins.py; goal: n
 `-p no:fwloop` alone would leave loaded). Alternately, N rounds each (default 5), because these
 2-core machines drift by several percent over a minute. Printed per suite: the child CPU time
 (user + system) of each side as min / median / max, and the ratio of medians A / B (goal ≤ 1.02).
-Also printed: the loop's heavy modules imported by a plain run (goal: none), and the dependency
-plugins B left out.
+Also printed: the loop's heavy modules imported by a plain run (goal: none), the dependency
+plugins B left out, and whether bytecode is written (`PYTHONDONTWRITEBYTECODE`: without it,
+pytest compiles the plugin's assert-rewritten modules in every process). Run it with the Python
+of the environment to measure, e.g. a venv holding only the package and its dependencies.
 """
 
 from __future__ import annotations
@@ -78,6 +80,9 @@ def main() -> int:
     plugins = dependency_plugins()
     without_ours = ["-p", "no:fwloop", *(arg for name in plugins for arg in ("-p", f"no:{name}"))]
     print(f"dependency plugins: {', '.join(plugins.values()) or 'none'}")
+    # Pytest caches the plugin's assert-rewritten modules only where bytecode may be written;
+    # elsewhere it compiles them in every process, so the figure depends on it.
+    print(f"bytecode written: {'no' if sys.dont_write_bytecode else 'yes'} ({sys.executable})")
     with tempfile.TemporaryDirectory() as scratch:
         for tests in (1_000, 10_000):
             folder = suite(Path(scratch), tests)
