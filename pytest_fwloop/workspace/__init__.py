@@ -22,9 +22,10 @@ from pytest_fwloop.core.policy import (
 )
 from pytest_fwloop.core.posix_paths import glob_match, normalize_path
 from pytest_fwloop.core.unified_diff import FileChange, PatchParseError, parse_patch, touched_paths
+from pytest_fwloop.workspace.git_run import WorkspaceError
 from pytest_fwloop.workspace.journal import Journal, WorkspaceLocked
 from pytest_fwloop.workspace.lock import RunLock
-from pytest_fwloop.workspace.shadow import PatchApplyError, PathRefused, ShadowRepo, WorkspaceError
+from pytest_fwloop.workspace.shadow import PatchApplyError, PathRefused, ShadowRepo
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
