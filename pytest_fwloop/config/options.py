@@ -236,7 +236,8 @@ _LOOP_OPTIONS: tuple[OptionSpec, ...] = (
         "snapshot_exclude",
         "build outputs kept out of the loop's snapshots, one gitignore pattern per line (the "
         "build directory of `cmake --build DIR`, `cmake -B DIR`, `ninja -C DIR` or "
-        "`meson compile -C DIR` is added by itself); what the loop writes is snapshotted anyway",
+        "`meson compile -C DIR` is added by itself); what the loop writes is snapshotted anyway "
+        "(docs/ci.md: build output and the shadow store)",
         [],
         kind="linelist",
     ),

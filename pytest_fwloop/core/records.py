@@ -395,7 +395,10 @@ class TimelineEntry(Record):
     convergence_type: str | None = Field(description="the verdict after this iteration")
     reason: str = Field(description="the convergence checker's reason")
     score: float | None = Field(description="the convergence score after this iteration")
-    snapshot: str | None = Field(description="shadow-repository commit of the tested tree")
+    snapshot: str | None = Field(
+        description="shadow-repository commit of the tested tree: the paths the loop wrote, "
+        "over the baseline"
+    )
     executed: int = Field(description="test executions in this iteration, reruns included")
     notes: list[str] = Field(description="what else happened (rollbacks, discarded edits)")
     decisions: list[DecisionRecord] = Field(

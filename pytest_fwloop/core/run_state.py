@@ -39,7 +39,11 @@ class SavedIteration(BaseModel):
     measured: bool = Field(description="its tests ran to the end (`rounds/NN/results.json`)")
     patch: str = Field(default="", description="the patch the reviewer approved, or empty")
     patch_summary: str = Field(default="", description="the coder's summary and the files")
-    checkpoint: str = Field(default="", description="shadow snapshot of the tree it tested")
+    checkpoint: str = Field(
+        default="",
+        description="shadow snapshot of the tree it tested: the paths the loop wrote, over the "
+        "baseline",
+    )
     coder_calls: int = Field(default=0, description="coder calls made in it")
     review_rounds: int = Field(default=0, description="reviews that asked for changes")
     convergence_type: str | None = Field(default=None, description="its verdict, or null")

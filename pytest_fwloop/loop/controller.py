@@ -361,7 +361,7 @@ class Controller:
         return self._take(verdict)
 
     def patch_apply(self) -> Step:
-        self.loop.pre_patch_checkpoint = self.workspace.checkpoint(
+        self.loop.pre_patch_checkpoint = self.workspace.snapshot(
             f"before iteration {self.loop.current.number}"
         )
         verdict = self.gate.apply(self.loop.current, self.loop.pre_patch_checkpoint)

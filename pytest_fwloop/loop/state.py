@@ -202,7 +202,8 @@ class LoopState:
     operator_messages: list[str] = field(default_factory=list)
     #: A continued run's first move out of IDLE (continuation.restore), instead of `start`.
     resumed: Step | None = None
-    # The snapshot a failing patch is rolled back to.
+    # The whole-tree snapshot a failing patch is rolled back to; not kept past the next coder
+    # call (`Workspace.drop_snapshots`), by when the patch was kept or rolled back.
     pre_patch_checkpoint: str = ""
     # Environment reruns: the tests to run again, and the results they will be merged into.
     env_rerun: list[str] = field(default_factory=list)

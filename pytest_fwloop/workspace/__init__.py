@@ -3,6 +3,12 @@
 `Workspace` is the controller's one handle: it recovers what a killed controller left, snapshots
 the baseline, and journals every write before making it. Whatever a restore overwrites or deletes
 is snapshotted first, so it stays in `.fwloop/shadow.git` (`git --git-dir .fwloop/shadow.git log`).
+
+The store keeps, for good, each baseline whole and each checkpoint as the paths the loop wrote
+over its baseline; a whole-tree snapshot taken to compare the tree with (before a patch, an
+agent's call, a command) is dropped once superseded. So a build that rewrites output no ignore
+rule covers costs the store that output once per run and once for the current tree, not once
+per iteration (docs/ci.md, "Build output and the shadow store").
 """
 
 from __future__ import annotations
@@ -22,9 +28,10 @@ from pytest_fwloop.core.policy import (
 )
 from pytest_fwloop.core.posix_paths import glob_match, normalize_path
 from pytest_fwloop.core.unified_diff import FileChange, PatchParseError, parse_patch, touched_paths
+from pytest_fwloop.workspace.git_run import WorkspaceError
 from pytest_fwloop.workspace.journal import Journal, WorkspaceLocked
 from pytest_fwloop.workspace.lock import RunLock
-from pytest_fwloop.workspace.shadow import PatchApplyError, PathRefused, ShadowRepo, WorkspaceError
+from pytest_fwloop.workspace.shadow import PatchApplyError, PathRefused, ShadowRepo
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -184,7 +191,7 @@ class Workspace:
         self.journal.intend("apply", intended)
         self.touched.update(intended)
         if before is None:
-            before = self.shadow.snapshot("before applying a patch")
+            before = self.snapshot("before applying a patch")
         self.shadow.apply(patch)
         unnamed = sorted(set(self.shadow.changed_paths(before)) - set(intended))
         if unnamed:
@@ -205,7 +212,7 @@ class Workspace:
         A controller killed during the agent's call is recovered by restoring every path that
         differs from this snapshot, so the agent's edits never become the next baseline.
         """
-        before = self.shadow.snapshot(label)
+        before = self.snapshot(label)
         self.journal.intend("agent_edit", [], snapshot=before)
         return before
 
@@ -222,8 +229,24 @@ class Workspace:
         return diff
 
     def checkpoint(self, label: str) -> str:
-        """Snapshot the current tree under `label`; its commit id."""
-        return self.shadow.snapshot(label)
+        """Keep the loop's tree under `label`: the baseline with every path the loop wrote as it
+        is now; its commit id.
+
+        All that a restore, a diff, `fwloop apply` or a continuation reads of it are the loop's
+        paths, so the files a build rewrote are the baseline's here, stored once.
+        """
+        return self.shadow.snapshot_over(self.baseline, sorted(self.touched), label)
+
+    def snapshot(self, label: str) -> str:
+        """The whole tree now, to compare it with soon (what a patch, a build or a command
+        changed, protected paths included); its commit id. Not kept: valid until the next
+        `drop_snapshots`."""
+        return self.shadow.snapshot(label, kept=False)
+
+    def drop_snapshots(self) -> None:
+        """Let the store delete what only the `snapshot`s taken so far hold (a build's output,
+        mostly): call when none of them will be read again."""
+        self.shadow.drop_unkept()
 
     def diff_from_baseline(self) -> str:
         """The cumulative diff of the loop's writes, from the baseline to the current tree."""
@@ -247,7 +270,8 @@ class Workspace:
         """Put what the loop wrote back to a snapshot, journalled; the paths that changed."""
         if not self.touched:
             return []
-        before = self.shadow.snapshot(f"before restoring {commit}")
+        # Kept: it holds the user's version of any path a restore overwrites.
+        before = self.checkpoint(f"before restoring {commit}")
         paths = sorted(set(self.shadow.changed_paths(commit, before)) & self.touched)
         self.journal.intend("restore", paths)
         restored = self.shadow.restore(commit, paths)
@@ -292,7 +316,9 @@ class Workspace:
         salvage = self.shadow.snapshot(f"tree left by run {record.run_id} (pid {record.pid})")
         written = {path for entry in record.entries for path in entry.paths}
         for entry in record.entries:
-            if entry.snapshot is not None:
+            # A finished agent call's edits were undone then, by a journalled restore of their
+            # paths, and its snapshot (not kept) may be gone.
+            if entry.snapshot is not None and not entry.done:
                 written.update(self.shadow.changed_paths(entry.snapshot))
         self.shadow.written.update(written)
         restored = self.shadow.restore(record.baseline, sorted(written))

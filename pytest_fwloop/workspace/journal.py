@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_fwloop.procs.reaper import proc_stat, process_start
-from pytest_fwloop.workspace.shadow import WorkspaceError
+from pytest_fwloop.workspace.git_run import WorkspaceError
 
 if TYPE_CHECKING:
     from pytest_fwloop.workspace.journal_record import JournalRecord

@@ -11,13 +11,16 @@ Nested git repositories (submodules, vendored checkouts) are snapshotted as plai
 inside them are restored like any other; their own `.git` is never touched. Attribute-driven
 conversions (eol, filters) are switched off so a restore gives back the exact bytes. Git records
 only the executable bit, so other permission bits of a rewritten file follow the umask.
+
+Kept snapshots form the `snapshots` branch, each the parent of the next (`git log` lists them);
+an unkept one is a commit no ref names, pruned by `drop_unkept` or `pack`. A snapshot taken
+`over` another records only the paths it is given, the rest being the other's: build output a
+whole-tree snapshot would store again stays out of what is kept.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -25,8 +28,20 @@ from typing import TYPE_CHECKING
 from pytest_fwloop.core.policy import GitReading
 from pytest_fwloop.core.posix_paths import normalize_path
 from pytest_fwloop.core.unified_diff import PatchParseError, touched_paths
+from pytest_fwloop.workspace.git_run import (
+    WorkspaceError,
+    encode,
+    exclude_file,
+    git_env,
+    join_z,
+    one_line,
+    run_git,
+    split_z,
+    user_git_dir,
+)
 
 if TYPE_CHECKING:
+    import subprocess
     from collections.abc import Iterable, Sequence
     from pathlib import Path
 
@@ -36,11 +51,6 @@ _MISSING = "000000"
 _GITLINK = "160000"
 # Highest-precedence attributes: store and restore bytes exactly, whatever .gitattributes says.
 _ATTRIBUTES = "* -text -eol -filter -ident -working-tree-encoding\n"
-_MESSAGE_LIMIT = 400
-
-
-class WorkspaceError(Exception):
-    """The workspace cannot be snapshotted, restored or locked; the message says what to do."""
 
 
 class PatchApplyError(WorkspaceError):
@@ -64,7 +74,7 @@ class ShadowRepo:
     def __init__(self, root: Path, exclude: Sequence[str] = ()) -> None:
         self.root = root.resolve()
         # Build outputs kept out of every snapshot (gitignore syntax): rewritten by each build,
-        # they would add their size to the store at every snapshot, and it is never pruned.
+        # they would be hashed and written again by every whole-tree snapshot.
         self.exclude = tuple(exclude)
         self.state_dir = self.root / STATE_DIR_NAME
         self.git_dir = self.state_dir / "shadow.git"
@@ -101,8 +111,8 @@ class ShadowRepo:
             "ls-tree", "-r", "-z", "--name-only", tree, "--", *candidates, check=False
         )
         if listed.returncode != 0:
-            raise PathRefused(_one_line(listed.stderr))
-        return set(_split_z(listed.stdout))
+            raise PathRefused(one_line(listed.stderr))
+        return set(split_z(listed.stdout))
 
     def read(self, commit: str, path: str) -> bytes | None:
         """The bytes of file `path` in snapshot `commit`; None when the snapshot has none."""
@@ -116,6 +126,17 @@ class ShadowRepo:
         if (self.git_dir / "HEAD").is_file():
             self._git("repack", "-a", "-d", "-q", check=False)
             self._git("prune", "--expire=now", check=False)
+
+    def drop_unkept(self) -> None:
+        """Delete what only unkept snapshots hold (a build's output, mostly); call under the run
+        lock, when none taken so far will be read again.
+
+        `git prune` keeps what the shadow index names (the tree as last snapshotted), so the next
+        snapshot still hashes only what changed since. It costs about what counting the loose
+        objects first would (5 ms in a small tree, 35 ms with 10,000 files), so it just runs.
+        """
+        if (self.git_dir / "HEAD").is_file():
+            self._git("prune", "--expire=now")
 
     def clear_stale_locks(self) -> list[str]:
         """Remove git's `*.lock` files from the shadow repository; call only under the run lock.
@@ -131,15 +152,53 @@ class ShadowRepo:
             path.unlink(missing_ok=True)
         return [path.relative_to(self.git_dir).as_posix() for path in stale]
 
-    def snapshot(self, label: str) -> str:
-        """Commit the current tree (parent: the previous snapshot, message: `label`); its id."""
+    def snapshot(self, label: str, *, kept: bool = True) -> str:
+        """Commit the whole current tree with the message `label`; its id.
+
+        A kept snapshot goes on the `snapshots` branch (parent: the previous kept one) and stays
+        as long as the store. An unkept one is named by no ref: it serves to compare the tree
+        with soon, until `drop_unkept` or `pack` deletes what only it holds (a build's new
+        output, say).
+        """
         self.ensure()
-        tree = self._current_tree()
-        parent = self._git("rev-parse", "--quiet", "--verify", "HEAD^{commit}", check=False)
-        parent_args = ["-p", parent.stdout.decode().strip()] if parent.returncode == 0 else []
+        return self._commit_tree(self._current_tree(), label, kept)
+
+    def snapshot_over(self, base: str, paths: Sequence[str], label: str) -> str:
+        """Keep a snapshot of `base` with `paths` as the tree has them now (a missing one
+        deleted); its id.
+
+        All a restore, a diff or a check of `paths` reads, at the cost of those files alone:
+        every other file is `base`'s, so output a build rewrote since is neither hashed nor
+        stored again.
+        """
+        self.ensure()
+        base_tree = f"{self._commit(base)}^{{tree}}"
+        if not paths:
+            tree = self._git("rev-parse", base_tree).stdout.decode().strip()
+            return self._commit_tree(tree, label, kept=True)
+        index = self.git_dir / "fwloop-over-index"
+        present = [p for p in paths if _is_file_or_link(self.root / p)]
+        absent = [p for p in paths if not _is_file_or_link(self.root / p)]
+        self._git("read-tree", base_tree, index=index)
+        if absent:
+            removal = ("update-index", "--force-remove", "-z", "--stdin")
+            self._git(*removal, stdin=join_z(absent), index=index)
+        if present:
+            update = ("update-index", "--add", "--remove", "--replace", "-z", "--stdin")
+            self._git(*update, stdin=join_z(present), index=index)
+        tree = self._git("write-tree", index=index).stdout.decode().strip()
+        index.unlink()
+        return self._commit_tree(tree, label, kept=True)
+
+    def _commit_tree(self, tree: str, label: str, kept: bool) -> str:
+        parent_args: list[str] = []
+        if kept:
+            parent = self._git("rev-parse", "--quiet", "--verify", "HEAD^{commit}", check=False)
+            parent_args = ["-p", parent.stdout.decode().strip()] if parent.returncode == 0 else []
         commit = self._git("commit-tree", tree, *parent_args, stdin=label.encode())
         commit_id = commit.stdout.decode().strip()
-        self._git("update-ref", "HEAD", commit_id)
+        if kept:
+            self._git("update-ref", "HEAD", commit_id)
         return commit_id
 
     def diff(
@@ -203,7 +262,7 @@ class ShadowRepo:
                 self._commit(commit),
                 "--pathspec-from-file=-",
                 "--pathspec-file-nul",
-                stdin=_join_z(rewritten),
+                stdin=join_z(rewritten),
             )
         return sorted(c.path for c in changes)
 
@@ -216,9 +275,9 @@ class ShadowRepo:
         Raises `PatchParseError` with git's reason when git cannot read it as a patch.
         """
         self.ensure()
-        result = self._git("apply", "--numstat", "-z", "-", stdin=_encode(patch), check=False)
+        result = self._git("apply", "--numstat", "-z", "-", stdin=encode(patch), check=False)
         if result.returncode != 0:
-            raise PatchParseError(f"git apply cannot read it: {_one_line(result.stderr)}")
+            raise PatchParseError(f"git apply cannot read it: {one_line(result.stderr)}")
         paths: list[str] = []
         binary: list[str] = []
         # One "added<TAB>deleted<TAB>path" per file; a rename or copy is named by its new path.
@@ -235,9 +294,9 @@ class ShadowRepo:
         """None when the patch applies cleanly to the tree, else git's reason on one line."""
         self.ensure()
         result = self._git(
-            "apply", "--check", "--whitespace=nowarn", "-", stdin=_encode(patch), check=False
+            "apply", "--check", "--whitespace=nowarn", "-", stdin=encode(patch), check=False
         )
-        return None if result.returncode == 0 else _one_line(result.stderr)
+        return None if result.returncode == 0 else one_line(result.stderr)
 
     def apply(self, patch: str) -> list[str]:
         """Apply a patch with paths relative to the root; the paths it touches, sorted.
@@ -247,29 +306,29 @@ class ShadowRepo:
         """
         self.ensure()
         paths = touched_paths(patch)
-        result = self._git("apply", "--whitespace=nowarn", "-", stdin=_encode(patch), check=False)
+        result = self._git("apply", "--whitespace=nowarn", "-", stdin=encode(patch), check=False)
         if result.returncode != 0:
             raise PatchApplyError(
-                f"fwloop: the patch does not apply to {self.root}: {_one_line(result.stderr)}; "
+                f"fwloop: the patch does not apply to {self.root}: {one_line(result.stderr)}; "
                 "regenerate it against the current tree"
             )
         return paths
 
     def _current_tree(self) -> str:
         """Stage the current tree into the shadow index and return its tree id."""
-        untracked = _split_z(self._git("ls-files", "-z", "--others", "--exclude-standard").stdout)
+        untracked = split_z(self._git("ls-files", "-z", "--others", "--exclude-standard").stdout)
         files = [p for p in untracked if not p.endswith("/")]
         # git lists a nested repository it has never seen as "dir/"; take its files one by one.
         nested = [p for p in untracked if p.endswith("/")]
         if nested:
             files += self._not_ignored(self._walk(nested))
-        tracked = _split_z(self._git("ls-files", "-z", "--cached").stdout)
+        tracked = split_z(self._git("ls-files", "-z", "--cached").stdout)
         # Tracked paths go first so a file replaced by a directory leaves the index before its
         # new children arrive.
         written = [p for p in sorted(self.written) if _is_file_or_link(self.root / p)]
         staged = list(dict.fromkeys([*tracked, *self._user_tracked_ignored(), *files, *written]))
         self._git(
-            "update-index", "--add", "--remove", "--replace", "-z", "--stdin", stdin=_join_z(staged)
+            "update-index", "--add", "--remove", "--replace", "-z", "--stdin", stdin=join_z(staged)
         )
         return self._git("write-tree").stdout.decode().strip()
 
@@ -278,7 +337,7 @@ class ShadowRepo:
         raw = self._git(
             "diff-tree", "-r", "-z", "--raw", "--no-renames", self._commit(commit), after
         ).stdout
-        fields = _split_z(raw)
+        fields = split_z(raw)
         changes = []
         for meta, path in zip(fields[::2], fields[1::2], strict=True):
             old_mode, new_mode = meta.lstrip(":").split(" ")[:2]
@@ -300,29 +359,29 @@ class ShadowRepo:
     def _not_ignored(self, paths: list[str]) -> list[str]:
         # check-ignore reads plain path names and rejects the literal-pathspec switch.
         result = self._git(
-            "check-ignore", "-z", "--stdin", stdin=_join_z(paths), check=False, literal=False
+            "check-ignore", "-z", "--stdin", stdin=join_z(paths), check=False, literal=False
         )
         if result.returncode not in (0, 1):
-            raise WorkspaceError(f"fwloop: git check-ignore failed: {_one_line(result.stderr)}")
-        ignored = set(_split_z(result.stdout))
+            raise WorkspaceError(f"fwloop: git check-ignore failed: {one_line(result.stderr)}")
+        ignored = set(split_z(result.stdout))
         return [p for p in paths if p not in ignored]
 
     def _user_tracked_ignored(self) -> list[str]:
         """Files the user's checkout tracks although a .gitignore matches them (read-only)."""
-        user_git_dir = _user_git_dir(self.root)
-        if user_git_dir is None:
+        checkout = user_git_dir(self.root)
+        if checkout is None:
             return []
-        env = _git_env(user_git_dir, self.root)
+        env = git_env(checkout, self.root)
         env["GIT_OPTIONAL_LOCKS"] = "0"  # never refresh or rewrite the user's index
         args = ["ls-files", "-z", "--stage", "--cached", "--ignored", "--exclude-standard"]
-        listing = _run_git([*self._config(), *args], env=env, cwd=self.root)
+        listing = run_git([*self._config(), *args], env=env, cwd=self.root)
         if listing.returncode != 0:
             raise WorkspaceError(
-                f"fwloop: cannot list the files tracked in {user_git_dir}: "
-                f"{_one_line(listing.stderr)}; fix the checkout or run fwloop outside it"
+                f"fwloop: cannot list the files tracked in {checkout}: "
+                f"{one_line(listing.stderr)}; fix the checkout or run fwloop outside it"
             )
         kept = []
-        for entry in _split_z(listing.stdout):
+        for entry in split_z(listing.stdout):
             meta, _, path = entry.partition("\t")
             if meta.startswith(_GITLINK) or STATE_DIR_NAME in path.split("/"):
                 continue
@@ -359,8 +418,8 @@ class ShadowRepo:
         return result.stdout.decode().strip()
 
     def _config(self) -> list[str]:
-        user_git_dir = _user_git_dir(self.root)
-        excludes = _exclude_file(user_git_dir) if user_git_dir is not None else os.devnull
+        checkout = user_git_dir(self.root)
+        excludes = exclude_file(checkout) if checkout is not None else os.devnull
         settings = [
             "core.autocrlf=false",
             "core.fileMode=true",
@@ -377,79 +436,30 @@ class ShadowRepo:
         return [arg for setting in settings for arg in ("-c", setting)]
 
     def _git(
-        self, *args: str, stdin: bytes | None = None, check: bool = True, literal: bool = True
+        self,
+        *args: str,
+        stdin: bytes | None = None,
+        check: bool = True,
+        literal: bool = True,
+        index: Path | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
-        env = _git_env(self.git_dir, self.root)
+        env = git_env(self.git_dir, self.root)
         if not literal:
             del env["GIT_LITERAL_PATHSPECS"]
-        env["GIT_INDEX_FILE"] = str(self.git_dir / "fwloop-index")
+        env["GIT_INDEX_FILE"] = str(index or self.git_dir / "fwloop-index")
         stamp = f"{int(time.time())} +0000"
         for role in ("AUTHOR", "COMMITTER"):
             env[f"GIT_{role}_NAME"], env[f"GIT_{role}_EMAIL"] = _IDENTITY
             env[f"GIT_{role}_DATE"] = stamp
-        result = _run_git([*self._config(), *args], env=env, cwd=self.root, stdin=stdin)
+        result = run_git([*self._config(), *args], env=env, cwd=self.root, stdin=stdin)
         if check and result.returncode != 0:
             raise WorkspaceError(
                 f"fwloop: git {args[0]} failed in the shadow repository {self.git_dir}: "
-                f"{_one_line(result.stderr)}; keep {self.state_dir} (it holds the baseline and "
+                f"{one_line(result.stderr)}; keep {self.state_dir} (it holds the baseline and "
                 f"the journal), fix the cause, then run pytest --fwloop again in {self.root} "
                 "to recover the tree"
             )
         return result
-
-
-def _git_env(git_dir: Path, work_tree: Path) -> dict[str, str]:
-    """The caller's environment without any GIT_* variable, plus ours: no user or system config."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
-    env.update(
-        GIT_DIR=str(git_dir),
-        GIT_WORK_TREE=str(work_tree),
-        GIT_CONFIG_NOSYSTEM="1",
-        GIT_CONFIG_GLOBAL=os.devnull,
-        GIT_TERMINAL_PROMPT="0",
-        # Paths we pass are file names, never globs.
-        GIT_LITERAL_PATHSPECS="1",
-    )
-    return env
-
-
-def _run_git(
-    args: list[str], *, env: dict[str, str], cwd: Path, stdin: bytes | None = None
-) -> subprocess.CompletedProcess[bytes]:
-    git = shutil.which("git", path=env.get("PATH"))
-    if git is None:
-        raise WorkspaceError(
-            "fwloop: git is not on PATH; install git (2.32 or newer) so fwloop can snapshot "
-            "and restore the workspace"
-        )
-    return subprocess.run(
-        [git, *args],
-        input=stdin if stdin is not None else b"",
-        capture_output=True,
-        env=env,
-        cwd=cwd,
-        check=False,
-    )
-
-
-def _user_git_dir(root: Path) -> Path | None:
-    """The git directory of a checkout whose top is `root` (a `.git` dir or `gitdir:` file)."""
-    dot_git = root / ".git"
-    if dot_git.is_dir():
-        return dot_git
-    if dot_git.is_file():
-        first_line = dot_git.read_text(errors="replace").partition("\n")[0]
-        if first_line.startswith("gitdir: "):
-            git_dir = root / first_line[len("gitdir: ") :].strip()
-            return git_dir if git_dir.is_dir() else None
-    return None
-
-
-def _exclude_file(git_dir: Path) -> str:
-    """`info/exclude` lives in the common directory, which linked worktrees point to."""
-    common = git_dir / "commondir"
-    base = git_dir / common.read_text().strip() if common.is_file() else git_dir
-    return str(base / "info" / "exclude")
 
 
 def _write_if_changed(path: Path, text: str) -> None:
@@ -463,23 +473,3 @@ def _is_file_or_link(path: Path) -> bool:
 
 def _is_within(path: str, prefix: str) -> bool:
     return not prefix or path == prefix or path.startswith(prefix + "/")
-
-
-def _encode(text: str) -> bytes:
-    return text.encode("utf-8", "surrogateescape")
-
-
-def _split_z(raw: bytes) -> list[str]:
-    return [os.fsdecode(item) for item in raw.split(b"\0") if item]
-
-
-def _join_z(paths: list[str]) -> bytes:
-    return b"".join(os.fsencode(p) + b"\0" for p in paths)
-
-
-def _one_line(stderr: bytes) -> str:
-    """Git's message without hints, on one bounded line."""
-    lines = [line.strip() for line in stderr.decode("utf-8", "replace").splitlines()]
-    text = "; ".join(line for line in lines if line and not line.startswith("hint:"))
-    text = text or "no message from git"
-    return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 1] + "…"

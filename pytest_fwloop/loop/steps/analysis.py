@@ -33,6 +33,9 @@ def ask_coder(
     request = request_for()
     services.substate(number, SubState.LOG_TRIAGE, _triage(loop, services, request))
     workspace = services.workspace
+    # Every patch before this call was kept or rolled back: the whole-tree snapshots taken for
+    # it (and the build output only they hold) will not be read again.
+    workspace.drop_snapshots()
     before = workspace.expect_agent_edits(f"before the coder's call in iteration {number}")
     try:
         answer = coder.ask(request)

@@ -224,7 +224,7 @@ def _run_guarded(
 ) -> CommandResult:
     """Run one command; protected paths it changed are put back and fail it, since an allowed
     command may run a file the coder patched."""
-    before = workspace.checkpoint(f"before tester command {index}")
+    before = workspace.snapshot(f"before tester command {index}")
     result = runner.run(argv, log)
     tampered = protected_changed_since(before)
     if tampered:

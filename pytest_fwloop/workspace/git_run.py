@@ -1,0 +1,96 @@
+"""Running git for the shadow repository, and reading what it prints.
+
+Every call gets the caller's environment without its GIT_* variables and with no user or system
+configuration, so nothing of the user's git setup (hooks, filters, a GIT_DIR of theirs) reaches
+the shadow repository; the user's own checkout is only ever located here, never written.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+_MESSAGE_LIMIT = 400
+
+
+class WorkspaceError(Exception):
+    """The workspace cannot be snapshotted, restored or locked; the message says what to do."""
+
+
+def git_env(git_dir: Path, work_tree: Path) -> dict[str, str]:
+    """The caller's environment without any GIT_* variable, plus ours: no user or system config."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
+    env.update(
+        GIT_DIR=str(git_dir),
+        GIT_WORK_TREE=str(work_tree),
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL=os.devnull,
+        GIT_TERMINAL_PROMPT="0",
+        # Paths we pass are file names, never globs.
+        GIT_LITERAL_PATHSPECS="1",
+    )
+    return env
+
+
+def run_git(
+    args: list[str], *, env: dict[str, str], cwd: Path, stdin: bytes | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    git = shutil.which("git", path=env.get("PATH"))
+    if git is None:
+        raise WorkspaceError(
+            "fwloop: git is not on PATH; install git (2.32 or newer) so fwloop can snapshot "
+            "and restore the workspace"
+        )
+    return subprocess.run(
+        [git, *args],
+        input=stdin if stdin is not None else b"",
+        capture_output=True,
+        env=env,
+        cwd=cwd,
+        check=False,
+    )
+
+
+def user_git_dir(root: Path) -> Path | None:
+    """The git directory of a checkout whose top is `root` (a `.git` dir or `gitdir:` file)."""
+    dot_git = root / ".git"
+    if dot_git.is_dir():
+        return dot_git
+    if dot_git.is_file():
+        first_line = dot_git.read_text(errors="replace").partition("\n")[0]
+        if first_line.startswith("gitdir: "):
+            git_dir = root / first_line[len("gitdir: ") :].strip()
+            return git_dir if git_dir.is_dir() else None
+    return None
+
+
+def exclude_file(git_dir: Path) -> str:
+    """`info/exclude` lives in the common directory, which linked worktrees point to."""
+    common = git_dir / "commondir"
+    base = git_dir / common.read_text().strip() if common.is_file() else git_dir
+    return str(base / "info" / "exclude")
+
+
+def encode(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+def split_z(raw: bytes) -> list[str]:
+    return [os.fsdecode(item) for item in raw.split(b"\0") if item]
+
+
+def join_z(paths: list[str]) -> bytes:
+    return b"".join(os.fsencode(p) + b"\0" for p in paths)
+
+
+def one_line(stderr: bytes) -> str:
+    """Git's message without hints, on one bounded line."""
+    lines = [line.strip() for line in stderr.decode("utf-8", "replace").splitlines()]
+    text = "; ".join(line for line in lines if line and not line.startswith("hint:"))
+    text = text or "no message from git"
+    return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 1] + "…"
