@@ -105,10 +105,13 @@ def test_a_plain_run_imports_none_of_the_loop(pytester: pytest.Pytester) -> None
 
 
 def test_a_test_runs_no_hook_of_the_plugin_until_it_uses_an_environment(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The console report hook is registered by the first test that uses an environment: a
     suite that uses none pays no per-test call of ours."""
+    # One serial port serves one worker: the inner run is not one of this run's xdist workers.
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
     pytester.makeconftest(
         "import pytest\n\n"
         "@pytest.fixture\n"
