@@ -15,15 +15,13 @@ from pytest_fwloop.core.context import (
     MIN_EXCERPT,
     MIN_NODEID_BYTES,
     MIN_SIGNATURE_BYTES,
-    SIGNATURE_CHARS,
     excerpt,
     guaranteed_signatures,
     pack_failures,
     packed_size,
-    scrub,
-    signature,
 )
 from pytest_fwloop.core.results import Phase, TestRecord
+from pytest_fwloop.core.signature import SIGNATURE_CHARS, scrub, signature
 
 ROOT = "/work/board-fw"
 CAP = 32768

@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 
 from pytest_fwloop.core.agent_protocol import Failure
 from pytest_fwloop.core.results import TestRecord
+from pytest_fwloop.core.signature import scrub, signature, wire_bytes
 
-#: Longest signature, in characters; a longer headline keeps its start and end.
-SIGNATURE_CHARS = 200
 #: Bytes every excerpt keeps (or its whole text, if shorter) before member lists collapse; more
 #: when half the cap shared among the clusters gives more.
 EXCERPT_FLOOR = 1024
@@ -38,43 +36,9 @@ _SHORTENINGS: tuple[tuple[int | None, int | None], ...] = (
     (64, 48),
     (MIN_SIGNATURE_BYTES, MIN_NODEID_BYTES),
 )
-
-_PATH_CHAR = r"[\w.+~@%=-]"
-# Patterns that start with a literal are searched for quickly; the character before a match is
-# checked afterwards, so "http://host/a/b" and "src/a/b" are left alone.
-_ABSOLUTE_PATH = re.compile(rf"/{_PATH_CHAR}+(?:/{_PATH_CHAR}+)*")
-_NOT_A_PATH_START = re.compile(r"[\w.~:/<>-]")
-_PYTEST_TMP = re.compile(rf"/pytest-of-{_PATH_CHAR}+/pytest-(?:\d+|current)(?=/|$)")
-_DURATION = re.compile(
-    r"(?<![\w./-])\d+(?:\.\d+)?(?P<unit>\s?(?:ms|us|µs|ns|s|secs?|seconds?|mins?|minutes?))(?!\w)"
-    r"(?: \(\d+:\d\d:\d\d\))?"
-)
-_DATETIME = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?")
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-# Escaped as \u00XX these cost six bytes each and tell the coder nothing.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-
 #: Where an excerpt or a long log was cut. It gives no count: a long log is first cut to a window
 #: at each end (`_window`), so a count taken from the excerpt's input would understate the cut.
 _CUT = "\n…\n"
-_CRASH = re.compile(r"(?P<path>.+?):\d+: (?P<message>.*)", re.DOTALL)
-_PYTEST_E = re.compile(r"^E\s+")
-#: A traceback entry's location line as pytest prints it: `path:line: ...`.
-_LOCATION = re.compile(r"^(?P<path>[^\s:][^:\n]*):(?P<line>\d+):", re.MULTILINE)
-#: Values that change between iterations of the same failure, in the order they are replaced.
-_VOLATILE = (
-    (re.compile(r"(?<!\w)'[^'\n]*'(?!\w)|(?<!\w)\"[^\"\n]*\"(?!\w)"), "'…'"),
-    (re.compile(r"\b[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b"), "<uuid>"),
-    (
-        re.compile(
-            r"\b0[xX][0-9a-fA-F]+\b|\b(?=[0-9a-fA-F]*[a-fA-F])(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{6,}\b"
-        ),
-        "<hex>",
-    ),
-    # A minus sign only where it cannot be a hyphen or a range: "x=-1", not "3-5" or "uart-2".
-    (re.compile(r"(?<![A-Za-z_])(?:(?<![\w.])-)?\d+(?:\.\d+)*"), "N"),
-    (re.compile(r"\s+"), " "),
-)
 
 
 def packed_size(failures: Sequence[Failure]) -> int:
@@ -92,125 +56,15 @@ def guaranteed_signatures(cap_bytes: int) -> int:
     return max(cap_bytes, 0) // (_ENTRY_BYTES + MIN_SIGNATURE_BYTES + MIN_NODEID_BYTES)
 
 
-def scrub(text: str, root: str = "") -> str:
-    """`text` without what changes from run to run or says nothing: paths under `root` made
-    relative, pytest tmp dirs as `<tmp>`, other absolute paths cut to their last two components,
-    durations as `?s`, timestamps as `<ts>`, terminal colours and control characters.
-
-    Never longer on the wire than `text`, so a log's raw size bounds its scrubbed size.
-    """
-    text = text.encode("utf-8", "replace").decode()  # lone surrogates cannot go on the wire
-    text = _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
-    text = _CONTROL.sub("", text)
-    base = root.rstrip("/")
-    if base:
-        under_root = re.compile(rf"{re.escape(base)}(?:/|(?!{_PATH_CHAR}))")
-        text = under_root.sub(_relative_to_root, text)
-    text = _ABSOLUTE_PATH.sub(_outside_path, text)
-    text = _DATETIME.sub("<ts>", text)
-    return _DURATION.sub(r"?\g<unit>", text)
-
-
-def _starts_a_path(match: re.Match[str]) -> bool:
-    return match.start() == 0 or not _NOT_A_PATH_START.match(match.string, match.start() - 1)
-
-
-def _relative_to_root(match: re.Match[str]) -> str:
-    if not _starts_a_path(match):
-        return match[0]
-    return "" if match[0].endswith("/") else "."
-
-
-def _outside_path(match: re.Match[str]) -> str:
-    """A pytest tmp dir as `<tmp>`, any other path cut to its last two components."""
-    path = match[0]
-    if not _starts_a_path(match):
-        return path
-    tmp = _PYTEST_TMP.search(path)
-    if tmp is not None:
-        return "<tmp>" + path[tmp.end() :]
-    short = "…/" + "/".join(path.split("/")[-2:])
-    return short if _cost(short) < _cost(path) else path
-
-
-def signature(record: TestRecord, root: str = "") -> str:
-    """A stable name for "the same failure", sharp enough to keep different bugs apart: the
-    phase, the test function and the line of it that failed, the first line of what was raised
-    (minus values that change between runs), and the file it was raised in when that is not the
-    test's own (a firmware module, a driver). Firmware-side line numbers are left out, since a
-    patch above them shifts them; the test's line stays, since patches change the firmware."""
-    if record.env_failure:
-        # The environment being down is one failure, wherever each test noticed it.
-        return _bounded(f"{record.phase}: {_normalized(record.env_failure, root)}")
-    test_file, _, function = record.nodeid.partition("::")
-    crash = _CRASH.match(record.crash)
-    if crash is not None:
-        message = crash["message"]
-    else:
-        message = _PYTEST_E.sub("", _last_line(record.longrepr))
-    message = _normalized(message, root) or record.outcome
-    site = f"{test_file}::{function.partition('[')[0]}" if function else test_file
-    line = _test_line(record, test_file)
-    headline = f"{record.phase} {scrub(site, root)}{f':{line}' if line else ''}: {message}"
-    raised_in = scrub(crash["path"], root) if crash is not None else ""
-    if raised_in and not _same_file(raised_in, test_file):
-        headline += f" (raised in {raised_in})"
-    return _bounded(headline)
-
-
-def _normalized(message: str, root: str) -> str:
-    message = _first_line(scrub(message, root))
-    for pattern, replacement in _VOLATILE:
-        message = pattern.sub(replacement, message)
-    return message.strip()
-
-
-def _test_line(record: TestRecord, test_file: str) -> str:
-    """The line of the test's own file where it failed: its frame in the traceback (pytest's
-    `path:line: ...` location lines), else the crash line when the crash is in that file."""
-    if test_file:
-        for text in (record.longrepr, record.crash):
-            for found in _LOCATION.finditer(text):
-                if _same_file(found["path"], test_file):
-                    return found["line"]
-    return ""
-
-
-def _same_file(path: str, test_file: str) -> bool:
-    return path == test_file or path.endswith(f"/{test_file}")
-
-
-def _bounded(headline: str) -> str:
-    if len(headline) <= SIGNATURE_CHARS:
-        return headline
-    half = (SIGNATURE_CHARS - 1) // 2
-    return f"{headline[:half]}…{headline[len(headline) - half :]}"
-
-
-def _first_line(text: str) -> str:
-    # Not splitlines(): it also splits at form feeds and other characters a value may hold.
-    return next((line.strip() for line in text.split("\n") if line.strip()), "")
-
-
-def _last_line(text: str) -> str:
-    return text.rstrip().rpartition("\n")[2].strip()
-
-
 def excerpt(text: str, budget: int) -> str:
     """Head and tail of `text` within `budget` bytes, the tail weighted three to one: the end of a
     traceback says what failed, the start where it began. "" when not even the cut mark fits."""
-    if _cost(text) <= budget:
+    if wire_bytes(text) <= budget:
         return text
-    room = budget - _cost(_CUT)
+    room = budget - wire_bytes(_CUT)
     if room <= 0:
         return ""
     return f"{_prefix(text, room // 4)}{_CUT}{_suffix(text, room - room // 4)}"
-
-
-def _cost(text: str) -> int:
-    """Bytes `text` takes inside a JSON string on the wire, quotes excluded. A lone surrogate (it
-    cannot go on the wire; `scrub` replaces it) counts as the three bytes Python would need."""
-    return len(json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass")) - 2
 
 
 def _prefix(text: str, budget: int) -> str:
@@ -218,7 +72,7 @@ def _prefix(text: str, budget: int) -> str:
     low, high = 0, min(len(text), budget)
     while low < high:
         middle = (low + high + 1) // 2
-        if _cost(text[:middle]) <= budget:
+        if wire_bytes(text[:middle]) <= budget:
             low = middle
         else:
             high = middle - 1
@@ -242,8 +96,8 @@ class _Cluster:
     nodeid_totals: list[int] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.signature_cost = _cost(self.signature)
-        self.nodeid_costs = [_cost(nodeid) for nodeid in self.nodeids]
+        self.signature_cost = wire_bytes(self.signature)
+        self.nodeid_costs = [wire_bytes(nodeid) for nodeid in self.nodeids]
         self.nodeid_totals = [0, *accumulate(self.nodeid_costs)]
 
     def listed(self, limit: int | None) -> int:
@@ -254,17 +108,17 @@ class _Cluster:
             return members
         named = (members - limit) * (_ENTRY_BYTES + self.signature_cost)
         named += self.nodeid_totals[members] - self.nodeid_totals[limit]
-        return members if named <= self._count_cost(limit) else limit
+        return members if named <= self._countwire_bytes(limit) else limit
 
-    def fixed_cost(self, limit: int | None) -> int:
+    def fixedwire_bytes(self, limit: int | None) -> int:
         """Bytes of this cluster's entries under `limit`, with the excerpt still empty."""
         listed = self.listed(limit)
         cost = listed * (_ENTRY_BYTES + self.signature_cost) + self.nodeid_totals[listed]
-        return cost + (self._count_cost(listed) if listed < len(self.nodeids) else 0)
+        return cost + (self._countwire_bytes(listed) if listed < len(self.nodeids) else 0)
 
-    def _count_cost(self, listed: int) -> int:
+    def _countwire_bytes(self, listed: int) -> int:
         note = _count_note(len(self.nodeids) - listed)
-        return _ENTRY_BYTES + self.signature_cost + self.nodeid_costs[listed] + _cost(note)
+        return _ENTRY_BYTES + self.signature_cost + self.nodeid_costs[listed] + wire_bytes(note)
 
     def want(self, bound: int) -> int:
         """Bytes of the whole excerpt before scrubbing, which only shrinks it; past `bound` just a
@@ -272,7 +126,7 @@ class _Cluster:
         texts = [text for text in (self.longrepr, self.sections) if text]
         if sum(len(text) for text in texts) > bound:  # a character costs at least one byte
             return bound + 1
-        return _cost("\n".join(texts))
+        return wire_bytes("\n".join(texts))
 
     def lead_excerpt(self, budget: int, root: str) -> str:
         """The traceback's and the captured output's excerpts, two thirds to the traceback: cut
@@ -284,11 +138,11 @@ class _Cluster:
             for text in (self.longrepr, self.sections)
         )
         whole = "\n".join(text for text in (longrepr, sections) if text)
-        if not (longrepr and sections) or _cost(whole) <= budget:
+        if not (longrepr and sections) or wire_bytes(whole) <= budget:
             return excerpt(whole, budget)
-        budget -= _cost("\n")
-        sections_budget = min(_cost(sections), budget // 3)
-        longrepr_budget = min(_cost(longrepr), budget - sections_budget)
+        budget -= wire_bytes("\n")
+        sections_budget = min(wire_bytes(sections), budget // 3)
+        longrepr_budget = min(wire_bytes(longrepr), budget - sections_budget)
         parts = (excerpt(longrepr, longrepr_budget), excerpt(sections, budget - longrepr_budget))
         return "\n".join(part for part in parts if part)
 
@@ -360,7 +214,7 @@ def _with_members(clusters: list[_Cluster], cap_bytes: int, root: str) -> list[F
     entry fit."""
 
     def fixed(limit: int | None) -> int:
-        return sum(cluster.fixed_cost(limit) for cluster in clusters)
+        return sum(cluster.fixedwire_bytes(limit) for cluster in clusters)
 
     if fixed(1) > cap_bytes:  # checked first: sizing the logs of thousands of clusters is slow
         return None
@@ -448,7 +302,7 @@ def _headlines(clusters: list[_Cluster], cap_bytes: int) -> list[Failure]:
     spent, tests_left = 0, sum(len(cluster.nodeids) for cluster in clusters)
     for index, (head, cost) in enumerate(zip(heads, costs, strict=True)):
         note = _omitted_note(len(heads) - index, tests_left)
-        if spent + cost + _cost(note) > cap_bytes:
+        if spent + cost + wire_bytes(note) > cap_bytes:
             break
         kept, closing = index, head.model_copy(update={"excerpt": note})
         spent += cost
@@ -474,9 +328,9 @@ def _headline(cluster: _Cluster, signature_limit: int | None, nodeid_limit: int 
 def _shorten(text: str, limit: int | None, tagged: bool = False) -> str:
     """`text` within `limit` bytes, its start and end kept; a tagged one ends in a digest of the
     whole text, so two signatures that differ only in the middle stay distinct."""
-    if limit is None or _cost(text) <= limit:
+    if limit is None or wire_bytes(text) <= limit:
         return text
     tag = f" #{hashlib.blake2b(text.encode(), digest_size=3).hexdigest()}" if tagged else ""
-    room = limit - _cost("…") - len(tag)
+    room = limit - wire_bytes("…") - len(tag)
     head = _prefix(text, room // 2)
     return f"{head}…{_suffix(text, room - room // 2)}{tag}"

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pytest_fwloop.core.context import signature
 from pytest_fwloop.core.results import (
     COMMAND_NODEID_PREFIX,
     IterationResults,
     TestRecord,
     not_passing,
 )
+from pytest_fwloop.core.signature import signature
 
 FlakyPolicy = Literal["exclude", "pass", "fail"]
 

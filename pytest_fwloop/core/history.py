@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pytest_fwloop.core.agent_protocol import Regression
-from pytest_fwloop.core.context import excerpt, scrub, signature
+from pytest_fwloop.core.context import excerpt
 from pytest_fwloop.core.results import IterationResults, TestRecord, not_passing
+from pytest_fwloop.core.signature import scrub, signature
 
 Measured = Sequence[tuple[int, IterationResults]]
 

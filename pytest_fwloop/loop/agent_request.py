@@ -16,9 +16,10 @@ from pytest_fwloop.core.agent_protocol import (
     HistoryEntry,
     SimilarFix,
 )
-from pytest_fwloop.core.context import excerpt, pack_failures, scrub, signature
+from pytest_fwloop.core.context import excerpt, pack_failures
 from pytest_fwloop.core.history import open_regressions
 from pytest_fwloop.core.risky import MAX_LISTED, assess
+from pytest_fwloop.core.signature import scrub, signature
 from pytest_fwloop.knowledge.fixes import declined_before, similar_fixes
 from pytest_fwloop.knowledge.store import KnowledgeBase
 from pytest_fwloop.loop.state import LoopState

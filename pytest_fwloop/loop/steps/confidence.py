@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from pytest_fwloop.config.settings import LoopSettings
 from pytest_fwloop.core.agent_protocol import MustFix
-from pytest_fwloop.core.context import scrub, signature
 from pytest_fwloop.core.decision_record import judge, stopped_short
 from pytest_fwloop.core.fsm import LoopEvent
 from pytest_fwloop.core.records import DeclinedRecord
+from pytest_fwloop.core.signature import scrub, signature
 from pytest_fwloop.loop.state import LoopState, Step
 from pytest_fwloop.loop.steps.decline import open_failures
 

@@ -8,11 +8,11 @@ about the declined ones. CODE_ANALYSIS ends the run when only declined tests are
 
 from __future__ import annotations
 
-from pytest_fwloop.core.context import signature
 from pytest_fwloop.core.declines import decline_ending, declined_by, still_declined
 from pytest_fwloop.core.fsm import LoopEvent
 from pytest_fwloop.core.records import DecisionRecord
 from pytest_fwloop.core.results import TestRecord
+from pytest_fwloop.core.signature import signature
 from pytest_fwloop.loop.state import LoopState, Step
 
 
