@@ -163,9 +163,11 @@ def _start(
             return int(pytest.ExitCode.USAGE_ERROR)
     try:
         # Imported now, while the baseline's tests may already run.
-        from pytest_fwloop.loop.lifetime import control
+        from pytest_fwloop.loop.lifetime import announce, control
 
-        return control(config, settings, workspace, recorder, terminal, redact, continued, child)
+        status = control(config, settings, workspace, recorder, terminal, redact, continued, child)
+        announce(settings, recorder, terminal)
+        return status
     finally:
         child.stop_head_start()
 

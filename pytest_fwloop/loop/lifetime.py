@@ -43,25 +43,7 @@ def control(
     continued: Continued | None,
     child: ChildRunner,
 ) -> int:
-    """Build the controller, run it, end the run, announce the end; the exit status."""
-    status = _control(config, settings, workspace, recorder, terminal, redact, continued, child)
-    try:
-        announce_end(settings, recorder, terminal)
-    except Exception as exc:  # the run has ended as it ended; a notification cannot change that
-        terminal.line(f"{PREFIX} notifications not sent: {describe_crash(exc)}")
-    return status
-
-
-def _control(
-    config: pytest.Config,
-    settings: LoopSettings,
-    workspace: Workspace,
-    recorder: RunRecorder,
-    terminal: Terminal,
-    redact: Redactor,
-    continued: Continued | None,
-    child: ChildRunner,
-) -> int:
+    """Build the controller, run it and end the run; the exit status."""
     # From here on every exception is an internal error (DESIGN.md §10): outcome
     # internal_error, exit status 3, the tree restored, the records written, no traceback.
     started = time.monotonic()
@@ -133,6 +115,14 @@ def _control(
     assert controller.loop.outcome is not None
     _left(keeper, controller.loop)
     return int(exit_status(controller.loop.outcome, advisory=settings.advisory))
+
+
+def announce(settings: LoopSettings, recorder: RunRecorder, terminal: Terminal) -> None:
+    """Tell the notification channels how the run ended; a failure is a line, nothing more."""
+    try:
+        announce_end(settings, recorder, terminal)
+    except Exception as exc:  # the run has ended as it ended; a notification cannot change that
+        terminal.line(f"{PREFIX} notifications not sent: {describe_crash(exc)}")
 
 
 def _invocation(config: pytest.Config) -> Invocation:
