@@ -12,7 +12,7 @@ import pytest
 # Loaded with the plugin, so it records the search path before pytest's configuration adds to it.
 import pytest_fwloop.child.pristine  # noqa: F401
 from pytest_fwloop import hookspecs
-from pytest_fwloop.config.options import (
+from pytest_fwloop.config.option_table import (
     CHILD_JUNIT_FLAG,
     CHILD_REPORT_FLAG,
     CHILD_SELECT_FLAG,

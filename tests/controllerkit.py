@@ -23,7 +23,7 @@ from loopkit import APPROVE, check_records, coder_answer, unified_diff
 from pytest_fwloop.agents.base import RawAnswer
 from pytest_fwloop.agents.errors import ProviderError
 from pytest_fwloop.child.files import Attempt
-from pytest_fwloop.config.options import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG
+from pytest_fwloop.config.option_table import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG
 from pytest_fwloop.config.settings import LoopSettings, load_settings
 from pytest_fwloop.core.agent_protocol import AgentRequest
 from pytest_fwloop.core.outcomes import Outcome

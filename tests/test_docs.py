@@ -43,6 +43,7 @@ def test_option_help_names_every_registered_provider() -> None:
     from pytest_fwloop.agents.registry import PROVIDER_SYNTAX
 
     assert ", ".join(PROVIDER_SYNTAX) == options.PROVIDER_CHOICES
+    assert options.PROVIDER_CHOICES in options.spec_of("coder").help
 
 
 def test_every_provider_error_kind_is_an_outcome_of_the_same_name() -> None:

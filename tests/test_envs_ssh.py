@@ -8,7 +8,7 @@ import pytest
 
 from envs_support.sshd import PrivateSshd, generate_key
 from envs_support.tools import INNER_ARGS, require
-from pytest_fwloop.config.env_options import KNOWN_HOSTS_ACCEPT_NEW
+from pytest_fwloop.config.options import KNOWN_HOSTS_ACCEPT_NEW
 from pytest_fwloop.envs.errors import ConsoleTimeout, EnvironmentFailure
 from pytest_fwloop.envs.ssh import SshAddress, SshResult, SshTarget, parse_target
 

@@ -78,7 +78,8 @@ def test_ini_options_are_known_so_strict_config_accepts_them(pytester: pytest.Py
 
 
 def test_a_plain_run_imports_none_of_the_loop(pytester: pytest.Pytester) -> None:
-    """Without --fwloop only the options and the fixture modules load: no models, no agents."""
+    """Without --fwloop only the option table (read as data, no parsers) and the fixture
+    declarations load: no models, no agents."""
     pytester.makeconftest(
         "import sys\n\n"
         "def pytest_sessionfinish(session):\n"
@@ -94,10 +95,7 @@ def test_a_plain_run_imports_none_of_the_loop(pytester: pytest.Pytester) -> None
         "pytest_fwloop.child",
         "pytest_fwloop.child.pristine",
         "pytest_fwloop.config",
-        "pytest_fwloop.config.env_options",
-        "pytest_fwloop.config.gate_options",
-        "pytest_fwloop.config.option_spec",
-        "pytest_fwloop.config.options",
+        "pytest_fwloop.config.option_table",
         "pytest_fwloop.fixtures",
         "pytest_fwloop.hookspecs",
         "pytest_fwloop.plugin",

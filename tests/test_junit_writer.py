@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from pytest_fwloop.child.junit_writer import classname_and_name
-from pytest_fwloop.config.options import CHILD_JUNIT_FLAG, CHILD_REPORT_FLAG
+from pytest_fwloop.config.option_table import CHILD_JUNIT_FLAG, CHILD_REPORT_FLAG
 
 SUITE = """
 import pytest

@@ -54,14 +54,18 @@ def test_the_sdist_ships_the_license_and_no_tests_it_cannot_run(dist: Path) -> N
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
     assert {"LICENSE", "README.md", "CHANGELOG.md", "docs/providers.md"} <= names
     assert "pytest_fwloop/schemas/coder.json" in names
+    assert "pytest_fwloop/config/option_table.json" in names
     assert not [n for n in names if n.startswith(("tests/", "examples/", "benchmarks/"))]
 
 
-def test_the_wheel_ships_the_schemas_the_report_template_and_the_license(dist: Path) -> None:
+def test_the_wheel_ships_the_schemas_the_option_table_the_report_template_and_the_license(
+    dist: Path,
+) -> None:
     [wheel] = dist.glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {
         "pytest_fwloop/schemas/reviewer.json",
+        "pytest_fwloop/config/option_table.json",
         "pytest_fwloop/templates/report.html.j2",
         "pytest_fwloop/py.typed",
     } <= set(names)

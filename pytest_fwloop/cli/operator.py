@@ -22,7 +22,7 @@ from pathlib import Path
 from pytest_fwloop.cli.chat import add_chat_parser, chat_thread, chat_usage, show_threads
 from pytest_fwloop.cli.replay import ReplayError
 from pytest_fwloop.cli.runs import find_run
-from pytest_fwloop.config.options import OPERATOR_FLAG
+from pytest_fwloop.config.option_table import OPERATOR_FLAG
 from pytest_fwloop.core.confirm_words import confirms
 from pytest_fwloop.core.run_state import RunState, StateError, load_state
 from pytest_fwloop.loop.continuation import Action, Order, iteration_limit, refusal

@@ -1,8 +1,9 @@
 """What one option is (its names, default and kind) and how its text becomes its value.
 
 A parser returns the value or raises `ValueError` with the reason alone; `options` quotes it in a
-`pytest.UsageError` naming the bad value and where it came from. Plain pytest imports this module
-with the option table, so it imports nothing heavier than the standard library.
+`pytest.UsageError` naming the bad value and where it came from. The table (`option_table.json`)
+names each option's parser (`"parse": "positive_int"`) or its choices; `OptionSpec.from_row`
+turns a row into a spec.
 """
 
 from __future__ import annotations
@@ -169,3 +170,50 @@ class OptionSpec:
     @property
     def dest(self) -> str:
         return f"fwloop_{self.name}"
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> OptionSpec:
+        """The spec of one row of `option_table.json`; a key or parser the table may not have
+        is a `KeyError` naming it, so a typo in the table fails every test at import."""
+        unknown = set(row) - _ROW_KEYS
+        if unknown:
+            raise KeyError(f"option {row.get('name')!r}: unknown key(s) {sorted(unknown)}")
+        if "choices" in row:
+            parse = one_of(
+                *row["choices"], meanings=tuple(row.get("meanings", ())), blank=row.get("blank", "")
+            )
+        else:
+            parse = PARSERS[row.get("parse", "text")]
+        return cls(
+            name=row["name"],
+            help=row["help"],
+            default=row["default"],
+            parse=parse,
+            flag=row.get("flag"),
+            kind=row.get("kind", "string"),
+            metavar=row.get("metavar", "VALUE"),
+            example=row.get("example", ""),
+        )
+
+
+#: What a row of the table may say (`option_table.json`).
+_ROW_KEYS = frozenset(
+    {"name", "help", "default", "flag", "kind", "metavar", "example", "parse", "choices"}
+    | {"meanings", "blank"}
+)
+
+#: The parsers a row names with `"parse"` (a row with `"choices"` gets `one_of`).
+PARSERS: dict[str, Callable[[str], Any]] = {
+    "text": parse_text,
+    "words": parse_words,
+    "bool": parse_bool,
+    "on_off": parse_on_off,
+    "positive_int": parse_positive_int,
+    "non_negative_int": parse_non_negative_int,
+    "positive_float": parse_positive_float,
+    "non_negative_float": parse_non_negative_float,
+    "unit_float": parse_unit_float,
+    "context_cap": parse_context_cap,
+    "metric_tolerance": parse_metric_tolerance,
+    "labgrid_tags": parse_labgrid_tags,
+}

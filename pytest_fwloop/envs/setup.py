@@ -1,4 +1,5 @@
-"""The environments the fixtures hand out, built from their options (`config/env_options.py`).
+"""The environments the fixtures hand out, built from their options (the last section of
+`config/option_table.json`).
 
 Each is checked here, when a test first asks for it: a missing or bad option is a one-line
 usage error naming an example. The transports are imported inside, because paramiko alone takes
@@ -14,8 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_fwloop.config.env_options import KNOWN_HOSTS_ACCEPT_NEW
-from pytest_fwloop.config.options import resolve, spec_of
+from pytest_fwloop.config.options import KNOWN_HOSTS_ACCEPT_NEW, resolve, spec_of
 from pytest_fwloop.envs.pool import CONTROLLER_ID, PoolError, pick_for_worker
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from pytest_fwloop.child.files import Attempt, next_attempt, progress_path
 from pytest_fwloop.child.progress import ProgressWatcher
 from pytest_fwloop.child.start import ForkedChild, ForkGuard, fork_pytest
 from pytest_fwloop.child.verdicts import REVIEW_ENV, TEST_PLAN_ENV
-from pytest_fwloop.config.options import (
+from pytest_fwloop.config.option_table import (
     CHILD_JUNIT_FLAG,
     CHILD_REPORT_FLAG,
     CHILD_SELECT_FLAG,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_fwloop.child.rewrite_cache import RewriteCache
-from pytest_fwloop.config.options import OPERATOR_DEST
+from pytest_fwloop.config.option_table import OPERATOR_DEST
 from pytest_fwloop.config.settings import LoopSettings, load_settings
 from pytest_fwloop.core.redaction import Redactor
 from pytest_fwloop.loop.child_runner import ChildRunner
