@@ -12,11 +12,10 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_fwloop.core.child_env import REVIEW_ENV, TEST_PLAN_ENV
+
 if TYPE_CHECKING:
     from pytest_fwloop.core.agent_protocol import ReviewerAnswer, TesterAnswer
-
-REVIEW_ENV = "FWLOOP_REVIEW"
-TEST_PLAN_ENV = "FWLOOP_TEST_PLAN"
 
 
 def review() -> ReviewerAnswer | None:

@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Protocol
 
 import pytest
 
+from pytest_fwloop.core.child_env import CONSOLE_LOG_DIR_ENV
+
 if TYPE_CHECKING:
     from collections.abc import Generator
 
     from pytest_fwloop.envs.console import Transcript
 
-CONSOLE_LOG_DIR_ENV = "FWLOOP_CONSOLE_LOG_DIR"
 REPORT_SECTION = "fwloop console"
 REPORT_TAIL_CHARS = 2048
 _LOG_NAME_MAX = 200

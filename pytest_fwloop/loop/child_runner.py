@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING
 from pytest_fwloop.child.files import Attempt, next_attempt, progress_path
 from pytest_fwloop.child.progress import ProgressWatcher
 from pytest_fwloop.child.start import ForkedChild, ForkGuard, fork_pytest
-from pytest_fwloop.child.verdicts import REVIEW_ENV, TEST_PLAN_ENV
 from pytest_fwloop.config.option_table import (
     CHILD_JUNIT_FLAG,
     CHILD_REPORT_FLAG,
     CHILD_SELECT_FLAG,
 )
 from pytest_fwloop.config.settings import LoopSettings
+from pytest_fwloop.core.child_env import CONSOLE_LOG_DIR_ENV, REVIEW_ENV, TEST_PLAN_ENV
 from pytest_fwloop.loop.rundir import RunRecorder
 from pytest_fwloop.loop.terminal import Terminal
 from pytest_fwloop.procs.supervision import (
@@ -186,7 +186,7 @@ class ChildRunner:
     ) -> Running:
         folder = self.recorder.round_path(iteration)
         env = dict(os.environ)
-        env["FWLOOP_CONSOLE_LOG_DIR"] = str(folder / "console")
+        env[CONSOLE_LOG_DIR_ENV] = str(folder / "console")
         # A controller started inside a pytest-xdist worker must not make its child one too.
         for name in (REVIEW_ENV, TEST_PLAN_ENV, "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):
             env.pop(name, None)
