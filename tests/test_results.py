@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pytest_fwloop.core.results import (
     IterationResults,
     TestRecord,
     collection_errors,
     environment_lost,
     error_line,
+    executed_in,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def record(nodeid: str, outcome: str = "passed", env: str | None = None) -> TestRecord:
@@ -69,3 +75,21 @@ def test_collection_errors_are_the_collect_phase_records() -> None:
         tests=[record("t.py::a"), TestRecord(nodeid="b.py", outcome="error", phase="collect")],
     )
     assert [t.nodeid for t in collection_errors(results)] == ["b.py"]
+
+
+def test_executions_count_each_child_run_and_each_rerun_a_plugin_made(tmp_path: Path) -> None:
+    """DESIGN.md §13: executed_counts has reruns included, pytest-rerunfailures' too (a record's
+    `reruns`); carried records and the merged results.json are not runs."""
+    focus = IterationResults(
+        exitstatus=1,
+        tests=[
+            TestRecord(nodeid="a", outcome="passed", phase="call", reruns=2),
+            TestRecord(nodeid="b", outcome="failed", phase="call"),
+            TestRecord(nodeid="c", outcome="passed", phase="call", carried=True),
+        ],
+    )
+    rerun = IterationResults(exitstatus=1, tests=[record("b", "failed")])
+    (tmp_path / "results-1.json").write_text(focus.model_dump_json())
+    (tmp_path / "flaky-1-results.json").write_text(rerun.model_dump_json())
+    (tmp_path / "results.json").write_text(focus.model_dump_json())
+    assert executed_in(tmp_path) == 3 + 1 + 1
