@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_fwloop.cli.main import main
+from pytest_fwloop.core.agent_protocol import DeclinedBefore
 from pytest_fwloop.core.fsm import IterationKind
 from pytest_fwloop.core.redaction import Redactor
 from pytest_fwloop.core.results import IterationResults, TestRecord
@@ -144,3 +145,37 @@ def test_fwloop_kb_lists_searches_and_forgets(
     assert main(["kb", "forget", "1", *where]) == 0
     assert main(["kb", "forget", "1", *where]) == 1
     assert capsys.readouterr().err == f"fwloop: no fix #1 in {base.path}\n"
+
+
+def test_fwloop_kb_shows_the_verdicts_later_coders_are_told_and_forgets_one(
+    base: KnowledgeBase, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A wrong "not a code defect" verdict would be sent to every later run's coder: the
+    operator must be able to see it and take it out."""
+    signature = "call tests/test_uart.py::test_baud:7: AssertionError"
+    base.store_verdicts(
+        [
+            DeclinedBefore(
+                nodeid="tests/test_uart.py::test_baud",
+                signature=signature,
+                status="declined",
+                reason="the lab's UART adapter is unplugged",
+                run_id="run-1",
+                outcome="failure",
+            )
+        ]
+    )
+    where = ["--knowledge", str(base.path)]
+    assert main(["kb", "verdicts", *where]) == 0
+    out = capsys.readouterr().out
+    assert "declined" in out
+    assert "tests/test_uart.py::test_baud" in out
+    assert "the lab's UART adapter is unplugged" in out
+    [shown] = base.recent_verdicts()
+    assert main(["kb", "forget", "--verdict", str(shown.id), *where]) == 0
+    assert capsys.readouterr().out == f"fwloop: verdict #{shown.id} forgotten\n"
+    assert base.verdicts_for([signature]) == []
+    assert main(["kb", "forget", "--verdict", str(shown.id), *where]) == 1
+    assert capsys.readouterr().err == f"fwloop: no verdict #{shown.id} in {base.path}\n"
+    assert main(["kb", "verdicts", *where]) == 0
+    assert capsys.readouterr().out == "no verdict\n"

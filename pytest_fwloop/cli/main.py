@@ -64,14 +64,25 @@ def cancel(root: Path, run: str | None, wait: float) -> int:
 
 
 def knowledge_command(args: argparse.Namespace) -> int:
-    """`fwloop kb search|list|forget`: look into the knowledge base, or take a fix out of it."""
+    """`fwloop kb search|list|verdicts|forget`: look into the knowledge base, or take a fix or
+    a verdict out of it."""
     base = KnowledgeBase(args.knowledge)
     try:
         if args.action == "forget":
-            if not base.forget(args.id):
-                print(f"fwloop: no fix #{args.id} in {args.knowledge}", file=sys.stderr)
+            what = "verdict" if args.verdict else "fix"
+            if not (base.forget_verdict(args.id) if args.verdict else base.forget(args.id)):
+                print(f"fwloop: no {what} #{args.id} in {args.knowledge}", file=sys.stderr)
                 return 1
-            print(f"fwloop: fix #{args.id} forgotten")
+            print(f"fwloop: {what} #{args.id} forgotten")
+            return 0
+        if args.action == "verdicts":
+            verdicts = base.recent_verdicts(args.limit)
+            table = [
+                [v.id, v.created[:16], v.run_id, v.status, v.nodeid, v.reason[:50]]
+                for v in verdicts
+            ]
+            headers = ["id", "stored", "run", "status", "test", "reason"]
+            print(tabulate(table, headers) if table else "no verdict")
             return 0
         found = (
             base.search(args.text, args.limit)
@@ -165,14 +176,22 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_knowledge_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`fwloop kb`: its actions read the knowledge base file, not a run, so no --rootdir."""
-    kb = commands.add_parser("kb", help="the knowledge base of fixes that worked")
+    kb = commands.add_parser(
+        "kb", help="the knowledge base: fixes that worked, verdicts on failures left unfixed"
+    )
     actions = kb.add_subparsers(dest="action", required=True)
     search = actions.add_parser("search", help="fixes whose failures match the words of TEXT")
     search.add_argument("text")
     actions.add_parser("list", help="the latest fixes")
-    forget = actions.add_parser("forget", help="take one fix out")
+    actions.add_parser(
+        "verdicts",
+        help="the latest verdicts: failures a coder declined (not a code defect) or could not "
+        "analyse, which later runs' coders are told of",
+    )
+    forget = actions.add_parser("forget", help="take one fix (or, with --verdict, a verdict) out")
     forget.add_argument("id", type=int)
-    for action in (search, actions.choices["list"], forget):
+    forget.add_argument("--verdict", action="store_true", help="ID is a verdict's, not a fix's")
+    for action in (search, actions.choices["list"], actions.choices["verdicts"], forget):
         action.add_argument(
             "--knowledge",
             type=Path,

@@ -101,6 +101,13 @@ class FoundFix(BaseModel):
     patch: str
 
 
+class FoundVerdict(DeclinedBefore):
+    """A stored verdict (a declined or inconclusive failure) as `fwloop kb verdicts` shows it."""
+
+    id: int
+    created: str
+
+
 class KnowledgeError(Exception):
     """The file is not a knowledge base this version can use."""
 
@@ -231,6 +238,22 @@ class KnowledgeBase:
             ).fetchall()
         keys = ("nodeid", "signature", "status", "reason", "run_id", "outcome")
         return [DeclinedBefore.model_validate(dict(zip(keys, row, strict=True))) for row in rows]
+
+    def recent_verdicts(self, limit: int = 20) -> list[FoundVerdict]:
+        """The latest verdicts, newest first: what later runs' coders are told."""
+        with self._connect() as db:
+            rows = db.execute(
+                "SELECT id, created, nodeid, signature, status, reason, run_id, outcome "
+                "FROM verdicts ORDER BY id DESC LIMIT ?",
+                (limit,),
+            ).fetchall()
+        keys = ("id", "created", "nodeid", "signature", "status", "reason", "run_id", "outcome")
+        return [FoundVerdict.model_validate(dict(zip(keys, row, strict=True))) for row in rows]
+
+    def forget_verdict(self, verdict_id: int) -> bool:
+        """Delete one verdict (a decline that was wrong, say); whether it was there."""
+        with self._connect() as db, db:
+            return db.execute("DELETE FROM verdicts WHERE id = ?", (verdict_id,)).rowcount > 0
 
     def recent(self, limit: int = 20) -> list[FoundFix]:
         with self._connect() as db:
