@@ -84,6 +84,10 @@ def test_low_confidence_twice_is_inconclusive_and_ends_the_run(
         "fwloop_min_confidence=0.3, twice): no idea"
     )
     assert list(loop.inconclusive) == [f"tests/test_fw.py::test_{2 if improving else 1}"]
+    # The summary names them with the coder's root cause, as it names declined tests.
+    inconclusive = kit.summary()["inconclusive"]
+    assert list(inconclusive) == list(loop.inconclusive)
+    assert [r["reason"] for r in inconclusive.values()] == ["no idea"]
     assert ("PATCH_GENERATION", "coder_inconclusive", "FAILURE") in kit.moves()
     # The knowledge base keeps it for the next run's coder (seed 001 §5.16).
     knowledge = kit.controller.settings.knowledge

@@ -222,6 +222,11 @@ class Summary(Record):
     declined: dict[str, DeclinedRecord] = Field(
         default_factory=dict, description="node id: the tests the coder declined, and why"
     )
+    inconclusive: dict[str, DeclinedRecord] = Field(
+        default_factory=dict,
+        description="node id: the tests still failing when the coder's analysis ended "
+        "inconclusive (below fwloop_min_confidence twice), with its root cause",
+    )
     best: BestTree | None = Field(
         default=None,
         description="the best kept tree of a run that ended short of success (below), or null",

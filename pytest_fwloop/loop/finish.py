@@ -242,6 +242,7 @@ def _summary(
         flaky=flaky_per_iteration(loop.attempts()),
         labgrid=loop.labgrid,
         declined=loop.declined,
+        inconclusive=loop.inconclusive,
         known_failures={
             t.nodeid: t.outcome
             for t in (latest.tests if latest else [])
