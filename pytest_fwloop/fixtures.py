@@ -14,6 +14,7 @@ transcript for the report and the console log (`envs/console_report.py`).
 
 from __future__ import annotations
 
+from contextlib import closing
 from typing import TYPE_CHECKING
 
 import pytest
@@ -59,11 +60,8 @@ def fwloop_qemu_machine(pytestconfig: pytest.Config) -> Iterator[QemuMachine]:
     """The session's QEMU (one per xdist worker, each on its own free port); boots on first use."""
     from pytest_fwloop.envs.setup import qemu_machine
 
-    machine = qemu_machine(pytestconfig)
-    try:
+    with closing(qemu_machine(pytestconfig)) as machine:
         yield machine
-    finally:
-        machine.stop()
 
 
 @pytest.fixture
@@ -79,11 +77,8 @@ def fwloop_qemu(request: pytest.FixtureRequest, fwloop_qemu_machine: QemuMachine
 def _fwloop_serial_console(pytestconfig: pytest.Config) -> Iterator[SerialConsole]:
     from pytest_fwloop.envs.setup import serial_console
 
-    console = serial_console(pytestconfig)
-    try:
+    with closing(serial_console(pytestconfig)) as console:
         yield console
-    finally:
-        console.close()
 
 
 @pytest.fixture
@@ -106,11 +101,8 @@ def fwloop_serial(
 def _fwloop_ssh_target(pytestconfig: pytest.Config) -> Iterator[SshTarget]:
     from pytest_fwloop.envs.setup import ssh_target
 
-    target = ssh_target(pytestconfig)
-    try:
+    with closing(ssh_target(pytestconfig)) as target:
         yield target
-    finally:
-        target.close()
 
 
 @pytest.fixture

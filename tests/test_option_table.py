@@ -51,6 +51,8 @@ def test_plain_pytest_registers_every_flag_and_ini_key_of_the_table(
 ) -> None:
     config = pytester.parseconfig()
     for spec in OPTIONS:
-        assert config.getini(spec.ini) == spec.default, spec.name
+        value = config.getini(spec.ini)  # an unregistered key raises
+        # pytest < 8 gives [] for an unset option whose default is None
+        assert value == spec.default or (spec.default is None and value == []), spec.name
         if spec.flag:
             assert config.getoption(spec.dest) is None, spec.name

@@ -215,6 +215,10 @@ class QemuMachine:
             self._stderr.close()
             self._stderr = None
 
+    def close(self) -> None:
+        """`stop`, under the name the other environments release by (`contextlib.closing`)."""
+        self.stop()
+
     def restart(self) -> Console:
         """Stop QEMU and boot it again; the console object stays the same."""
         return self.start()
