@@ -17,8 +17,9 @@ and compiles every plugin module (the loop's own among them) in every process.
   `pytest` on it (goal ≤ 1.15): the loop's own cost when there is nothing to repair.
 - P3: a suite of 2,000 tests taking 2 ms each (`--test-ms`), with 5 seeded bugs (each failing
   20 tests spread over the 20 files), repaired by a coder that fixes one bug per call: time to
-  green with `--fwloop-focus=on` ÷ `off` (goal ≤ 0.5), and test executions, from
-  `summary.json`'s `executed_counts` (goal ≤ 0.4).
+  green with `--fwloop-focus=on` ÷ `off` (goal ≤ 0.40, issue 25; was ≤ 0.5), and test
+  executions, from `summary.json`'s `executed_counts` (goal ≤ 0.30; was ≤ 0.4). Both goals lie
+  below the floor DESIGN.md §13 sets on this suite: benchmarks/README.md.
 - P6: the loop's `-n 2` speed-up (pytest-xdist in each child) ÷ plain pytest's `-n 2` speed-up,
   on a green suite of 400 tests taking 10 ms each (goal ≥ 0.95).
 """
@@ -172,9 +173,9 @@ def p3(scratch: Path, rounds: int, test_ms: float = 2.0) -> None:
         return seconds
 
     a, b = interleaved(rounds, lambda: repair("on"), lambda: repair("off"))
-    ratio("time-to-green ratio", a, b, "<= 0.5")
+    ratio("time-to-green ratio", a, b, "<= 0.40, below the floor: benchmarks/README.md")
     on, off = statistics.median(executions["on"]), statistics.median(executions["off"])
-    print(f"  test executions: {on:.0f} / {off:.0f} = {on / off:.3f} (goal <= 0.4)")
+    print(f"  test executions: {on:.0f} / {off:.0f} = {on / off:.3f} (goal <= 0.30; floor 0.344)")
 
 
 def p6(scratch: Path, rounds: int) -> None:
