@@ -34,7 +34,8 @@ SCALAR_INI_TYPE: Any = str | int | float if pytest.version_tuple >= (9, 2) else 
 
 
 def sections() -> list[dict[str, Any]]:
-    """The table: a list of `{"section": title, "options": [row, ...]}` in the order shown."""
+    """The table: a list of `{"section": title, "see": [page of docs/, ...], "options": [row,
+    ...]}`, in the order `docs/configuration.md` shows them."""
     loaded: list[dict[str, Any]] = json.loads(
         (Path(__file__).with_name("option_table.json")).read_bytes()
     )

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_fwloop.config.options import OPTIONS
+from pytest_fwloop.config.option_table import sections
+from pytest_fwloop.config.options import spec_of
+
+_HEADER = ["| command line | ini | environment | default | meaning |", "|---|---|---|---|---|"]
 
 
 def render_markdown() -> str:
@@ -20,16 +23,20 @@ def render_markdown() -> str:
         "`setup.cfg`) and an environment variable. Precedence: command line, then environment,",
         "then ini, then the default. A bad value stops the run before anything happens, with a",
         "one-line error naming the value and where it came from (exit status 4).",
-        "",
-        "| command line | ini | environment | default | meaning |",
-        "|---|---|---|---|---|",
-        "| `--fwloop` | — | — | off | run the suite as a repair loop; without it the plugin "
-        "is inert |",
     ]
-    for spec in OPTIONS:
-        flag = f"`{spec.flag}={spec.metavar}`" if spec.flag else "—"
-        default = _render_default(spec.default)
-        lines.append(f"| {flag} | `{spec.ini}` | `{spec.env}` | {default} | {spec.help} |")
+    for index, section in enumerate(sections()):
+        see = ", ".join(f"[{name.removesuffix('.md')}]({name})" for name in section["see"])
+        lines += ["", f"## {section['section']}", "", f"See {see}.", "", *_HEADER]
+        if index == 0:
+            lines.append(
+                "| `--fwloop` | — | — | off | run the suite as a repair loop; without it the "
+                "plugin is inert |"
+            )
+        for row in section["options"]:
+            spec = spec_of(row["name"])
+            flag = f"`{spec.flag}={spec.metavar}`" if spec.flag else "—"
+            default = _render_default(spec.default)
+            lines.append(f"| {flag} | `{spec.ini}` | `{spec.env}` | {default} | {spec.help} |")
     lines.append("")
     return "\n".join(lines)
 
