@@ -616,3 +616,72 @@ def test_ensure_is_idempotent(plain: Path) -> None:
     again.ensure()
     assert shadow_git(plain, "rev-parse", "HEAD") == first + "\n"
     assert again.changed_paths(first) == []
+
+
+# Same size before and after: Python's bytecode cache tells them apart by mtime (in whole
+# seconds) and size only.
+MINUS = "def f(a, b):\n    return a - b\n"
+PLUS_PATCH = """\
+diff --git a/fw/calc.py b/fw/calc.py
+--- a/fw/calc.py
++++ b/fw/calc.py
+@@ -1,2 +1,2 @@
+ def f(a, b):
+-    return a - b
++    return a + b
+"""
+
+
+def imported_f(root: Path) -> str:
+    """What a fresh interpreter that writes bytecode (a developer's default) imports."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return subprocess.run(
+        [sys.executable, "-c", "from fw.calc import f; print(f(5, 3))"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
+def test_a_module_rewritten_within_the_second_is_not_imported_from_stale_bytecode(
+    plain: Path,
+) -> None:
+    """A patch and its rollback can write a module twice within one second at the same size
+    (`a - b` -> `a + b`); the next child must import what the file says, not the bytecode
+    Python cached after the first write (stamped with the same second and size)."""
+    write(plain / "fw" / "calc.py", MINUS)
+    workspace = Workspace(plain)
+    workspace.open("run-pyc")
+    source = plain / "fw" / "calc.py"
+    stamp = source.stat().st_mtime_ns
+    assert imported_f(plain) == "2"  # the cache now holds `a - b`
+    workspace.apply(PLUS_PATCH)
+    os.utime(source, ns=(stamp, stamp))  # written within the same second
+    assert imported_f(plain) == "8"
+    workspace.restore_baseline()
+    os.utime(source, ns=(stamp, stamp))
+    assert imported_f(plain) == "2"
+    workspace.close(keep_tree=False)
+
+
+def test_no_snapshot_holds_bytecode_caches_even_where_the_users_git_tracks_them(
+    checkout: Path,
+) -> None:
+    """Dropping a written module's cache must not count as the patch changing another path,
+    and a restore must never write back cached bytecode of another version."""
+    write(checkout / "fw" / "calc.py", MINUS)
+    write(checkout / "fw" / "__pycache__" / "calc.cpython-311.pyc", b"committed by mistake")
+    git(checkout, "add", "--force", "fw")
+    git(checkout, "commit", "--quiet", "--message", "with a cache")
+    workspace = Workspace(checkout)
+    workspace.open("run-pyc")
+    assert workspace.apply(PLUS_PATCH) == ["fw/calc.py"]
+    assert not (checkout / "fw" / "__pycache__" / "calc.cpython-311.pyc").exists()
+    for snapshot in (workspace.baseline, workspace.snapshot("now")):
+        names = shadow_git(checkout, "ls-tree", "-r", "--name-only", snapshot).split()
+        assert "fw/calc.py" in names
+        assert [n for n in names if "__pycache__" in n] == []
+    assert workspace.restore_baseline() == ["fw/calc.py"]
+    workspace.close(keep_tree=False)

@@ -6,7 +6,8 @@ index, stash, config, hooks) is never written. The one read of it is `git ls-fil
 locks off, to keep files the user tracks even though a `.gitignore` matches them.
 
 A snapshot holds the files git would call tracked or untracked-not-ignored, judged by the tree's
-`.gitignore` files and the checkout's `.git/info/exclude`; `.git` and `.fwloop` are never in it.
+`.gitignore` files and the checkout's `.git/info/exclude`; `.git`, `.fwloop` and Python's
+`__pycache__` are never in it.
 Nested git repositories (submodules, vendored checkouts) are snapshotted as plain files, so edits
 inside them are restored like any other; their own `.git` is never touched. Attribute-driven
 conversions (eol, filters) are switched off so a restore gives back the exact bytes. Git records
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING
 from pytest_fwloop.core.policy import GitReading
 from pytest_fwloop.core.posix_paths import normalize_path
 from pytest_fwloop.core.unified_diff import PatchParseError, touched_paths
+from pytest_fwloop.workspace.bytecode import drop_cached_bytecode
 from pytest_fwloop.workspace.git_run import (
     WorkspaceError,
     encode,
@@ -46,6 +48,9 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 STATE_DIR_NAME = ".fwloop"
+#: Python's bytecode caches: never the user's content, and dropped as the loop writes a module
+#: (`bytecode.py`), so no snapshot holds them, even where the user's git tracks them.
+_PYCACHE = "__pycache__/"
 _IDENTITY = ("fwloop", "fwloop@localhost")
 _MISSING = "000000"
 _GITLINK = "160000"
@@ -95,7 +100,7 @@ class ShadowRepo:
         (self.git_dir / "info").mkdir(exist_ok=True)
         _write_if_changed(
             self.git_dir / "info" / "exclude",
-            "".join(f"{line}\n" for line in (f"{STATE_DIR_NAME}/", *self.exclude)),
+            "".join(f"{line}\n" for line in (f"{STATE_DIR_NAME}/", _PYCACHE, *self.exclude)),
         )
         _write_if_changed(self.git_dir / "info" / "attributes", _ATTRIBUTES)
         self._ready = True
@@ -264,7 +269,9 @@ class ShadowRepo:
                 "--pathspec-file-nul",
                 stdin=join_z(rewritten),
             )
-        return sorted(c.path for c in changes)
+        changed = sorted(c.path for c in changes)
+        drop_cached_bytecode(self.root, changed)
+        return changed
 
     def read_patch(self, patch: str) -> GitReading:
         """The paths `git apply` would write for `patch`, as git reads it (`--numstat`).
@@ -312,6 +319,7 @@ class ShadowRepo:
                 f"fwloop: the patch does not apply to {self.root}: {one_line(result.stderr)}; "
                 "regenerate it against the current tree"
             )
+        drop_cached_bytecode(self.root, paths)
         return paths
 
     def _current_tree(self) -> str:
@@ -323,10 +331,14 @@ class ShadowRepo:
         if nested:
             files += self._not_ignored(self._walk(nested))
         tracked = split_z(self._git("ls-files", "-z", "--cached").stdout)
+        caches = [p for p in tracked if _in_pycache(p)]
+        if caches:  # held by a shadow store from before bytecode caches were left out
+            self._git("update-index", "--force-remove", "-z", "--stdin", stdin=join_z(caches))
         # Tracked paths go first so a file replaced by a directory leaves the index before its
         # new children arrive.
         written = [p for p in sorted(self.written) if _is_file_or_link(self.root / p)]
-        staged = list(dict.fromkeys([*tracked, *self._user_tracked_ignored(), *files, *written]))
+        listed = [*tracked, *self._user_tracked_ignored(), *files, *written]
+        staged = list(dict.fromkeys(p for p in listed if not _in_pycache(p)))
         self._git(
             "update-index", "--add", "--remove", "--replace", "-z", "--stdin", stdin=join_z(staged)
         )
@@ -473,3 +485,7 @@ def _is_file_or_link(path: Path) -> bool:
 
 def _is_within(path: str, prefix: str) -> bool:
     return not prefix or path == prefix or path.startswith(prefix + "/")
+
+
+def _in_pycache(path: str) -> bool:
+    return _PYCACHE.rstrip("/") in path.split("/")
