@@ -573,3 +573,28 @@ def test_a_literal_path_matches_itself_and_double_star(path: str) -> None:
     assert glob_match(path, path)
     assert glob_match(path, "**")
     assert glob_match("./" + path.replace("/", "//"), path)
+
+
+def test_the_files_the_loops_options_name_are_protected(pytester: pytest.Pytester) -> None:
+    """A coder that adds its failing test to the known failures, or lowers the target in the
+    criteria file, would pass its own gate in the next run; records are the audit trail."""
+    from pytest_fwloop.config.loop_options import read_options
+    from pytest_fwloop.config.settings import patch_policy
+    from pytest_fwloop.core.policy import path_violations
+
+    pytester.makeini("[pytest]\nfwloop_run_dir = records/loop\nfwloop_knowledge = kb.sqlite\n")
+    config = pytester.parseconfig(
+        "--fwloop-known-failures=ci/known.txt",
+        "--fwloop-criteria=ci/criteria.toml",
+        "--fwloop-evidence=../outside.log",
+    )
+    policy = patch_policy(config, read_options(config))
+    for path in (
+        "ci/known.txt",
+        "ci/criteria.toml",
+        "kb.sqlite",
+        "records/loop/20261127-010101-abcd/summary.json",
+    ):
+        assert [v.rule for v in path_violations(path, policy)] == ["protected"], path
+    assert path_violations("ci/build.sh", policy) == []
+    assert path_violations("records/notes.txt", policy) == []

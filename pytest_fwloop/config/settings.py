@@ -165,6 +165,23 @@ def _inifile(config: pytest.Config) -> tuple[str, ...]:
     return (inipath.relative_to(config.rootpath).as_posix(),)
 
 
+def _named_by_options(options: LoopOptions, rootdir: Path) -> tuple[str, ...]:
+    """The files and folders inside the tree that decide how a run is judged or keep what it
+    did: the run records (`fwloop_run_dir`), the known-failures, criteria and evidence files, the
+    knowledge base. A patch that rewrote one (a failing test added to the known failures, a lower
+    target) would pass its own gate in the next run."""
+    files = [options.known_failures, options.evidence, options.knowledge]
+    if options.criteria not in PRESETS:
+        files.append(options.criteria)
+    named = [(options.run_dir, "/**"), *((name, "") for name in files if name not in ("", "off"))]
+    globs = []
+    for name, suffix in named:
+        path = Path(os.path.normpath(rootdir / name))
+        if path.is_relative_to(rootdir) and path != rootdir:
+            globs.append(path.relative_to(rootdir).as_posix() + suffix)
+    return tuple(globs)
+
+
 #: Options that make a run cover a different part of the suite each time, refused with --fwloop:
 #: the loop compares whole-suite counts between iterations (DESIGN.md §4). (dest, why.)
 PARTIAL_RUN_OPTIONS: tuple[tuple[str, str], ...] = (
@@ -349,9 +366,15 @@ def risky_patterns(options: LoopOptions) -> tuple[RiskyPattern, ...]:
 
 
 def patch_policy(config: pytest.Config, options: LoopOptions) -> PatchPolicy:
-    """What a patch may touch: the defaults, the configuration file in use, and the options."""
+    """What a patch may touch: the defaults, the configuration file in use, the files the
+    loop's options name, and fwloop_protect."""
     return PatchPolicy(
-        protected=DEFAULT_PROTECTED + _inifile(config) + options.protect,
+        protected=(
+            DEFAULT_PROTECTED
+            + _inifile(config)
+            + _named_by_options(options, config.rootpath)
+            + options.protect
+        ),
         allow_paths=options.allow_paths,
         max_files=options.max_patch_files,
         max_changed_lines=options.max_patch_lines,
