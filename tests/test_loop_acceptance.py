@@ -21,6 +21,7 @@ from loopkit import (
     Agent,
     LoopProject,
     calc_fix_patches,
+    check_records,
     coder_answer,
     tree_state,
     unified_diff,
@@ -283,6 +284,31 @@ def test_broken_build_is_rolled_back_and_diagnostics_reach_the_coder(
         "SyntaxError" in retry["must_fix"][0]["issue"] or "invalid" in retry["must_fix"][0]["issue"]
     )
     assert project.summary()["coder_calls"] == 4
+
+
+def test_run_records_inside_the_tree_are_neither_snapshotted_nor_patchable(
+    project: LoopProject,
+) -> None:
+    """A custom fwloop_run_dir in the tree, no ignore rule: the records the loop writes while a
+    patch builds are not the build changing a protected path, no restore touches them, and a
+    patch that writes into them is refused."""
+    project.calc_suite("fwloop_run_dir = records\n")
+    project.write("build.py", "pass\n")
+    forged = unified_diff("records/verdict.txt", "", "all green\n")
+    good = calc_fix_patches()
+    coder = project.agent("coder", [coder_answer(forged), *[coder_answer(p) for p in good]])
+    result = project.run(
+        f"--fwloop-coder={coder.spec}", f"--fwloop-build={sys.executable} build.py"
+    )
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert "records/verdict.txt: protected path" in coder.requests()[1]["must_fix"][0]["issue"]
+    [run_dir] = sorted((project.root / "records").iterdir())
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["outcome"] == "success"
+    check_records(run_dir)  # every record there, and valid
+    # The records written during a coder call are not the coder editing the workspace.
+    assert "edited the workspace" not in result.stdout.str()
+    assert not (project.root / "records" / "verdict.txt").exists()
 
 
 def test_baseline_build_failure_ends_build_failed(project: LoopProject) -> None:

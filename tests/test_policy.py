@@ -579,7 +579,7 @@ def test_the_files_the_loops_options_name_are_protected(pytester: pytest.Pyteste
     """A coder that adds its failing test to the known failures, or lowers the target in the
     criteria file, would pass its own gate in the next run; records are the audit trail."""
     from pytest_fwloop.config.loop_options import read_options
-    from pytest_fwloop.config.settings import patch_policy
+    from pytest_fwloop.config.tree_rules import patch_policy
     from pytest_fwloop.core.policy import path_violations
 
     pytester.makeini("[pytest]\nfwloop_run_dir = records/loop\nfwloop_knowledge = kb.sqlite\n")

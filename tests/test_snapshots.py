@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from loopkit import LoopProject, coder_answer, unified_diff
-from pytest_fwloop.config.settings import build_directories
+from pytest_fwloop.config.tree_rules import build_directories
 from pytest_fwloop.workspace import PatchPolicy, Workspace, WorkspaceError
 
 MIB = 1 << 20

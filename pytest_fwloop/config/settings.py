@@ -8,7 +8,6 @@ one-line `pytest.UsageError` here, so a run never dies halfway on a typo.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import os
 import random
 import shlex
@@ -31,6 +30,7 @@ from pytest_fwloop.config.preflight import (
     checked_providers,
     missing_build_program,
 )
+from pytest_fwloop.config.tree_rules import patch_policy, snapshot_exclude
 from pytest_fwloop.core.allowlist import Argv, parse_prefixes
 from pytest_fwloop.core.budget import Budget
 from pytest_fwloop.core.convergence import (
@@ -47,7 +47,7 @@ from pytest_fwloop.core.risky import RiskyPattern, parse_patterns
 from pytest_fwloop.farm.client import FarmSettings
 from pytest_fwloop.procs.sandbox import SandboxUnavailable, find_bwrap
 from pytest_fwloop.reports.user_files import UserReports
-from pytest_fwloop.workspace import DEFAULT_PROTECTED, PatchPolicy
+from pytest_fwloop.workspace import PatchPolicy
 
 if TYPE_CHECKING:
     from pytest_fwloop.agents.base import Provider
@@ -157,31 +157,6 @@ def detect_mode(explicit: str) -> ExecutionMode:
     return ExecutionMode.INTERACTIVE
 
 
-def _inifile(config: pytest.Config) -> tuple[str, ...]:
-    """The configuration file in use is test configuration too, whatever its name (`-c x.ini`)."""
-    inipath = config.inipath
-    if inipath is None or not inipath.is_relative_to(config.rootpath):
-        return ()
-    return (inipath.relative_to(config.rootpath).as_posix(),)
-
-
-def _named_by_options(options: LoopOptions, rootdir: Path) -> tuple[str, ...]:
-    """The files and folders inside the tree that decide how a run is judged or keep what it
-    did: the run records (`fwloop_run_dir`), the known-failures, criteria and evidence files, the
-    knowledge base. A patch that rewrote one (a failing test added to the known failures, a lower
-    target) would pass its own gate in the next run."""
-    files = [options.known_failures, options.evidence, options.knowledge]
-    if options.criteria not in PRESETS:
-        files.append(options.criteria)
-    named = [(options.run_dir, "/**"), *((name, "") for name in files if name not in ("", "off"))]
-    globs = []
-    for name, suffix in named:
-        path = Path(os.path.normpath(rootdir / name))
-        if path.is_relative_to(rootdir) and path != rootdir:
-            globs.append(path.relative_to(rootdir).as_posix() + suffix)
-    return tuple(globs)
-
-
 #: Options that make a run cover a different part of the suite each time, refused with --fwloop:
 #: the loop compares whole-suite counts between iterations (DESIGN.md §4). (dest, why.)
 PARTIAL_RUN_OPTIONS: tuple[tuple[str, str], ...] = (
@@ -202,25 +177,6 @@ def refuse_partial_runs(config: pytest.Config) -> None:
                 "(choose a fixed subset with paths, -k or -m instead; --ff and --nf only reorder "
                 "and are kept)"
             )
-
-
-#: Build tools and the option that names their output directory.
-_BUILD_DIR_OPTIONS = {"cmake": ("--build", "-B"), "ninja": ("-C",), "meson": ("-C",)}
-
-
-def build_directories(build: list[str] | str | None) -> list[str]:
-    """The output directory a build command names (`cmake --build out`, `ninja -C out`), as a
-    gitignore pattern anchored at the rootdir; none for other tools (`make -C DIR` names a
-    source directory)."""
-    argv = shlex.split(build) if isinstance(build, str) else list(build or [])
-    options = _BUILD_DIR_OPTIONS.get(Path(argv[0]).name if argv else "", ())
-    found = [
-        value
-        for flag, value in itertools.pairwise(argv)
-        if flag in options and not value.startswith("-")
-    ]
-    found += [arg.split("=", 1)[1] for arg in argv if "=" in arg and arg.split("=")[0] in options]
-    return [f"/{Path(d).as_posix().strip('/')}/" for d in found if not Path(d).is_absolute()]
 
 
 def randomly_seed(config: pytest.Config) -> tuple[int | None, list[str]]:
@@ -365,22 +321,6 @@ def risky_patterns(options: LoopOptions) -> tuple[RiskyPattern, ...]:
         raise pytest.UsageError(f"fwloop: {options.origin('risky_patterns')}: line {exc}") from None
 
 
-def patch_policy(config: pytest.Config, options: LoopOptions) -> PatchPolicy:
-    """What a patch may touch: the defaults, the configuration file in use, the files the
-    loop's options name, and fwloop_protect."""
-    return PatchPolicy(
-        protected=(
-            DEFAULT_PROTECTED
-            + _inifile(config)
-            + _named_by_options(options, config.rootpath)
-            + options.protect
-        ),
-        allow_paths=options.allow_paths,
-        max_files=options.max_patch_files,
-        max_changed_lines=options.max_patch_lines,
-    )
-
-
 def load_settings(config: pytest.Config) -> LoopSettings:
     """The run's settings: the loop's options read once, then each group derived from them, so
     every mistake a user can fix stops the run here, before anything changes."""
@@ -437,7 +377,7 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         command_timeout=options.command_timeout,
         budget=Budget(usd=options.budget_usd, tokens=options.budget_tokens),
         flaky_reruns=options.flaky_reruns,
-        snapshot_exclude=(*options.snapshot_exclude, *build_directories(build)),
+        snapshot_exclude=snapshot_exclude(options, rootdir, build),
         flaky_policy=options.flaky_policy,
         metric_tolerance=options.metric_tolerance,
         focus=options.focus,

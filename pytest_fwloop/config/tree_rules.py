@@ -1,0 +1,115 @@
+"""What of the tree the loop may write and what it snapshots, from the options.
+
+The patch policy protects the defaults (tests, their configuration, CI, version control), the
+configuration file in use and the files the loop's own options name; the snapshots leave out
+build output (`fwloop_snapshot_exclude`, a build command's output directory) and the loop's own
+records where they lie inside the tree.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from pytest_fwloop.config.loop_options import LoopOptions
+from pytest_fwloop.core.convergence import PRESETS
+from pytest_fwloop.workspace import DEFAULT_PROTECTED, PatchPolicy
+
+
+def patch_policy(config: pytest.Config, options: LoopOptions) -> PatchPolicy:
+    """What a patch may touch: the defaults, the configuration file in use, the files the
+    loop's options name, and fwloop_protect."""
+    return PatchPolicy(
+        protected=(
+            DEFAULT_PROTECTED
+            + _inifile(config)
+            + _named_by_options(options, config.rootpath)
+            + options.protect
+        ),
+        allow_paths=options.allow_paths,
+        max_files=options.max_patch_files,
+        max_changed_lines=options.max_patch_lines,
+    )
+
+
+def _inifile(config: pytest.Config) -> tuple[str, ...]:
+    """The configuration file in use is test configuration too, whatever its name (`-c x.ini`)."""
+    inipath = config.inipath
+    if inipath is None or not inipath.is_relative_to(config.rootpath):
+        return ()
+    return (inipath.relative_to(config.rootpath).as_posix(),)
+
+
+def _named_by_options(options: LoopOptions, rootdir: Path) -> tuple[str, ...]:
+    """The files and folders inside the tree that decide how a run is judged or keep what it
+    did: the run records (`fwloop_run_dir`), the known-failures, criteria and evidence files, the
+    knowledge base. A patch that rewrote one (a failing test added to the known failures, a lower
+    target) would pass its own gate in the next run."""
+    files = [options.known_failures, options.evidence, options.knowledge]
+    if options.criteria not in PRESETS:
+        files.append(options.criteria)
+    runs = _inside(rootdir, options.run_dir)
+    named = [_inside(rootdir, name) for name in files if name not in ("", "off")]
+    return (*((f"{runs}/**",) if runs else ()), *(name for name in named if name))
+
+
+def _loop_state(options: LoopOptions, rootdir: Path) -> tuple[str, ...]:
+    """The run records and the knowledge base where they lie inside the tree, as anchored
+    gitignore patterns: the loop writes them while agents, builds and commands run, so a
+    snapshot that held them would take the loop's own writes for theirs (and a restore would
+    undo them). Under `.fwloop/`, where they are by default, no snapshot looks anyway."""
+    runs = _inside(rootdir, options.run_dir)
+    knowledge = _inside(rootdir, options.knowledge) if options.knowledge != "off" else None
+    patterns = [f"/{_literal(runs)}/"] if runs else []
+    if knowledge:
+        # SQLite's write-ahead log and shared memory, and a rollback journal, lie beside it.
+        suffixes = ("", "-wal", "-shm", "-journal")
+        patterns += [f"/{_literal(knowledge)}{suffix}" for suffix in suffixes]
+    return tuple(patterns)
+
+
+def _inside(rootdir: Path, name: str) -> str | None:
+    """`name` (relative to the rootdir, or absolute) as a path relative to the rootdir, or None
+    when it lies outside it or is the rootdir itself."""
+    path = Path(os.path.normpath(rootdir / name))
+    if not path.is_relative_to(rootdir) or path == rootdir:
+        return None
+    return path.relative_to(rootdir).as_posix()
+
+
+def _literal(path: str) -> str:
+    """`path` as a gitignore pattern that matches only itself."""
+    escaped = re.sub(r"([\\*?\[\]])", r"\\\1", path)
+    return "\\" + escaped if escaped.startswith(("!", "#")) else escaped
+
+
+#: Build tools and the option that names their output directory.
+_BUILD_DIR_OPTIONS = {"cmake": ("--build", "-B"), "ninja": ("-C",), "meson": ("-C",)}
+
+
+def build_directories(build: list[str] | str | None) -> list[str]:
+    """The output directory a build command names (`cmake --build out`, `ninja -C out`), as a
+    gitignore pattern anchored at the rootdir; none for other tools (`make -C DIR` names a
+    source directory)."""
+    argv = shlex.split(build) if isinstance(build, str) else list(build or [])
+    options = _BUILD_DIR_OPTIONS.get(Path(argv[0]).name if argv else "", ())
+    found = [
+        value
+        for flag, value in itertools.pairwise(argv)
+        if flag in options and not value.startswith("-")
+    ]
+    found += [arg.split("=", 1)[1] for arg in argv if "=" in arg and arg.split("=")[0] in options]
+    return [f"/{Path(d).as_posix().strip('/')}/" for d in found if not Path(d).is_absolute()]
+
+
+def snapshot_exclude(
+    options: LoopOptions, rootdir: Path, build: list[str] | str | None
+) -> tuple[str, ...]:
+    """What no snapshot holds: the user's patterns, the build's output directory, the loop's own
+    records and knowledge base inside the tree."""
+    return (*options.snapshot_exclude, *build_directories(build), *_loop_state(options, rootdir))
