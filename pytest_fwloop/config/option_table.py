@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
+from importlib import resources
 from typing import Any
 
 import pytest
@@ -36,9 +36,9 @@ SCALAR_INI_TYPE: Any = str | int | float if pytest.version_tuple >= (9, 2) else 
 def sections() -> list[dict[str, Any]]:
     """The table: a list of `{"section": title, "see": [page of docs/, ...], "options": [row,
     ...]}`, in the order `docs/configuration.md` shows them."""
-    loaded: list[dict[str, Any]] = json.loads(
-        (Path(__file__).with_name("option_table.json")).read_bytes()
-    )
+    # As the schemas are read: installed as a zip too. Pytest has imported `resources` already.
+    text = (resources.files("pytest_fwloop.config") / "option_table.json").read_bytes()
+    loaded: list[dict[str, Any]] = json.loads(text)
     return loaded
 
 
