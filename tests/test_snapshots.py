@@ -274,6 +274,7 @@ def test_the_end_of_a_run_packs_the_store(tmp_path: Path) -> None:
         ("cmake -S . -B out", ["/out/"]),
         (["ninja", "-C", "bld"], ["/bld/"]),
         (["meson", "compile", "-C=x"], ["/x/"]),
+        (["cmake", "--build", "out [arm]*"], ["/out \\[arm\\]\\*/"]),  # git's specials, literal
         (["make", "-C", "firmware"], []),  # a source directory, not outputs
         (["cmake", "--build", "/abs/path"], []),  # outside the tree
         (None, []),

@@ -83,8 +83,10 @@ def _inside(rootdir: Path, name: str) -> str | None:
 
 
 def _literal(path: str) -> str:
-    """`path` as a gitignore pattern that matches only itself."""
+    """`path` as a gitignore pattern that matches only itself: wildcards and backslashes, a
+    leading `!` or `#` and trailing blanks (which git would drop) escaped."""
     escaped = re.sub(r"([\\*?\[\]])", r"\\\1", path)
+    escaped = re.sub(r" +$", lambda blanks: "\\ " * len(blanks.group()), escaped)
     return "\\" + escaped if escaped.startswith(("!", "#")) else escaped
 
 
@@ -104,7 +106,9 @@ def build_directories(build: list[str] | str | None) -> list[str]:
         if flag in options and not value.startswith("-")
     ]
     found += [arg.split("=", 1)[1] for arg in argv if "=" in arg and arg.split("=")[0] in options]
-    return [f"/{Path(d).as_posix().strip('/')}/" for d in found if not Path(d).is_absolute()]
+    return [
+        f"/{_literal(Path(d).as_posix().strip('/'))}/" for d in found if not Path(d).is_absolute()
+    ]
 
 
 def snapshot_exclude(
