@@ -598,3 +598,24 @@ def test_the_files_the_loops_options_name_are_protected(pytester: pytest.Pyteste
         assert [v.rule for v in path_violations(path, policy)] == ["protected"], path
     assert path_violations("ci/build.sh", policy) == []
     assert path_violations("records/notes.txt", policy) == []
+
+
+@pytest.mark.parametrize("knowledge", ["Off", "~/team/knowledge.sqlite"])
+def test_the_knowledge_base_is_found_as_the_loop_finds_it(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, knowledge: str
+) -> None:
+    """`off` in any case keeps none, `~` is the home directory: neither names a file here."""
+    from pytest_fwloop.config.loop_options import read_options
+    from pytest_fwloop.config.tree_rules import patch_policy, snapshot_exclude
+    from pytest_fwloop.core.policy import path_violations
+
+    monkeypatch.setenv("HOME", str(pytester.path.parent / "home"))
+    pytester.makeini(f"[pytest]\nfwloop_knowledge = {knowledge}\n")
+    config = pytester.parseconfig()
+    options = read_options(config)
+    policy = patch_policy(config, options)
+    named = knowledge.lstrip("~/")
+    assert path_violations(named, policy) == []
+    assert path_violations("Off", policy) == []
+    excluded = snapshot_exclude(options, config.rootpath, None)
+    assert excluded == ("/.fwloop/runs/",)  # the default run records only

@@ -21,7 +21,7 @@ from tabulate import tabulate
 from pytest_fwloop.cli.operator import add_parsers, operator_command
 from pytest_fwloop.cli.runs import list_runs, replay_run, report_run, show_run
 from pytest_fwloop.config.ini_lookup import IniError, option_value
-from pytest_fwloop.config.settings import knowledge_path
+from pytest_fwloop.config.tree_rules import knowledge_path
 from pytest_fwloop.knowledge.store import KnowledgeBase, KnowledgeError
 from pytest_fwloop.workspace import Journal, WorkspaceError
 

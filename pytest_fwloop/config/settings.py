@@ -30,7 +30,7 @@ from pytest_fwloop.config.preflight import (
     checked_providers,
     missing_build_program,
 )
-from pytest_fwloop.config.tree_rules import patch_policy, snapshot_exclude
+from pytest_fwloop.config.tree_rules import knowledge_path, patch_policy, snapshot_exclude
 from pytest_fwloop.core.allowlist import Argv, parse_prefixes
 from pytest_fwloop.core.budget import Budget
 from pytest_fwloop.core.convergence import (
@@ -190,13 +190,6 @@ def randomly_seed(config: pytest.Config) -> tuple[int | None, list[str]]:
         seed = random.SystemRandom().getrandbits(32)
         return seed, [f"--randomly-seed={seed}"]
     return (given if isinstance(given, int) else None), []
-
-
-def knowledge_path(rootdir: Path, value: str) -> Path | None:
-    """`fwloop_knowledge` as a path (relative to the rootdir, `~` expanded), None for `off`."""
-    if value.strip().lower() == "off":
-        return None
-    return rootdir / Path(value).expanduser()
 
 
 def criteria_of(options: LoopOptions, rootdir: Path) -> ConvergenceCriteria:

@@ -45,17 +45,28 @@ def _inifile(config: pytest.Config) -> tuple[str, ...]:
     return (inipath.relative_to(config.rootpath).as_posix(),)
 
 
+def knowledge_path(rootdir: Path, value: str) -> Path | None:
+    """`fwloop_knowledge` as a path (relative to the rootdir, `~` expanded), None for `off`."""
+    if value.strip().lower() == "off":
+        return None
+    return rootdir / Path(value).expanduser()
+
+
 def _named_by_options(options: LoopOptions, rootdir: Path) -> tuple[str, ...]:
     """The files and folders inside the tree that decide how a run is judged or keep what it
     did: the run records (`fwloop_run_dir`), the known-failures, criteria and evidence files, the
     knowledge base. A patch that rewrote one (a failing test added to the known failures, a lower
     target) would pass its own gate in the next run."""
-    files = [options.known_failures, options.evidence, options.knowledge]
+    runs, knowledge = _loop_writes(options, rootdir)
+    files = [options.known_failures, options.evidence]
     if options.criteria not in PRESETS:
         files.append(options.criteria)
-    runs = _inside(rootdir, options.run_dir)
-    named = [_inside(rootdir, name) for name in files if name not in ("", "off")]
-    return (*((f"{runs}/**",) if runs else ()), *(name for name in named if name))
+    named = [_inside(rootdir, name) for name in files if name]
+    return (
+        *((f"{runs}/**",) if runs else ()),
+        *((knowledge,) if knowledge else ()),
+        *(name for name in named if name),
+    )
 
 
 def _loop_state(options: LoopOptions, rootdir: Path) -> tuple[str, ...]:
@@ -63,14 +74,23 @@ def _loop_state(options: LoopOptions, rootdir: Path) -> tuple[str, ...]:
     gitignore patterns: the loop writes them while agents, builds and commands run, so a
     snapshot that held them would take the loop's own writes for theirs (and a restore would
     undo them). Under `.fwloop/`, where they are by default, no snapshot looks anyway."""
-    runs = _inside(rootdir, options.run_dir)
-    knowledge = _inside(rootdir, options.knowledge) if options.knowledge != "off" else None
+    runs, knowledge = _loop_writes(options, rootdir)
     patterns = [f"/{_literal(runs)}/"] if runs else []
     if knowledge:
         # SQLite's write-ahead log and shared memory, and a rollback journal, lie beside it.
         suffixes = ("", "-wal", "-shm", "-journal")
         patterns += [f"/{_literal(knowledge)}{suffix}" for suffix in suffixes]
     return tuple(patterns)
+
+
+def _loop_writes(options: LoopOptions, rootdir: Path) -> tuple[str | None, str | None]:
+    """The run records' folder and the knowledge base, relative to the rootdir where they lie
+    inside the tree (each None where not), found as the loop finds them."""
+    knowledge = knowledge_path(rootdir, options.knowledge)
+    return (
+        _inside(rootdir, options.run_dir),
+        _inside(rootdir, str(knowledge)) if knowledge else None,
+    )
 
 
 def _inside(rootdir: Path, name: str) -> str | None:
