@@ -61,7 +61,10 @@ _ROLE_TASKS = {
     "coder": (
         "You are the coder of a firmware repair loop. The tests in `failures` do not pass. "
         "Find the root cause and fix the firmware source; never change tests, test "
-        "configuration or CI files. Address every `must_fix` item and every line of "
+        "configuration or CI files. `sources` holds the tree's code the failures point at, "
+        "each chunk with its path and first line number (write diffs against exactly that "
+        "text), `test_sources` the failing tests' code (read-only), `repo_map` the other "
+        "files' signatures. Address every `must_fix` item and every line of "
         "`build_diagnostics`, obey `constraints`, and do not repeat a change that `history` "
         "shows did not help. Put the fix in `patch` as a unified diff in `git apply` format, "
         "paths relative to the workspace. A failure no change to the code can mend (the "
@@ -116,5 +119,13 @@ def request_json(request: AgentRequest) -> str:
 
 
 def render_prompt(request: AgentRequest, *, may_edit: bool = False) -> str:
-    """One prompt for a CLI agent: the instructions, then the request."""
-    return f"{instructions(request, may_edit=may_edit)}\nThe request:\n{request_json(request)}\n"
+    """One prompt for a CLI agent: the instructions, then the request. A CLI agent reads the
+    tree itself, so `sources` and `test_sources` reach it as locations (path, lines, why)
+    without their text: the ranking is the hint, the files are its own to read."""
+    located = request.model_copy(
+        update={
+            "sources": [c.model_copy(update={"text": ""}) for c in request.sources],
+            "test_sources": [c.model_copy(update={"text": ""}) for c in request.test_sources],
+        }
+    )
+    return f"{instructions(located, may_edit=may_edit)}\nThe request:\n{request_json(located)}\n"

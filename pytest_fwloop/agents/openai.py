@@ -47,6 +47,18 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 PREFLIGHT_SECONDS = 10.0
 #: response_format modes, best first; a server that rejects one gets the next (DESIGN.md §5).
 RESPONSE_FORMATS = ("json_schema", "json_object", "none")
+#: No tokenizer packs more than this many bytes of a request into one token: a server that
+#: counts fewer prompt tokens than the request's bytes divided by it has cut the prompt short.
+MAX_BYTES_PER_TOKEN = 10
+#: Below this size a short prompt count proves nothing.
+TRUNCATION_MIN_BYTES = 16 * 1024
+#: How to give each server room, said whenever a server cuts a request or an answer short.
+CONTEXT_REMEDY = (
+    "give the server a larger context: Ollama `OLLAMA_CONTEXT_LENGTH=32768 ollama serve` (its "
+    "OpenAI route ignores a per-request size; or `PARAMETER num_ctx 32768` in a Modelfile), "
+    "llama.cpp `llama-server -c 32768`, vLLM `--max-model-len 32768`; or send less with "
+    "fwloop_source_bytes and fwloop_context_bytes"
+)
 #: Some gateways turn away the standard library's default user agent.
 USER_AGENT = "pytest-fwloop"
 
@@ -238,7 +250,9 @@ class OpenAIProvider:
         deadline = time.monotonic() + timeout
         notes: list[str] = []
         while True:
-            reply = self._post(self.body(request), headers, timeout, deadline)
+            body = self.body(request)
+            sent = len(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
+            reply = self._post(body, headers, timeout, deadline)
             if not self._format_refused(reply):
                 break
             notes.append(
@@ -250,7 +264,7 @@ class OpenAIProvider:
         # A server may echo what it was sent; the key must not reach the run directory.
         stderr = _scrub("\n".join(notes), key)
         if reply.status < 300:
-            return self._answer(reply, stderr)
+            return self._answer(reply, stderr, sent)
         raise self._http_error(reply, key, key_env, stderr)
 
     def _format_refused(self, reply: _Reply) -> bool:
@@ -305,7 +319,7 @@ class OpenAIProvider:
                 "check the URL and that the server is running",
             ) from None
 
-    def _answer(self, reply: _Reply, stderr: str) -> RawAnswer:
+    def _answer(self, reply: _Reply, stderr: str, sent: int) -> RawAnswer:
         try:
             completion = ChatCompletion.model_validate_json(reply.body)
         except ValidationError as exc:
@@ -320,6 +334,15 @@ class OpenAIProvider:
             ) from None
         message = completion.choices[0].message
         usage = completion.usage_report()
+        cut = _cut_short(completion, sent)
+        if cut:
+            raise ProviderError(
+                ProviderErrorKind.PROVIDER_BAD_OUTPUT,
+                self.spec,
+                f"{self.url} {cut}; {CONTEXT_REMEDY}",
+                stderr=stderr,
+                usage=usage,
+            )
         if message.content is None:
             raise ProviderError(
                 ProviderErrorKind.PROVIDER_BAD_OUTPUT,
@@ -344,6 +367,24 @@ class OpenAIProvider:
         else:
             message = detail
         return ProviderError(kind, self.spec, message, retry_after=retry_after, stderr=stderr)
+
+
+def _cut_short(completion: ChatCompletion, sent: int) -> str:
+    """Why the server's answer cannot be trusted whole, or "": a prompt it truncated silently
+    (Ollama's small default context), or an answer stopped at the token limit."""
+    usage = completion.usage
+    read = usage.prompt_tokens if usage is not None else None
+    if read is not None and sent >= TRUNCATION_MIN_BYTES and read * MAX_BYTES_PER_TOKEN < sent:
+        return (
+            f"read {read} prompt tokens of a {sent}-byte request (at least "
+            f"{sent // MAX_BYTES_PER_TOKEN} tokens): it cut the prompt short without a word, "
+            "so the model never saw all of the failures and the code"
+        )
+    if completion.choices[0].finish_reason == "length":
+        written = usage.completion_tokens if usage is not None else None
+        after = f" after {written} tokens" if written is not None else ""
+        return f"stopped the answer at its token limit{after} (finish_reason length)"
+    return ""
 
 
 class _EveryStatus(urllib.request.HTTPErrorProcessor):

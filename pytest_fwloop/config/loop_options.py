@@ -84,6 +84,7 @@ class LoopOptions:
     labgrid_wait: float
     labgrid_client: str
     context_bytes: int
+    source_bytes: int
     #: Where each value came from (the flag, `$FWLOOP_<NAME>` or `ini fwloop_<name>`), as the
     #: errors found while deriving the settings name it.
     origins: Mapping[str, str]

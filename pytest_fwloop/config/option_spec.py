@@ -70,6 +70,15 @@ def parse_context_cap(text: str) -> int:
     return value
 
 
+def parse_source_budget(text: str) -> int:
+    value = _whole(text)
+    if 0 < value < 4096:
+        raise ValueError(
+            "must be 0 (no code sent) or at least 4096 bytes; below that not one function fits"
+        )
+    return value
+
+
 def one_of(*choices: str, meanings: tuple[str, ...] = (), blank: str = "") -> Callable[[str], str]:
     """A parser taking one of `choices`, case and surrounding blanks aside; an empty text is
     `blank` when that is given. The error lists the choices, with their `meanings` if given."""
@@ -214,6 +223,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "non_negative_float": parse_non_negative_float,
     "unit_float": parse_unit_float,
     "context_cap": parse_context_cap,
+    "source_budget": parse_source_budget,
     "metric_tolerance": parse_metric_tolerance,
     "labgrid_tags": parse_labgrid_tags,
 }

@@ -114,6 +114,7 @@ class LoopSettings:
     test_timeout: float
     state_timeout: float
     context_bytes: int
+    source_bytes: int
     allowed_commands: tuple[Argv, ...]
     command_timeout: float
     budget: Budget
@@ -366,6 +367,7 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         test_timeout=options.test_timeout,
         state_timeout=options.state_timeout,
         context_bytes=options.context_bytes,
+        source_bytes=options.source_bytes,
         allowed_commands=allowed_command_prefixes(options),
         command_timeout=options.command_timeout,
         budget=Budget(usd=options.budget_usd, tokens=options.budget_tokens),

@@ -100,6 +100,39 @@ class RiskyChange(BaseModel):
     named_by: list[str] = Field(default_factory=list)
 
 
+class SourceChunk(BaseModel):
+    """Code of the tree sent to a model that cannot read it (DESIGN.md §16): a whole function
+    or a whole small file, its first line's number, and why it was chosen."""
+
+    path: str
+    start_line: int = Field(ge=1)
+    end_line: int = Field(ge=1)
+    symbol: str = ""
+    reason: str = ""
+    #: Empty for an agent that reads the tree itself: then the entry is a location to look at.
+    text: str = ""
+
+
+class MapEntry(BaseModel):
+    """A file of the tree outside `sources`: its path and its symbols' signatures, each as
+    `LINE: SIGNATURE`, best-ranked first."""
+
+    path: str
+    symbols: list[str] = Field(default_factory=list)
+
+
+class PatchFunction(BaseModel):
+    """A function (or type, or small file) a patch under review changes, whole, before and
+    after the patch: the reviewer judges the change in its context."""
+
+    path: str
+    symbol: str
+    before_line: int = Field(ge=0)
+    before: str
+    after_line: int = Field(ge=0)
+    after: str
+
+
 class AgentRequest(BaseModel):
     """The JSON object a provider receives on stdin; later fields slot in as extras."""
 
@@ -124,6 +157,12 @@ class AgentRequest(BaseModel):
     operator_messages: list[str] = Field(default_factory=list)
     risky: list[RiskyChange] = Field(default_factory=list)
     evidence: Evidence | None = None
+    sources: list[SourceChunk] = Field(default_factory=list)
+    test_sources: list[SourceChunk] = Field(default_factory=list)
+    repo_map: list[MapEntry] = Field(default_factory=list)
+    #: Files of the tree in neither `sources` nor `repo_map`, left out for the budget.
+    repo_map_more: int = 0
+    patch_functions: list[PatchFunction] = Field(default_factory=list)
 
     @field_validator("workspace")
     @classmethod

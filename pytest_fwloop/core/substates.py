@@ -18,6 +18,7 @@ from pytest_fwloop.core.fsm import State
 
 class SubState(str, enum.Enum):
     LOG_TRIAGE = "LOG_TRIAGE"
+    LOCALIZATION = "LOCALIZATION"
     ROOT_CAUSE_HYPOTHESIS = "ROOT_CAUSE_HYPOTHESIS"
     CHANGE_IMPACT_ESTIMATE = "CHANGE_IMPACT_ESTIMATE"
     REVIEW_PANEL = "REVIEW_PANEL"
@@ -45,6 +46,12 @@ SUBSTATES: dict[SubState, SubStateRow] = {
         State.CODE_ANALYSIS,
         "before each coder call: the failing tests clustered by signature within "
         "`fwloop_context_bytes`, with the regressions and must-fix items sent along",
+    ),
+    SubState.LOCALIZATION: SubStateRow(
+        State.CODE_ANALYSIS,
+        "before each coder call: the tree's code ranked by the failures' evidence (DESIGN.md "
+        "§16): files indexed and parsed, what went into `sources`, `test_sources` and "
+        "`repo_map` within `fwloop_source_bytes`, and how long it took",
     ),
     SubState.ROOT_CAUSE_HYPOTHESIS: SubStateRow(
         State.CODE_ANALYSIS,

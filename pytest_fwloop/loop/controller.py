@@ -28,6 +28,7 @@ from pytest_fwloop.loop.agent_calls import CallLog, role_agent
 from pytest_fwloop.loop.agent_request import agent_request
 from pytest_fwloop.loop.child_runner import ChildRunner
 from pytest_fwloop.loop.continuation import Past
+from pytest_fwloop.loop.localization import Localizer, localize, review_context
 from pytest_fwloop.loop.run_deadline import RunDeadline
 from pytest_fwloop.loop.rundir import RunRecorder
 from pytest_fwloop.loop.services import Services
@@ -117,6 +118,7 @@ class Controller:
         panel = ReviewPanel(services, self.calls.record, left) if settings.review_panel else None
         self.gate = PatchGate(services, self.reviewer, panel)
         self.proposals = ProposalDesk(services, self.reviewer, self.tester)
+        self.localizer = Localizer(workspace, settings.source_bytes, redact, settings.policy)
         self.end = IterationEnd(services, self.loop, self.clock)
         self.farm = farm_hold(services)
         self.handlers: dict[State, Callable[[], Step]] = {
@@ -331,7 +333,14 @@ class Controller:
         return done.note
 
     def _request(self, role: str, patch: str = "", **extra: object) -> AgentRequest:
-        return agent_request(self.loop, self.settings, role, patch, **extra)
+        request = agent_request(self.loop, self.settings, role, patch, **extra)
+        if self.settings.source_bytes <= 0:
+            return request
+        if role == "coder":
+            return localize(self.services, self.loop, self.localizer, request)
+        if role == "reviewer" and patch:
+            return review_context(self.services, self.loop, self.localizer, request)
+        return request
 
     def code_analysis(self) -> Step:
         ended = only_declined_left(self.loop, str(self.settings.rootdir))

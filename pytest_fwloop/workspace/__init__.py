@@ -243,6 +243,15 @@ class Workspace:
         `drop_snapshots`."""
         return self.shadow.snapshot(label, kept=False)
 
+    def source_files(self) -> tuple[str, dict[str, str]]:
+        """A snapshot of the tree now (not kept) and its regular files with their blob ids: what
+        the code index follows, reading only the blobs it has not seen (`read_blobs`)."""
+        commit = self.snapshot("code index")
+        return commit, self.shadow.files(commit)
+
+    def read_blobs(self, ids: Iterable[str]) -> dict[str, bytes]:
+        return self.shadow.blobs(ids)
+
     def drop_snapshots(self) -> None:
         """Let the store delete what only the `snapshot`s taken so far hold (a build's output,
         mostly): call when none of them will be read again."""

@@ -1,0 +1,325 @@
+"""LOCALIZATION before each coder request (DESIGN.md §16): the tree indexed, its code ranked by
+the failures' evidence, and the best of it put in the request for a model that cannot read it.
+
+The edge of `core/localize.py` and `core/source_pack.py`: it takes the tree from a snapshot,
+the symbols from the code index, the failures from the loop, and reads only the files it sends.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from pytest_fwloop.codemap.index import INDEX_NAME, CodeIndex
+from pytest_fwloop.codemap.parse import parse_source
+from pytest_fwloop.core.agent_protocol import AgentRequest, PatchFunction
+from pytest_fwloop.core.code_symbols import FileSymbols, Symbol
+from pytest_fwloop.core.localize import FailureText, TreeMap, gather_evidence, rank
+from pytest_fwloop.core.policy import PatchPolicy, path_violations
+from pytest_fwloop.core.posix_paths import glob_match
+from pytest_fwloop.core.results import TestRecord
+from pytest_fwloop.core.source_pack import failing_test_code, pack_sources, repo_map
+from pytest_fwloop.core.substates import SubState
+from pytest_fwloop.core.unified_diff import (
+    Hunk,
+    PatchParseError,
+    hunk_ranges,
+    parse_patch,
+    touched_paths,
+)
+from pytest_fwloop.loop.services import Services
+from pytest_fwloop.loop.state import LoopState
+from pytest_fwloop.loop.steps.decline import open_failures
+from pytest_fwloop.workspace import Workspace
+from pytest_fwloop.workspace.git_run import WorkspaceError, git_env, run_git, user_git_dir
+
+#: Files never shown to a model, whatever the policy says: keys, credentials, environments.
+SECRET_FILES = (
+    "**/.env",
+    "**/.env.*",
+    "**/*.pem",
+    "**/*.key",
+    "**/id_rsa*",
+    "**/id_ecdsa*",
+    "**/id_ed25519*",
+    "**/.netrc",
+    "**/*.p12",
+    "**/*.pfx",
+    "**/credentials*",
+    "**/secrets*",
+)
+#: Files whose text is read to pick chunks from: the best-ranked ones only.
+_FILES_READ = 48
+#: Commits of the user's history whose files count as recently changed.
+_RECENT_COMMITS = 20
+
+
+def is_secret(path: str) -> bool:
+    return any(glob_match(path, pattern) for pattern in SECRET_FILES)
+
+
+@dataclass
+class Localization:
+    """What one localization did, for the trace."""
+
+    files: int
+    parsed: int
+    ranked: int
+    seconds: float
+    sources_bytes: int
+
+
+@dataclass
+class Localizer:
+    """One per run: the index and the tree map live as long as the controller."""
+
+    workspace: Workspace
+    budget: int
+    redact: Callable[[str], str]
+    policy: PatchPolicy
+    index: CodeIndex = field(init=False)
+    tree: TreeMap = field(default_factory=TreeMap)
+    _recent: dict[str, tuple[float, str]] | None = None
+
+    def __post_init__(self) -> None:
+        self.index = CodeIndex(self.workspace.shadow.state_dir / "index" / INDEX_NAME)
+
+    def coder_request(
+        self,
+        request: AgentRequest,
+        failing: Sequence[TestRecord],
+        earlier_patches: Sequence[str],
+        with_text: bool = True,
+    ) -> tuple[AgentRequest, Localization]:
+        """`request` with `sources`, `test_sources` and `repo_map` filled in."""
+        started = time.perf_counter()
+        _, files = self.workspace.source_files()
+        symbols = self.index.symbols(files, self.workspace.read_blobs)
+        parsed = self.tree.update(symbols)
+        editable = [p for p in symbols if not is_secret(p) and not path_violations(p, self.policy)]
+        nodeids = [t.nodeid for t in failing]
+        test_paths = list(dict.fromkeys(n.split("::", 1)[0] for n in nodeids))[:_FILES_READ]
+        test_texts = self._texts(files, [p for p in test_paths if p in symbols])
+        tests = failing_test_code(self.tree, nodeids, test_texts, self.budget // 8)
+        named = {**self._recent_files(), **_patched(earlier_patches, "patched earlier in this run")}
+        for fix in request.similar_fixes:
+            named.update(_patched([fix.patch], f"fixed before in run {fix.run_id}"))
+        evidence = gather_evidence(
+            [FailureText(t.nodeid, "\n".join((t.longrepr, t.crash, t.sections))) for t in failing],
+            [chunk.text for chunk in tests],
+            request.build_diagnostics,
+            str(self.workspace.root),
+            symbols,
+            named,
+        )
+        ranked = rank(self.tree, evidence, editable)
+        best = list(dict.fromkeys(r.path for r in ranked))[:_FILES_READ]
+        texts = self._texts(files, best)
+        map_budget = self.budget // 4
+        sources = pack_sources(
+            self.tree,
+            ranked,
+            texts,
+            self.budget - map_budget - self.budget // 8,
+            with_text=with_text,
+        )
+        entries, more = repo_map(self.tree, ranked, editable, sources, map_budget)
+        if not with_text:
+            tests = [chunk.model_copy(update={"text": ""}) for chunk in tests]
+        done = request.model_copy(
+            update={
+                "sources": sources,
+                "test_sources": tests,
+                "repo_map": entries,
+                "repo_map_more": more,
+            }
+        )
+        report = Localization(
+            files=len(symbols),
+            parsed=parsed,
+            ranked=len(ranked),
+            seconds=time.perf_counter() - started,
+            sources_bytes=sum(len(c.text.encode()) for c in sources),
+        )
+        return done, report
+
+    def patch_functions(self, patch: str) -> list[PatchFunction]:
+        """The functions `patch` changes, whole, before and after it (for the reviewer); the
+        patch has passed the policy and `git apply --check` already."""
+        try:
+            changes = parse_patch(patch)
+        except PatchParseError:
+            return []
+        commit, files = self.workspace.source_files()
+        after = self.workspace.shadow.patched_files(commit, patch)
+        found: list[PatchFunction] = []
+        spent = 0
+        for change in changes:
+            path = change.new_path or change.old_path
+            if path is None or is_secret(path) or change.is_binary:
+                continue
+            old_path = change.old_path
+            old_text = self._texts(files, [old_path]).get(old_path, "") if old_path else ""
+            new_blob = after.get(path)
+            new_text = (
+                self.redact(
+                    self.workspace.read_blobs([new_blob])
+                    .get(new_blob, b"")
+                    .decode("utf-8", "replace")
+                )
+                if new_blob
+                else ""
+            )
+            for function in _changed_functions(path, old_text, new_text, change.hunks):
+                size = len(function.before.encode()) + len(function.after.encode())
+                if spent + size > self.budget:
+                    return found
+                spent += size
+                found.append(function)
+        return found
+
+    def _texts(self, files: Mapping[str, str], paths: Sequence[str]) -> dict[str, str]:
+        wanted = {p: files[p] for p in paths if p in files}
+        blobs = self.workspace.read_blobs(wanted.values())
+        return {
+            path: self.redact(blobs[blob].decode("utf-8", "replace"))
+            for path, blob in wanted.items()
+            if blob in blobs
+        }
+
+    def _recent_files(self) -> dict[str, tuple[float, str]]:
+        """Files the user's last commits changed (read-only: `git log`, no lock taken)."""
+        if self._recent is not None:
+            return self._recent
+        self._recent = {}
+        checkout = user_git_dir(self.workspace.root)
+        if checkout is None:
+            return self._recent
+        env = git_env(checkout, self.workspace.root)
+        env["GIT_OPTIONAL_LOCKS"] = "0"
+        try:
+            log = run_git(
+                ["log", f"-n{_RECENT_COMMITS}", "--name-only", "--format=", "--relative", "--"],
+                env=env,
+                cwd=self.workspace.root,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return self._recent
+        if log.returncode == 0:
+            for line in log.stdout.decode("utf-8", "replace").splitlines():
+                if line and line not in self._recent:
+                    self._recent[line] = (0.5, "changed in a recent commit")
+        return self._recent
+
+
+def _patched(patches: Sequence[str], why: str) -> dict[str, tuple[float, str]]:
+    named: dict[str, tuple[float, str]] = {}
+    for patch in patches:
+        try:
+            paths = touched_paths(patch)
+        except PatchParseError:
+            continue
+        for path in paths:
+            named[path] = (1.5, why)
+    return named
+
+
+def _changed_functions(
+    path: str, old_text: str, new_text: str, hunks: Sequence[Hunk]
+) -> list[PatchFunction]:
+    """Pairs of (before, after) symbols overlapping the hunks' line ranges."""
+    old = parse_source(path, old_text.encode()) if old_text else None
+    new = parse_source(path, new_text.encode()) if new_text else None
+    found: dict[str, PatchFunction] = {}
+    for hunk in hunks:
+        (old_start, old_count), (new_start, new_count) = hunk_ranges(hunk)
+        before = _overlapping(old, old_text, old_start, old_count)
+        after = _overlapping(new, new_text, new_start, new_count)
+        for name in dict.fromkeys([*before, *after]):
+            if name in found:
+                continue
+            b_line, b_text = before.get(name, (0, ""))
+            a_line, a_text = after.get(name, (0, ""))
+            found[name] = PatchFunction(
+                path=path,
+                symbol=name,
+                before_line=b_line,
+                before=b_text,
+                after_line=a_line,
+                after=a_text,
+            )
+    return list(found.values())
+
+
+def _overlapping(
+    file: FileSymbols | None, text: str, start: int, count: int
+) -> dict[str, tuple[int, str]]:
+    if file is None or not text:
+        return {}
+    lines = text.splitlines()
+    end = start + max(count, 1) - 1
+    spans = [
+        s
+        for s in file.symbols
+        if s.start_line <= end and start <= s.end_line and s.kind not in ("variable",)
+    ]
+    # The innermost: a method, not its whole class.
+    spans = [s for s in spans if not any(o is not s and _inside(o, s) for o in spans)]
+    if not spans:
+        low, high = max(start - 5, 1), min(end + 5, len(lines))
+        return {f"lines {low}-{high}": (low, "".join(f"{x}\n" for x in lines[low - 1 : high]))}
+    return {
+        s.name: (s.start_line, "".join(f"{x}\n" for x in lines[s.start_line - 1 : s.end_line]))
+        for s in spans
+    }
+
+
+def _inside(inner: Symbol, outer: Symbol) -> bool:
+    return outer.start_line <= inner.start_line and inner.end_line <= outer.end_line
+
+
+#: What a localization may meet that leaves the request as it was: an unreadable store, git
+#: refusing the snapshot, a file the parser chokes on. The coder is asked all the same.
+_LOCALIZATION_ERRORS = (WorkspaceError, OSError, sqlite3.Error, ValueError, RecursionError)
+
+
+def localize(
+    services: Services, loop: LoopState, localizer: Localizer, request: AgentRequest
+) -> AgentRequest:
+    """The coder's request with the tree's best-ranked code, the step traced as LOCALIZATION."""
+    number = loop.current.number
+    failing = open_failures(loop, str(services.settings.rootdir))
+    patches = [it.patch for it in loop.iterations if it.patch]
+    try:
+        done, report = localizer.coder_request(request, failing, patches)
+    except _LOCALIZATION_ERRORS as exc:
+        reason = f"no code sent: {type(exc).__name__}: {exc}"
+        services.substate(number, SubState.LOCALIZATION, reason[:300])
+        return request
+    notice = f"; {localizer.index.notice}" if localizer.index.notice else ""
+    localizer.index.notice = ""
+    services.substate(
+        number,
+        SubState.LOCALIZATION,
+        f"{report.files} file(s) indexed ({report.parsed} read anew), {report.ranked} "
+        f"symbol(s) ranked; sent {len(done.sources)} source chunk(s) ({report.sources_bytes} "
+        f"bytes), {len(done.test_sources)} test function(s), {len(done.repo_map)} repo-map "
+        f"file(s) (+{done.repo_map_more} not listed) within fwloop_source_bytes="
+        f"{localizer.budget} in {report.seconds:.2f}s{notice}",
+    )
+    return done
+
+
+def review_context(
+    services: Services, loop: LoopState, localizer: Localizer, request: AgentRequest
+) -> AgentRequest:
+    """The reviewer's request with the whole functions the patch changes, before and after."""
+    try:
+        functions = localizer.patch_functions(request.patch)
+    except _LOCALIZATION_ERRORS as exc:
+        loop.current.notes.append(f"the reviewer was sent no functions: {exc}"[:300])
+        return request
+    return request.model_copy(update={"patch_functions": functions})

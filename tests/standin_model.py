@@ -1,0 +1,252 @@
+"""A stand-in model behind an OpenAI-compatible endpoint on 127.0.0.1 that knows only its messages.
+
+Like a real model it never opens a file: it reads the chat messages it is sent and nothing else.
+It "knows" a set of bugs (the hunks of the fixes, as a model knows a wrong CRC start value when
+it sees one) and can fix one only when the request shows the buggy lines with their neighbours
+(in `sources`); its diff is written from the text it was sent, with the line numbers the
+request gave. Where it sees no known bug it says so with a low confidence, as an honest model
+would. The reviewer approves.
+
+`seen` keeps, per coder request, its size and which bugs were visible: what the benchmarks and
+the tests measure.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Bug:
+    """One hunk of a fix: the lines before (context and removed) and after (context and added)."""
+
+    name: str
+    old: tuple[str, ...]
+    new: tuple[str, ...]
+
+    @property
+    def removed(self) -> tuple[int, int]:
+        """The span of `old` that the fix changes, as (first, end) indices; neighbours around."""
+        first = next((i for i, (a, b) in enumerate(zip(self.old, self.new)) if a != b), 0)
+        tail = 0
+        while (
+            tail < min(len(self.old), len(self.new)) - first
+            and self.old[len(self.old) - 1 - tail] == self.new[len(self.new) - 1 - tail]
+        ):
+            tail += 1
+        return first, len(self.old) - tail
+
+
+def bugs_of_patch(patch: str, name: str) -> list[Bug]:
+    """The hunks of a recorded fix as bugs the stand-in knows."""
+    bugs: list[Bug] = []
+    old: list[str] = []
+    new: list[str] = []
+    inside = False
+
+    def close() -> None:
+        if old or new:
+            bugs.append(Bug(f"{name}#{len(bugs) + 1}", tuple(old), tuple(new)))
+        old.clear()
+        new.clear()
+
+    for line in patch.splitlines():
+        if line.startswith("@@"):
+            close()
+            inside = True
+        elif line.startswith(("diff --git", "--- ", "+++ ", "index ")):
+            close()
+            inside = False
+        elif inside and line[:1] in (" ", "-", "+", ""):
+            text = line[1:]
+            if line[:1] in (" ", "-", ""):
+                old.append(text)
+            if line[:1] in (" ", "+", ""):
+                new.append(text)
+    close()
+    return bugs
+
+
+def bugs_of_answers(folder: Path) -> list[Bug]:
+    """Every hunk of the recorded coder answers of an example (`fwloop-answers/coder/*.json`)."""
+    bugs: list[Bug] = []
+    for answer in sorted((folder / "coder").glob("*.json")):
+        patch = json.loads(answer.read_text())["patch"]
+        bugs += bugs_of_patch(patch, answer.stem)
+    return bugs
+
+
+@dataclass
+class Sighting:
+    """Where the stand-in saw a bug: the chunk's path and the index of its changed lines."""
+
+    bug: Bug
+    path: str
+    line: int  # 1-based line of bug.old[removed[0]] in the file
+    chunk_lines: list[str]
+    index: int  # of that line in chunk_lines
+    chunk_start: int
+
+
+def find(bug: Bug, sources: Sequence[dict[str, Any]]) -> Sighting | None:
+    """The bug's changed lines with one neighbour on each side, in one chunk the request holds."""
+    first, end = bug.removed
+    before = bug.old[first - 1 : first] if first > 0 else ()
+    after = bug.old[end : end + 1]
+    needle = [*before, *bug.old[first:end], *after]
+    for chunk in sources:
+        lines = str(chunk.get("text", "")).splitlines()
+        for i in range(len(lines) - len(needle) + 1):
+            if lines[i : i + len(needle)] == needle:
+                at = i + len(before)
+                start = int(chunk["start_line"])
+                return Sighting(bug, str(chunk["path"]), start + at, lines, at, start)
+    return None
+
+
+def diff_for(sightings: Sequence[Sighting]) -> str:
+    """An exact unified diff of every sighting, from the chunks' text and line numbers."""
+    by_path: dict[str, list[Sighting]] = {}
+    for sighting in sightings:
+        by_path.setdefault(sighting.path, []).append(sighting)
+    parts: list[str] = []
+    for path, found in by_path.items():
+        parts += [f"diff --git a/{path} b/{path}", f"--- a/{path}", f"+++ b/{path}"]
+        shift = 0
+        for s in sorted(found, key=lambda s: s.line):
+            first, end = s.bug.removed
+            removed = s.bug.old[first:end]
+            added = s.bug.new[first : len(s.bug.new) - (len(s.bug.old) - end)]
+            low = max(s.index - 3, 0)
+            high = min(s.index + len(removed) + 3, len(s.chunk_lines))
+            head = s.chunk_lines[low : s.index]
+            tail = s.chunk_lines[s.index + len(removed) : high]
+            old_start = s.chunk_start + low
+            old_count = len(head) + len(removed) + len(tail)
+            new_count = len(head) + len(added) + len(tail)
+            parts.append(f"@@ -{old_start},{old_count} +{old_start + shift},{new_count} @@")
+            parts += [f" {x}" for x in head]
+            parts += [f"-{x}" for x in removed]
+            parts += [f"+{x}" for x in added]
+            parts += [f" {x}" for x in tail]
+            shift += len(added) - len(removed)
+    return "\n".join(parts) + "\n"
+
+
+@dataclass
+class Seen:
+    """One coder request as the stand-in received it."""
+
+    request_bytes: int
+    visible: list[str]
+    sources: int
+
+
+@dataclass
+class StandinModel:
+    """The server; `bugs` is what it knows, `seen` what it was shown."""
+
+    bugs: list[Bug]
+    seen: list[Seen] = field(default_factory=list)
+    url: str = ""
+    fixed: set[str] = field(default_factory=set)
+
+    def answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        role = request.get("role")
+        if role == "reviewer":
+            return {"decision": "approve", "must_fix": [], "risk": 0.1, "summary": "looks right"}
+        if role == "tester":
+            return {"select": [], "commands": [], "notes": "nothing to add"}
+        sources = list(request.get("sources", []))
+        sightings = [s for bug in self.bugs if (s := find(bug, sources)) is not None]
+        self.seen[-1].visible = [s.bug.name for s in sightings]
+        self.seen[-1].sources = len(sources)
+        if not sightings:
+            return {
+                "analysis": {
+                    "root_cause": "the source of the failing code is not in the request",
+                    "hypotheses": [],
+                    "confidence": 0.1,
+                },
+                "patch": "",
+                "summary": "cannot see the code",
+            }
+        names = ", ".join(s.bug.name for s in sightings)
+        return {
+            "analysis": {
+                "root_cause": f"seen in the sources: {names}",
+                "hypotheses": [f"{s.path}:{s.line}" for s in sightings],
+                "confidence": 0.9,
+            },
+            "patch": diff_for(sightings),
+            "summary": f"fix {names}",
+        }
+
+    def __enter__(self) -> StandinModel:
+        model = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                self._send(200, {"object": "list", "data": [{"id": "standin"}]})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                body = json.loads(raw)
+                user = next(m for m in body["messages"] if m["role"] == "user")
+                request = json.loads(user["content"])
+                if request.get("role") == "coder":
+                    model.seen.append(Seen(len(raw), [], 0))
+                content = json.dumps(model.answer(request))
+                self._send(
+                    200,
+                    {
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": content},
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": {"prompt_tokens": len(raw) // 4, "completion_tokens": 200},
+                    },
+                )
+
+            def _send(self, status: int, document: dict[str, Any]) -> None:
+                payload = json.dumps(document).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+    @property
+    def spec(self) -> str:
+        return f"openai:standin@{self.url}"
+
+
+def serving(bugs: list[Bug]) -> Iterator[StandinModel]:
+    with StandinModel(bugs) as model:
+        yield model
