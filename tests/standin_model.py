@@ -33,7 +33,9 @@ class Bug:
     @property
     def removed(self) -> tuple[int, int]:
         """The span of `old` that the fix changes, as (first, end) indices; neighbours around."""
-        first = next((i for i, (a, b) in enumerate(zip(self.old, self.new)) if a != b), 0)
+        first = next(
+            (i for i, (a, b) in enumerate(zip(self.old, self.new, strict=False)) if a != b), 0
+        )
         tail = 0
         while (
             tail < min(len(self.old), len(self.new)) - first

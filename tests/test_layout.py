@@ -25,6 +25,7 @@ ALLOWED: dict[str, set[str]] = {
     "envs": {"core", "config"},
     "child": {"core"},
     "knowledge": {"core"},
+    "codemap": {"core"},
     "reports": {"core", "child"},
     "loop": {
         "core",
@@ -34,6 +35,7 @@ ALLOWED: dict[str, set[str]] = {
         "config",
         "child",
         "knowledge",
+        "codemap",
         "reports",
         "farm",
     },

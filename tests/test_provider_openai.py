@@ -567,3 +567,47 @@ def test_the_registry_passes_the_key_variable(tmp_path: Path) -> None:
     )
     assert isinstance(chat, OpenAIProvider)
     assert (chat.spec, chat.key_env()) == ("openai:qwen@http://127.0.0.1:8000/v1", "LAB_KEY")
+
+
+def truncating(prompt_tokens: int, finish_reason: str = "stop") -> bytes:
+    """A completion from a server that read only `prompt_tokens` of the prompt (Ollama with its
+    default context) or stopped the answer at its limit."""
+    body = json.loads(completion())
+    body["usage"]["prompt_tokens"] = prompt_tokens
+    body["choices"][0]["finish_reason"] = finish_reason
+    return json.dumps(body).encode()
+
+
+def test_a_prompt_cut_short_silently_is_said_with_the_fix(
+    server: ChatServer, tmp_path: Path
+) -> None:
+    """Ollama keeps the last 4,096 tokens of a longer prompt and answers anyway: the answer of a
+    model that never saw the failures is not taken, and the error names the server flags."""
+    server.replies = [Reply(body=truncating(4096))]
+    request = make_request(tmp_path).model_copy(update={"build_diagnostics": "x" * 60_000})
+    agent = reviewer([provider(server)], [], [], 10)
+    with pytest.raises(ProviderError) as caught:
+        agent.ask(request)
+    assert caught.value.kind is ProviderErrorKind.PROVIDER_BAD_OUTPUT
+    message = caught.value.message
+    assert "read 4096 prompt tokens" in message
+    assert "cut the prompt short" in message
+    assert "OLLAMA_CONTEXT_LENGTH" in message
+    assert "-c 32768" in message
+    assert "--max-model-len" in message
+
+
+def test_a_small_request_with_few_tokens_is_no_truncation(
+    server: ChatServer, tmp_path: Path
+) -> None:
+    server.replies = [Reply(body=truncating(300))]
+    assert ask(server, tmp_path).error is None
+
+
+def test_an_answer_stopped_at_the_token_limit_is_said(server: ChatServer, tmp_path: Path) -> None:
+    server.replies = [Reply(body=truncating(812, "length"))]
+    asked = ask(server, tmp_path)
+    assert asked.error is not None
+    assert asked.error.kind is ProviderErrorKind.PROVIDER_BAD_OUTPUT
+    assert "finish_reason length" in asked.error.message
+    assert "OLLAMA_CONTEXT_LENGTH" in asked.error.message

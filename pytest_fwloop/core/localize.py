@@ -369,20 +369,26 @@ def _literal_matches(scored: _Scores, evidence: Evidence) -> None:
                         )
 
 
-def _spread(scored: _Scores) -> None:
-    """One hop along the code: what the found symbols call (a third of their score) and the
-    macros, types and tables they use (a fifth)."""
-    seeds = sorted(scored.scores.items(), key=lambda item: -item[1])[:40]
-    for key, score in seeds:
-        symbol = scored.tree.symbol(key)
-        for name, share, how in (
-            *((callee, 0.33, "called by") for callee in symbol.calls),
-            *((name, 0.2, "used by") for name in symbol.names - symbol.calls),
-        ):
-            defined = scored.definitions(name)
-            for target in defined:
-                if target != key:
-                    scored.add(target, share * score / len(defined), f"{how} {symbol.name}")
+def _spread(scored: _Scores, hops: int = 2) -> None:
+    """Along the code, `hops` steps: what the found symbols call (a third of their score) and
+    the macros, types and tables they use (a fifth); each hop starts from what the last one
+    reached, so a handler's callee's macro is found too."""
+    frontier = dict(sorted(scored.scores.items(), key=lambda item: -item[1])[:40])
+    for _ in range(hops):
+        reached: dict[tuple[str, int], float] = defaultdict(float)
+        for key, score in frontier.items():
+            symbol = scored.tree.symbol(key)
+            for name, share, how in (
+                *((callee, 0.33, "called by") for callee in symbol.calls),
+                *((name, 0.2, "used by") for name in symbol.names - symbol.calls),
+            ):
+                defined = scored.definitions(name)
+                for target in defined:
+                    if target != key:
+                        points = share * score / len(defined)
+                        scored.add(target, points, f"{how} {symbol.name}")
+                        reached[target] += points
+        frontier = dict(sorted(reached.items(), key=lambda item: -item[1])[:40])
 
 
 def _reasons(said: dict[str, float]) -> list[str]:

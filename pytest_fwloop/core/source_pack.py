@@ -84,13 +84,21 @@ def _span(file: FileSymbols, symbol: Symbol, text: str, line: int | None) -> tup
     body = "\n".join(lines[start - 1 : end])
     if len(body.encode()) <= MAX_CHUNK_BYTES:
         return start, end, symbol.name
-    # A window around the named line (else the head), as many lines as the cap allows.
+    # A window around the named line (else the head), grown a line at a time on each side.
     centre = line if line is not None and start <= line <= end else start
-    average = max(len(body.encode()) // max(end - start + 1, 1), 1)
-    half = max(MAX_CHUNK_BYTES // average // 2, 5)
-    low = max(start, centre - half)
-    high = min(end, low + 2 * half)
-    return low, high, f"{symbol.name} (lines {low}-{high} of {start}-{end})"
+    low = high = centre
+    size = len(lines[centre - 1].encode()) + 1
+    while True:
+        grown = False
+        for candidate in (high + 1, low - 1):
+            if start <= candidate <= end and candidate not in (low, high):
+                cost = len(lines[candidate - 1].encode()) + 1
+                if size + cost <= MAX_CHUNK_BYTES:
+                    size += cost
+                    low, high = min(low, candidate), max(high, candidate)
+                    grown = True
+        if not grown:
+            return low, high, f"{symbol.name} (lines {low}-{high} of {start}-{end})"
 
 
 def _lines(text: str, start: int, end: int) -> str:

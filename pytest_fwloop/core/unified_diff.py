@@ -186,19 +186,6 @@ def parse_patch(text: str) -> list[FileChange]:
     return [section.finish() for section in sections]
 
 
-def hunk_ranges(hunk: Hunk) -> tuple[tuple[int, int], tuple[int, int]]:
-    """((old start, old count), (new start, new count)) of a hunk's header; a count left out
-    is 1, as in `@@ -3 +3 @@`."""
-    match = _HUNK_HEADER.match(hunk.header)
-    if match is None:
-        return (0, 0), (0, 0)
-    old_start, old_count, new_start, new_count = match.groups()
-    return (
-        (int(old_start), int(old_count) if old_count is not None else 1),
-        (int(new_start), int(new_count) if new_count is not None else 1),
-    )
-
-
 def touched_paths(text: str) -> list[str]:
     """Every normalised path a patch reads or writes, sorted; raises `PatchParseError`."""
     names = {normalize_path(p) for change in parse_patch(text) for p in change.paths}

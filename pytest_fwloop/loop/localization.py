@@ -7,6 +7,7 @@ the symbols from the code index, the failures from the loop, and reads only the 
 
 from __future__ import annotations
 
+import difflib
 import sqlite3
 import subprocess
 import time
@@ -23,13 +24,7 @@ from pytest_fwloop.core.posix_paths import glob_match
 from pytest_fwloop.core.results import TestRecord
 from pytest_fwloop.core.source_pack import failing_test_code, pack_sources, repo_map
 from pytest_fwloop.core.substates import SubState
-from pytest_fwloop.core.unified_diff import (
-    Hunk,
-    PatchParseError,
-    hunk_ranges,
-    parse_patch,
-    touched_paths,
-)
+from pytest_fwloop.core.unified_diff import PatchParseError, parse_patch, touched_paths
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import LoopState
 from pytest_fwloop.loop.steps.decline import open_failures
@@ -154,7 +149,7 @@ class Localizer:
         except PatchParseError:
             return []
         commit, files = self.workspace.source_files()
-        after = self.workspace.shadow.patched_files(commit, patch)
+        after = self.workspace.patched_files(commit, patch)
         found: list[PatchFunction] = []
         spent = 0
         for change in changes:
@@ -173,7 +168,7 @@ class Localizer:
                 if new_blob
                 else ""
             )
-            for function in _changed_functions(path, old_text, new_text, change.hunks):
+            for function in _changed_functions(path, old_text, new_text):
                 size = len(function.before.encode()) + len(function.after.encode())
                 if spent + size > self.budget:
                     return found
@@ -227,17 +222,19 @@ def _patched(patches: Sequence[str], why: str) -> dict[str, tuple[float, str]]:
     return named
 
 
-def _changed_functions(
-    path: str, old_text: str, new_text: str, hunks: Sequence[Hunk]
-) -> list[PatchFunction]:
-    """Pairs of (before, after) symbols overlapping the hunks' line ranges."""
+def _changed_functions(path: str, old_text: str, new_text: str) -> list[PatchFunction]:
+    """Pairs of (before, after) symbols holding the lines the patch changes, as a line diff of
+    the two texts finds them (context lines do not count)."""
     old = parse_source(path, old_text.encode()) if old_text else None
     new = parse_source(path, new_text.encode()) if new_text else None
+    old_lines, new_lines = old_text.splitlines(), new_text.splitlines()
+    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
     found: dict[str, PatchFunction] = {}
-    for hunk in hunks:
-        (old_start, old_count), (new_start, new_count) = hunk_ranges(hunk)
-        before = _overlapping(old, old_text, old_start, old_count)
-        after = _overlapping(new, new_text, new_start, new_count)
+    for tag, old_low, old_high, new_low, new_high in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        before = _overlapping(old, old_lines, old_low + 1, old_high - old_low)
+        after = _overlapping(new, new_lines, new_low + 1, new_high - new_low)
         for name in dict.fromkeys([*before, *after]):
             if name in found:
                 continue
@@ -255,11 +252,12 @@ def _changed_functions(
 
 
 def _overlapping(
-    file: FileSymbols | None, text: str, start: int, count: int
+    file: FileSymbols | None, lines: Sequence[str], start: int, count: int
 ) -> dict[str, tuple[int, str]]:
-    if file is None or not text:
+    """The innermost symbols of `file` holding lines start..start+count-1 (an insertion,
+    count 0, is held by the symbol around it); a window of lines where none does."""
+    if file is None or not lines:
         return {}
-    lines = text.splitlines()
     end = start + max(count, 1) - 1
     spans = [
         s

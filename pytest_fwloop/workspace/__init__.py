@@ -28,6 +28,7 @@ from pytest_fwloop.core.policy import (
 )
 from pytest_fwloop.core.posix_paths import glob_match, normalize_path
 from pytest_fwloop.core.unified_diff import FileChange, PatchParseError, parse_patch, touched_paths
+from pytest_fwloop.workspace import tree_reads
 from pytest_fwloop.workspace.git_run import WorkspaceError
 from pytest_fwloop.workspace.journal import Journal, WorkspaceLocked
 from pytest_fwloop.workspace.lock import RunLock
@@ -247,10 +248,15 @@ class Workspace:
         """A snapshot of the tree now (not kept) and its regular files with their blob ids: what
         the code index follows, reading only the blobs it has not seen (`read_blobs`)."""
         commit = self.snapshot("code index")
-        return commit, self.shadow.files(commit)
+        return commit, tree_reads.files(self.shadow, commit)
 
     def read_blobs(self, ids: Iterable[str]) -> dict[str, bytes]:
-        return self.shadow.blobs(ids)
+        return tree_reads.blobs(self.shadow, ids)
+
+    def patched_files(self, commit: str, patch: str) -> dict[str, str]:
+        """The blob ids of every file of snapshot `commit` once `patch` is applied to it in a
+        scratch index (the tree untouched); {} when git will not apply it."""
+        return tree_reads.patched_files(self.shadow, commit, patch)
 
     def drop_snapshots(self) -> None:
         """Let the store delete what only the `snapshot`s taken so far hold (a build's output,

@@ -124,64 +124,6 @@ class ShadowRepo:
         shown = self._git("cat-file", "blob", f"{self._commit(commit)}:{path}", check=False)
         return shown.stdout if shown.returncode == 0 else None
 
-    def files(self, commit: str) -> dict[str, str]:
-        """Every regular file of snapshot `commit` with its blob id: what the code index reads.
-        Symbolic links and submodules are left out, so nothing read through them can lie
-        outside the tree."""
-        listed = self._git("ls-tree", "-r", "-z", "--full-tree", self._commit(commit)).stdout
-        files = {}
-        for entry in split_z(listed):
-            meta, _, path = entry.partition("\t")
-            mode, kind, blob = meta.split(" ")
-            if kind == "blob" and mode in ("100644", "100755"):
-                files[path] = blob
-        return files
-
-    def patched_files(self, commit: str, patch: str) -> dict[str, str]:
-        """The blob ids of the files `patch` writes, as `git apply` makes them over snapshot
-        `commit`, in a scratch index: the tree is not touched. {} when git will not apply it."""
-        index = self.git_dir / "fwloop-patched-index"
-        try:
-            self._git("read-tree", f"{self._commit(commit)}^{{tree}}", index=index)
-            applied = self._git(
-                "apply",
-                "--cached",
-                "-",
-                stdin=patch.encode("utf-8", "surrogateescape"),
-                check=False,
-                index=index,
-            )
-            if applied.returncode != 0:
-                return {}
-            tree = self._git("write-tree", index=index).stdout.decode().strip()
-        finally:
-            index.unlink(missing_ok=True)
-        listed = self._git("ls-tree", "-r", "-z", "--full-tree", tree).stdout
-        found = {}
-        for entry in split_z(listed):
-            meta, _, path = entry.partition("\t")
-            found[path] = meta.split(" ")[2]
-        return found
-
-    def blobs(self, ids: Iterable[str]) -> dict[str, bytes]:
-        """The contents of blobs by id, in one `git cat-file --batch`; a missing one is left out."""
-        wanted = list(dict.fromkeys(ids))
-        if not wanted:
-            return {}
-        self.ensure()
-        out = self._git("cat-file", "--batch", stdin="".join(f"{i}\n" for i in wanted).encode())
-        data, found, at = out.stdout, {}, 0
-        for blob in wanted:
-            end = data.index(b"\n", at)
-            header = data[at:end].split(b" ")
-            at = end + 1
-            if len(header) != 3:  # "<id> missing"
-                continue
-            size = int(header[2])
-            found[blob] = data[at : at + size]
-            at += size + 1
-        return found
-
     def pack(self) -> None:
         """Pack the store's loose objects and drop unreachable ones (the index states of
         snapshots): run at the end of a run, under its lock. What `git gc --prune=now` does

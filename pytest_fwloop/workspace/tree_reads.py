@@ -1,0 +1,70 @@
+"""What the code index reads of the shadow store (DESIGN.md §16): a snapshot's files with
+their blob ids, blobs by id, and what a patch would make of them, without touching the tree."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pytest_fwloop.workspace.git_run import split_z
+from pytest_fwloop.workspace.shadow import ShadowRepo
+
+
+def files(shadow: ShadowRepo, commit: str) -> dict[str, str]:
+    """Every regular file of snapshot `commit` with its blob id: what the code index reads.
+    Symbolic links and submodules are left out, so nothing read through them can lie
+    outside the tree."""
+    listed = shadow._git("ls-tree", "-r", "-z", "--full-tree", shadow._commit(commit)).stdout
+    files = {}
+    for entry in split_z(listed):
+        meta, _, path = entry.partition("\t")
+        mode, kind, blob = meta.split(" ")
+        if kind == "blob" and mode in ("100644", "100755"):
+            files[path] = blob
+    return files
+
+
+def patched_files(shadow: ShadowRepo, commit: str, patch: str) -> dict[str, str]:
+    """The blob ids of the files `patch` writes, as `git apply` makes them over snapshot
+    `commit`, in a scratch index: the tree is not touched. {} when git will not apply it."""
+    index = shadow.git_dir / "fwloop-patched-index"
+    try:
+        shadow._git("read-tree", f"{shadow._commit(commit)}^{{tree}}", index=index)
+        applied = shadow._git(
+            "apply",
+            "--cached",
+            "-",
+            stdin=patch.encode("utf-8", "surrogateescape"),
+            check=False,
+            index=index,
+        )
+        if applied.returncode != 0:
+            return {}
+        tree = shadow._git("write-tree", index=index).stdout.decode().strip()
+    finally:
+        index.unlink(missing_ok=True)
+    listed = shadow._git("ls-tree", "-r", "-z", "--full-tree", tree).stdout
+    found = {}
+    for entry in split_z(listed):
+        meta, _, path = entry.partition("\t")
+        found[path] = meta.split(" ")[2]
+    return found
+
+
+def blobs(shadow: ShadowRepo, ids: Iterable[str]) -> dict[str, bytes]:
+    """The contents of blobs by id, in one `git cat-file --batch`; a missing one is left out."""
+    wanted = list(dict.fromkeys(ids))
+    if not wanted:
+        return {}
+    shadow.ensure()
+    out = shadow._git("cat-file", "--batch", stdin="".join(f"{i}\n" for i in wanted).encode())
+    data, found, at = out.stdout, {}, 0
+    for blob in wanted:
+        end = data.index(b"\n", at)
+        header = data[at:end].split(b" ")
+        at = end + 1
+        if len(header) != 3:  # "<id> missing"
+            continue
+        size = int(header[2])
+        found[blob] = data[at : at + size]
+        at += size + 1
+    return found

@@ -1,0 +1,111 @@
+"""Any model can fix the firmware when it is sent the code (DESIGN.md §16), through `openai:`.
+
+The model is `standin_model.StandinModel`: an OpenAI-compatible server on 127.0.0.1 that never
+opens a file and can fix a bug only when the request shows the buggy lines with their
+neighbours. It knows the bundled examples' bugs from their recorded fixes; what reaches it is
+what the loop localized.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from envs_support.examples import copy_example
+from envs_support.procs import running_under
+from envs_support.tools import require
+from loopkit import LoopProject
+from standin_model import StandinModel, bugs_of_answers
+
+pytestmark = pytest.mark.slow
+
+TOOLS = {
+    "uart-console": [("gcc", "gcc"), ("make", "make")],
+    "qemu-cortex-m": [
+        ("arm-none-eabi-gcc", "gcc-arm-none-eabi"),
+        ("qemu-system-arm", "qemu-system-arm"),
+        ("make", "make"),
+    ],
+    "ssh-bmc": [("gcc", "gcc"), ("make", "make"), ("sshd", "openssh-server")],
+}
+
+
+def coder_requests(run_dir: Path) -> list[dict[str, Any]]:
+    return [
+        json.loads(path.read_text())
+        for path in sorted(run_dir.glob("rounds/*/coder-*.request.json"))
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(TOOLS))
+def test_an_endpoint_model_that_sees_only_its_messages_fixes_every_example(
+    project: LoopProject, name: str
+) -> None:
+    for program, package in TOOLS[name]:
+        require(program, package)
+    root = copy_example(name, project.root)
+    bugs = bugs_of_answers(root / "fwloop-answers")
+    with StandinModel(bugs) as model:
+        result = project.run(f"--fwloop-coder={model.spec}", "--max-iter=6")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    summary = project.summary()
+    assert summary["outcome"] == "success"
+    # Every bug's lines reached the model in the first request: one coder call fixed them all.
+    assert sorted(model.seen[0].visible) == sorted(bug.name for bug in bugs)
+    assert summary["coder_calls"] == 1
+    [run_dir] = project.run_dirs()
+    [request] = coder_requests(run_dir)
+    sources = request["sources"]
+    assert isinstance(sources, list)
+    assert sources
+    # Tests are read-only context, never offered as editable code.
+    assert not any(
+        "/test_" in chunk["path"] or chunk["path"].startswith("tests/") for chunk in sources
+    )
+    assert request["test_sources"]
+    events = (run_dir / "task-events.jsonl").read_text()
+    assert '"event": "LOCALIZATION"' in events
+    [review] = sorted(run_dir.glob("rounds/02/reviewer-*.request.json"))
+    functions = json.loads(review.read_text())["patch_functions"]
+    assert functions
+    assert all(f["before"] != f["after"] for f in functions)
+    replayed = project.replay()
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert running_under(project.root) == []
+
+
+def test_secrets_symlinks_and_protected_files_never_reach_the_model(
+    project: LoopProject, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key file in the tree, a symlink to a file outside it, a protected file the failures
+    name, and a secret-named variable's value inside a source file: none reaches the model."""
+    require("gcc", "gcc")
+    root = copy_example("uart-console", project.root)
+    outside = tmp_path / "outside.c"
+    outside.write_text("int crc8_smbus_outside_secret(void) { return 42; }\n")
+    (root / "firmware" / "src" / "leak.c").symlink_to(outside)
+    (root / "firmware" / ".env").write_text("FLASH_TOKEN=tok-0123456789abcdef\n")
+    (root / "firmware" / "src" / "id_rsa").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    crc = root / "firmware" / "src" / "crc8.c"
+    crc.write_text(crc.read_text() + "/* deploy key: key-9f8e7d6c5b4a39281706 */\n")
+    bugs = bugs_of_answers(root / "fwloop-answers")
+    with StandinModel(bugs) as model:
+        monkeypatch.setenv("DEPLOY_KEY", "key-9f8e7d6c5b4a39281706")
+        result = project.run(f"--fwloop-coder={model.spec}", "--max-iter=4")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    [run_dir] = project.run_dirs()
+    sent = json.dumps(coder_requests(run_dir))
+    assert "outside_secret" not in sent
+    assert "leak.c" not in sent
+    assert "tok-0123456789abcdef" not in sent
+    assert ".env" not in sent
+    assert "PRIVATE KEY" not in sent
+    assert "id_rsa" not in sent
+    assert "key-9f8e7d6c5b4a39281706" not in sent
+    assert "[redacted:DEPLOY_KEY]" in sent
+    editable = {c["path"] for r in coder_requests(run_dir) for c in r["sources"]}
+    assert "pytest.ini" not in editable
+    assert "tests/conftest.py" not in editable

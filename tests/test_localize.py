@@ -1,0 +1,247 @@
+"""Localization (DESIGN.md §16): symbols from tree-sitter, ranking by the failures' evidence,
+packing within the budget, and the index that parses only what changed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_fwloop.agents.model_io import render_prompt
+from pytest_fwloop.codemap.index import CodeIndex
+from pytest_fwloop.codemap.parse import parse_source
+from pytest_fwloop.core.agent_protocol import AgentRequest, SourceChunk
+from pytest_fwloop.core.code_symbols import FileSymbols
+from pytest_fwloop.core.localize import FailureText, TreeMap, gather_evidence, rank
+from pytest_fwloop.core.source_pack import (
+    MAX_CHUNK_BYTES,
+    failing_test_code,
+    pack_sources,
+    repo_map,
+    wire_size,
+)
+
+COMMANDS_C = """\
+#include "crc8.h"
+#include "uart.h"
+
+static void cmd_version(char *args) { uart_printf_line("V1"); }
+
+static void cmd_crc8(char *args)
+{
+    uint8_t bytes[8];
+    size_t n = parse_hex(args, bytes);
+    uart_printf_line("0x%02X", crc8_smbus(bytes, n));
+}
+
+static const struct command table[] = {
+    {"version", cmd_version},
+    {"crc8", cmd_crc8},
+};
+"""
+CRC8_C = """\
+#include "crc8.h"
+
+#define CRC8_INIT 0xFFu
+
+uint8_t crc8_smbus(const uint8_t *data, size_t len)
+{
+    uint8_t crc = CRC8_INIT;
+    for (size_t i = 0; i < len; i++) {
+        crc ^= data[i];
+    }
+    return crc;
+}
+"""
+TEST_PY = """\
+def test_crc8_zero(console):
+    assert console.command("crc8 00") == "0x00"
+
+
+def test_version(console):
+    assert console.command("version") == "V1"
+"""
+
+
+def tree_of(files: dict[str, str]) -> TreeMap:
+    tree = TreeMap()
+    parsed = {p: parse_source(p, t.encode()) for p, t in files.items()}
+    tree.update({p: s for p, s in parsed.items() if s is not None})
+    return tree
+
+
+def test_c_symbols_carry_lines_calls_and_the_names_beside_literals() -> None:
+    parsed = parse_source("src/commands.c", COMMANDS_C.encode())
+    assert parsed is not None
+    by_name = {s.name: s for s in parsed.symbols}
+    crc = by_name["cmd_crc8"]
+    assert (crc.kind, crc.start_line, crc.end_line) == ("function", 6, 11)
+    assert {"parse_hex", "crc8_smbus", "uart_printf_line"} <= crc.calls
+    assert by_name["table"].kind == "variable"
+    [entry] = [lit for lit in parsed.literals if lit.text == "crc8"]
+    assert entry.line == 15
+    assert "cmd_crc8" in entry.line_names
+
+
+def test_cpp_and_python_symbols_and_a_file_with_syntax_errors() -> None:
+    cpp = parse_source(
+        "drv/uart.cpp",
+        b"namespace drv {\nclass Uart {\n public:\n  int put(char c) { return write(&c, 1); }\n"
+        b"};\nint Uart::flush() { return sync(); }\n}\n",
+    )
+    assert cpp is not None
+    names = {(s.name, s.kind) for s in cpp.symbols}
+    assert {("Uart", "type"), ("put", "function"), ("flush", "function")} <= names
+    broken = parse_source("fw/calc.py", b"def add(a, b):\n    return a - b\n\ndef sub(a, b:\n")
+    assert broken is not None
+    assert "add" in {s.name for s in broken.symbols}
+    plain = parse_source("link.ld", b"MEMORY\n{\n  FLASH (rx) : ORIGIN = 0x0\n}\n")
+    assert plain is not None
+    assert plain.language == ""
+    assert "FLASH" in plain.symbols[0].names
+    assert parse_source("logo.png", b"\x89PNG\0\0") is None
+    assert parse_source("fw/blob.c", b"int x;\0\0\0") is None
+
+
+def test_a_console_test_finds_the_command_handler_and_what_it_calls() -> None:
+    """`crc8 00` in the failing test: the command table's "crc8" names cmd_crc8, which calls
+    crc8_smbus, which uses CRC8_INIT; the test file itself is never a candidate."""
+    files = {"src/commands.c": COMMANDS_C, "src/crc8.c": CRC8_C, "tests/test_console.py": TEST_PY}
+    tree = tree_of(files)
+    tests = failing_test_code(tree, ["tests/test_console.py::test_crc8_zero"], files, 4096)
+    assert [t.symbol for t in tests] == ["test_crc8_zero"]
+    evidence = gather_evidence(
+        [FailureText("tests/test_console.py::test_crc8_zero", "AssertionError: '0xF3' == '0x00'")],
+        [t.text for t in tests],
+        "",
+        "/root",
+        tree.files,
+        {},
+    )
+    ranked = rank(tree, evidence, ["src/commands.c", "src/crc8.c"])
+    names = [tree.symbol((r.path, r.index)).name for r in ranked]
+    assert names.index("cmd_crc8") < names.index("cmd_version")
+    assert "crc8_smbus" in names[:4]
+    assert "CRC8_INIT" in names
+    assert all(r.path != "tests/test_console.py" for r in ranked)
+    handler = ranked[names.index("cmd_crc8")]
+    assert any('beside "crc8"' in reason for reason in handler.reasons)
+
+
+def test_a_traceback_frame_and_a_build_diagnostic_name_their_functions() -> None:
+    calc = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
+    tree = tree_of({"fw/calc.py": calc, "fw/other.py": "def mul2(x):\n    return 2 * x\n"})
+    failure = 'Traceback:\n  File "/root/fw/calc.py", line 2, in add\nAssertionError: 1 == 5'
+    evidence = gather_evidence(
+        [FailureText("t::x", failure)], [], "fw/other.py:2:5: error: bad", "/root", tree.files, {}
+    )
+    ranked = rank(tree, evidence, ["fw/calc.py", "fw/other.py"])
+    top = {tree.symbol((r.path, r.index)).name: r for r in ranked}
+    assert ranked[0].path == "fw/calc.py" or ranked[0].path == "fw/other.py"
+    assert top["add"].line == 2
+    assert top["mul2"].line == 2
+    assert top["add"].score > top.get("mul", top["add"]).score / 2
+
+
+def test_the_map_follows_changes_file_by_file() -> None:
+    tree = tree_of({"a.c": "int f(void) { return g(); }\n", "b.c": "int g(void) { return 1; }\n"})
+    changed = parse_source("a.c", b"int h(void) { return 2; }\n")
+    assert changed is not None
+    assert tree.update({"a.c": changed}) == 2  # a.c re-read, b.c forgotten
+    assert tree.definitions["f"] == set()
+    assert tree.definitions["g"] == set()
+    assert tree.callers["g"] == set()
+    assert tree.definitions["h"] == {("a.c", 0)}
+
+
+def test_sources_are_whole_small_files_or_windows_of_long_functions_within_the_budget() -> None:
+    long_body = "".join(f"    x += {i};\n" for i in range(2000))
+    big = "int filler(void) { return 0; }\n" * 200 + f"int big(int x)\n{{\n{long_body}}}\n"
+    files = {"small.c": CRC8_C, "big.c": big}
+    tree = tree_of(files)
+    start = next(s.start_line for s in tree.files["big.c"].symbols if s.name == "big")
+    evidence = gather_evidence(
+        [FailureText("t", f"big.c:{start + 1500}: assert\ncrc8_smbus wrong")],
+        [],
+        "",
+        "",
+        tree.files,
+        {},
+    )
+    ranked = rank(tree, evidence, list(files))
+    chunks = pack_sources(tree, ranked, files, 64 * 1024)
+    by_path = {c.path: c for c in chunks}
+    assert by_path["small.c"].start_line == 1
+    assert by_path["small.c"].text == CRC8_C
+    window = by_path["big.c"]
+    assert window.start_line <= start + 1500 <= window.end_line
+    assert len(window.text.encode()) <= MAX_CHUNK_BYTES
+    lines = big.splitlines()
+    assert window.text.splitlines() == lines[window.start_line - 1 : window.end_line]
+    located = pack_sources(tree, ranked, files, 64 * 1024, with_text=False)
+    assert located
+    assert all(c.text == "" for c in located)
+
+
+@settings(max_examples=60, deadline=None)
+@given(budget=st.integers(min_value=0, max_value=20_000), map_budget=st.integers(0, 3000))
+def test_what_is_packed_never_exceeds_its_budget(budget: int, map_budget: int) -> None:
+    files = {f"src/m{i}.c": f"int f{i}(int a) {{ return g{i}(a) + {i}; }}\n" * 40 for i in range(8)}
+    tree = tree_of(files)
+    evidence = gather_evidence([FailureText("t", "f1 f2 f3 g4")], [], "", "", tree.files, {})
+    ranked = rank(tree, evidence, list(files))
+    chunks = pack_sources(tree, ranked, files, budget)
+    assert sum(wire_size(c) for c in chunks) <= budget
+    entries, more = repo_map(tree, ranked, list(files), chunks, map_budget)
+    assert sum(wire_size(e) for e in entries) <= map_budget
+    assert len(entries) + more == len([p for p in files if p not in {c.path for c in chunks}])
+
+
+def test_the_index_parses_only_what_it_has_not_seen(tmp_path: Path) -> None:
+    blobs = {"b1": CRC8_C.encode(), "b2": COMMANDS_C.encode(), "b3": b"int changed;\n"}
+    asked: list[list[str]] = []
+
+    def read(ids: object) -> dict[str, bytes]:
+        wanted = list(ids)  # type: ignore[call-overload]
+        asked.append(wanted)
+        return {i: blobs[i] for i in wanted}
+
+    path = tmp_path / ".fwloop" / "index" / "code-index.sqlite"
+    first = CodeIndex(path).symbols({"crc8.c": "b1", "commands.c": "b2", "README": "b9"}, read)
+    assert set(first) == {"crc8.c", "commands.c"}
+    assert asked == [["b1", "b2"]]
+    # A new run: the store answers; only the changed file is read.
+    again = CodeIndex(path).symbols({"crc8.c": "b1", "commands.c": "b3"}, read)
+    assert asked[1:] == [["b3"]]
+    assert again["crc8.c"] == first["crc8.c"]
+    path.write_bytes(b"not a database" * 100)
+    rebuilt = CodeIndex(path)
+    assert set(rebuilt.symbols({"crc8.c": "b1"}, read)) == {"crc8.c"}
+    assert "unreadable" in rebuilt.notice
+    assert "rebuilt" in rebuilt.notice
+
+
+def test_a_cli_agent_gets_the_locations_without_the_text() -> None:
+    chunk = SourceChunk(path="src/crc8.c", start_line=1, end_line=12, symbol="f", text=CRC8_C)
+    request = AgentRequest(
+        role="coder", iteration=2, goal="g", workspace="/w", sources=[chunk], test_sources=[chunk]
+    )
+    prompt = render_prompt(request)
+    sent = json.loads(prompt.split("The request:\n", 1)[1])
+    assert sent["sources"][0]["path"] == "src/crc8.c"
+    assert sent["sources"][0]["text"] == ""
+    assert "CRC8_INIT" not in prompt
+    assert request.sources[0].text == CRC8_C  # the request itself, and its record, keep it
+
+
+def test_failing_test_code_strips_parameters_and_is_bounded() -> None:
+    files = {"tests/test_console.py": TEST_PY}
+    tree = tree_of(files)
+    ids = ["tests/test_console.py::test_version[a]", "tests/test_console.py::test_version[b]"]
+    [chunk] = failing_test_code(tree, ids, files, 4096)
+    assert chunk.symbol == "test_version"
+    assert "(read-only)" in chunk.reason
+    assert failing_test_code(tree, ids, files, 10) == []
+    assert isinstance(tree.files["tests/test_console.py"], FileSymbols)
