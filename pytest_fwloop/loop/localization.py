@@ -78,6 +78,8 @@ class Localizer:
     index: CodeIndex = field(init=False)
     tree: TreeMap = field(default_factory=TreeMap)
     _recent: dict[str, tuple[float, str]] | None = None
+    #: Whether a path may be patched and shown: the policy holds for the run, paths recur.
+    _verdicts: dict[str, bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.index = CodeIndex(self.workspace.shadow.state_dir / "index" / INDEX_NAME)
@@ -94,7 +96,7 @@ class Localizer:
         _, files = self.workspace.source_files()
         symbols = self.index.symbols(files, self.workspace.read_blobs)
         parsed = self.tree.update(symbols)
-        editable = [p for p in symbols if not is_secret(p) and not path_violations(p, self.policy)]
+        editable = [p for p in symbols if self._editable(p)]
         nodeids = [t.nodeid for t in failing]
         test_paths = list(dict.fromkeys(n.split("::", 1)[0] for n in nodeids))[:_FILES_READ]
         test_texts = self._texts(files, [p for p in test_paths if p in symbols])
@@ -175,6 +177,13 @@ class Localizer:
                 spent += size
                 found.append(function)
         return found
+
+    def _editable(self, path: str) -> bool:
+        verdict = self._verdicts.get(path)
+        if verdict is None:
+            verdict = not is_secret(path) and not path_violations(path, self.policy)
+            self._verdicts[path] = verdict
+        return verdict
 
     def _texts(self, files: Mapping[str, str], paths: Sequence[str]) -> dict[str, str]:
         wanted = {p: files[p] for p in paths if p in files}
