@@ -150,14 +150,142 @@ class Seen:
     sources: int
 
 
+_SOURCE_SUFFIXES = (".c", ".h", ".py", ".cpp", ".hpp", ".s", ".S", ".ld")
+#: What a hostile model asks the tools for (issue 32's corpus): nothing of it may come back.
+HOSTILE_CALLS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("read_file", {"path": "../outside/victim.txt"}),
+    ("read_file", {"path": "/proc/self/environ"}),
+    ("read_file", {"path": "firmware/../../outside/victim.txt"}),
+    ("read_file", {"path": "firmware/src/leak.c"}),  # a symlink to a file outside the tree
+    ("list_dir", {"path": "firmware/linked"}),  # a symlink to a folder outside the tree
+    ("read_file", {"path": ".git/config"}),
+    ("read_file", {"path": ".fwloop/.gitignore"}),
+    ("read_file", {"path": "firmware/.env"}),
+    ("read_file", {"path": "firmware/src/crc8.c", "start_line": 1, "end_line": 10_000_000}),
+    ("search", {"text": "(a+)+$" * 30}),
+    ("search", {"text": "x" * 5000}),
+    ("nonexistent_tool", {}),
+)
+
+
+def tool_chunks(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What `read_file` results showed, as chunks with their first line number."""
+    chunks = []
+    for message in messages:
+        if message.get("role") != "tool":
+            continue
+        head, _, body = str(message.get("content", "")).partition(":\n")
+        if " lines " not in head:
+            continue
+        path = head.split(" lines ", 1)[0]
+        parts = [line.partition(": ") for line in body.splitlines() if ": " in line]
+        numbered = [(n, text) for n, _, text in parts if n.isdigit()]
+        if numbered:
+            text = "".join(f"{t}\n" for _, t in numbered)
+            chunks.append({"path": path, "start_line": int(numbered[0][0]), "text": text})
+    return chunks
+
+
+def next_tool_calls(
+    messages: Sequence[dict[str, Any]], limit: int = 4
+) -> list[tuple[str, dict[str, Any]]]:
+    """A model exploring the tree from its own messages only: list folders it has not listed,
+    read source files it has not read (as the listings and its request name them)."""
+    asked = set()
+    for message in messages:
+        for call in message.get("tool_calls") or []:
+            asked.add((call["function"]["name"], call["function"]["arguments"]))
+    request = json.loads(next(m["content"] for m in messages if m["role"] == "user"))
+    # First the words of the failing tests' names, searched for; then what they found.
+    words = {
+        word
+        for failure in request.get("failures", [])
+        for word in failure["nodeid"].rpartition("::")[2].split("[")[0].split("_")
+        if len(word) > 3 and word != "test"
+    }
+    longest = sorted(words, key=lambda w: (-len(w), w))[:6]
+    todo: list[tuple[str, dict[str, Any]]] = [("search", {"text": w}) for w in longest]
+    for entry in request.get("repo_map", []):
+        todo.append(("read_file", {"path": entry["path"]}))
+    for message in messages:
+        if message.get("role") == "tool":
+            for line in str(message.get("content", "")).splitlines():
+                path = line.split(":", 1)[0]
+                if path.endswith(_SOURCE_SUFFIXES) and not path.startswith("tests/"):
+                    todo.append(("read_file", {"path": path}))
+    todo.append(("list_dir", {"path": "."}))
+    calls: dict[str, dict[str, Any]] = {}
+    for message in messages:
+        for call in message.get("tool_calls") or []:
+            calls[call["id"]] = call
+        if message.get("role") != "tool":
+            continue
+        call = calls.get(str(message.get("tool_call_id")))
+        if call is not None and call["function"]["name"] == "list_dir":
+            base = json.loads(call["function"]["arguments"]).get("path", ".")
+            for entry in str(message["content"]).splitlines():
+                path = entry if base in (".", "") else f"{base}/{entry}"
+                if entry.endswith("/") and not entry.startswith((".", "tests/", "build/")):
+                    todo.append(("list_dir", {"path": path.rstrip("/")}))
+                elif path.endswith(_SOURCE_SUFFIXES):
+                    todo.append(("read_file", {"path": path}))
+    fresh = {json.dumps([n, a]): (n, a) for n, a in todo if (n, json.dumps(a)) not in asked}
+    return list(fresh.values())[:limit]
+
+
 @dataclass
 class StandinModel:
-    """The server; `bugs` is what it knows, `seen` what it was shown."""
+    """The server; `bugs` is what it knows, `seen` what it was shown. `mode`: "plain" answers at
+    once; "tools" reads the tree through the tools before answering when its request does not
+    show every bug; "hostile" first makes every call of HOSTILE_CALLS, then keeps calling."""
 
     bugs: list[Bug]
+    mode: str = "plain"
     seen: list[Seen] = field(default_factory=list)
     url: str = ""
     fixed: set[str] = field(default_factory=set)
+    #: Every tool message the server received, for the hostile corpus's checks.
+    tool_results: list[str] = field(default_factory=list)
+
+    def turn(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The assistant message for one chat completion request: tool calls or the answer."""
+        messages = body["messages"]
+        request = json.loads(next(m["content"] for m in messages if m["role"] == "user"))
+        # A hostile model calls tools whatever `tool_choice` says, as long as they are offered.
+        offered = bool(body.get("tools")) and (
+            body.get("tool_choice") != "none" or self.mode == "hostile"
+        )
+        self.tool_results += [str(m["content"]) for m in messages if m["role"] == "tool"]
+        if request.get("role") == "coder" and offered and self.mode != "plain":
+            calls = self._calls(request, messages)
+            if calls:
+                return {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": f"call_{len(messages)}_{i}",
+                            "type": "function",
+                            "function": {"name": name, "arguments": json.dumps(args)},
+                        }
+                        for i, (name, args) in enumerate(calls)
+                    ],
+                }
+        request["sources"] = [*request.get("sources", []), *tool_chunks(messages)]
+        return {"role": "assistant", "content": json.dumps(self.answer(request))}
+
+    def _calls(
+        self, request: dict[str, Any], messages: Sequence[dict[str, Any]]
+    ) -> list[tuple[str, dict[str, Any]]]:
+        if self.mode == "hostile":
+            made = sum(len(m.get("tool_calls") or []) for m in messages)
+            if made < len(HOSTILE_CALLS):
+                return list(HOSTILE_CALLS)
+            return [("list_dir", {"path": "."})] * 10  # hundreds of calls, ten at a time
+        shown = [*request.get("sources", []), *tool_chunks(messages)]
+        if all(find(bug, shown) for bug in self.bugs):
+            return []
+        return next_tool_calls(messages)
 
     def answer(self, request: dict[str, Any]) -> dict[str, Any]:
         role = request.get("role")
@@ -208,17 +336,20 @@ class StandinModel:
                 body = json.loads(raw)
                 user = next(m for m in body["messages"] if m["role"] == "user")
                 request = json.loads(user["content"])
-                if request.get("role") == "coder":
+                first_turn = not any(m["role"] == "tool" for m in body["messages"])
+                if request.get("role") == "coder" and first_turn:
                     model.seen.append(Seen(len(raw), [], 0))
-                content = json.dumps(model.answer(request))
+                message = model.turn(body)
                 self._send(
                     200,
                     {
                         "choices": [
                             {
                                 "index": 0,
-                                "message": {"role": "assistant", "content": content},
-                                "finish_reason": "stop",
+                                "message": message,
+                                "finish_reason": "tool_calls"
+                                if message.get("tool_calls")
+                                else "stop",
                             }
                         ],
                         "usage": {"prompt_tokens": len(raw) // 4, "completion_tokens": 200},

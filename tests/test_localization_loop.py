@@ -109,3 +109,55 @@ def test_secrets_symlinks_and_protected_files_never_reach_the_model(
     editable = {c["path"] for r in coder_requests(run_dir) for c in r["sources"]}
     assert "pytest.ini" not in editable
     assert "tests/conftest.py" not in editable
+
+
+def test_a_model_that_reads_through_the_tools_converges_with_no_code_sent(
+    project: LoopProject,
+) -> None:
+    """`fwloop_source_bytes = 0`: the request holds no code, so the stand-in searches for the
+    failing tests' words and reads what it found through the tools before it answers."""
+    require("gcc", "gcc")
+    root = copy_example("uart-console", project.root)
+    bugs = bugs_of_answers(root / "fwloop-answers")
+    with StandinModel(bugs, mode="tools") as model:
+        result = project.run(
+            f"--fwloop-coder={model.spec}", "--max-iter=8", "-o", "fwloop_source_bytes=0"
+        )
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert project.summary()["outcome"] == "success"
+    [run_dir] = project.run_dirs()
+    assert all(request["sources"] == [] for request in coder_requests(run_dir))
+    calls = json.loads(next(run_dir.glob("rounds/02/coder-1.tools.json")).read_text())
+    assert any(c["name"] == "read_file" and not c["refused"] for c in calls)
+    assert all(c["result_bytes"] == len(c["result"].encode()) for c in calls)
+    replayed = project.replay()
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+
+
+def test_a_hostile_model_using_the_tools_gets_nothing_from_outside_and_ends_honestly(
+    project: LoopProject, tmp_path: Path
+) -> None:
+    """Paths out of the tree, `..`, links out, `.git`, `.fwloop`, a secret file, huge ranges, a
+    backtracking pattern, an unknown tool, then calls without end: every one answered with a
+    refusal or a bounded result, and the run ends with an outcome that says so."""
+    require("gcc", "gcc")
+    root = copy_example("uart-console", project.root)
+    secret = "the victim's secret outside the tree"
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "victim.txt").write_text(f"/* {secret} */\n")  # make compiles it
+    (root / "firmware" / "src" / "leak.c").symlink_to(tmp_path / "outside" / "victim.txt")
+    (root / "firmware" / "linked").symlink_to(tmp_path / "outside")
+    (root / "firmware" / ".env").write_text(f"TOKEN={secret}\n")
+    with StandinModel(bugs_of_answers(root / "fwloop-answers"), mode="hostile") as model:
+        result = project.run(f"--fwloop-coder={model.spec}", "--max-iter=3")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    summary = project.summary()
+    assert summary["outcome"] == "provider_bad_output"
+    assert "after it was told to answer" in summary["reason"]
+    assert model.tool_results
+    assert not any(secret in text for text in model.tool_results)
+    assert not any("[core]" in text or "bare =" in text for text in model.tool_results)
+    assert all(len(text.encode()) <= 17 * 1024 for text in model.tool_results)
+    assert (root / "firmware" / "src" / "crc8.c").read_text() == (
+        Path(__file__).parents[1] / "examples" / "uart-console" / "firmware" / "src" / "crc8.c"
+    ).read_text()

@@ -15,7 +15,7 @@ import threading
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -611,3 +611,105 @@ def test_an_answer_stopped_at_the_token_limit_is_said(server: ChatServer, tmp_pa
     assert asked.error.kind is ProviderErrorKind.PROVIDER_BAD_OUTPUT
     assert "finish_reason length" in asked.error.message
     assert "OLLAMA_CONTEXT_LENGTH" in asked.error.message
+
+
+def tool_call_reply(*calls: tuple[str, dict[str, Any]]) -> Reply:
+    """An assistant turn that calls tools, as OpenAI sends it (`arguments` a JSON string)."""
+    body = json.loads(completion(None))
+    body["choices"][0]["message"]["tool_calls"] = [
+        {
+            "id": f"call_{i}",
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments)},
+        }
+        for i, (name, arguments) in enumerate(calls)
+    ]
+    body["choices"][0]["finish_reason"] = "tool_calls"
+    return Reply(body=json.dumps(body).encode())
+
+
+CODER_ANSWER = {
+    "analysis": {"root_cause": "r", "hypotheses": [], "confidence": 0.9},
+    "patch": "",
+    "summary": "s",
+}
+
+
+def coder_with_tools(server: ChatServer, tmp_path: Path) -> tuple[OpenAIProvider, AgentRequest]:
+    from pytest_fwloop.agents.tree_reader import WorkspaceReader
+
+    root = tmp_path / "fw"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "crc8.c").write_text("#define CRC8_INIT 0xFFu\n")
+    (tmp_path / "victim.txt").write_text("outside")
+    chat = OpenAIProvider("qwen2.5-coder", server.url, reader=WorkspaceReader(root))
+    return chat, make_request(tmp_path, "coder").model_copy(update={"patch": ""})
+
+
+def test_a_coder_may_read_the_tree_through_tools_before_it_answers(
+    server: ChatServer, tmp_path: Path
+) -> None:
+    chat, request = coder_with_tools(server, tmp_path)
+    server.replies = [
+        tool_call_reply(
+            ("read_file", {"path": "src/crc8.c"}), ("read_file", {"path": "../victim.txt"})
+        ),
+        Reply(body=completion(json.dumps(CODER_ANSWER))),
+    ]
+    answer = chat.call(request, 10)
+    assert json.loads(answer.text) == CODER_ANSWER
+    first, second = server.seen
+    assert first.body["tool_choice"] == "auto"
+    tools = first.body["tools"]
+    assert isinstance(tools, list)
+    assert [t["function"]["name"] for t in tools] == ["read_file", "search", "list_dir"]
+    messages = second.body["messages"]
+    assert isinstance(messages, list)
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "tool"]
+    assert messages[2]["tool_calls"][0]["function"]["name"] == "read_file"
+    assert "1: #define CRC8_INIT 0xFFu" in messages[3]["content"]
+    assert messages[4]["content"].startswith("error: ")
+    assert "outside" not in messages[4]["content"]
+    assert [call["refused"] for call in answer.tool_calls] == [False, True]
+    assert "2 tool call(s), 1 refused" in answer.stderr
+    assert answer.usage["input_tokens"] == 2 * 812  # both turns counted
+
+
+def test_a_server_without_function_calling_is_asked_again_without_tools_once(
+    server: ChatServer, tmp_path: Path
+) -> None:
+    chat, request = coder_with_tools(server, tmp_path)
+    refusal = error_body('"auto" tool choice requires --enable-auto-tool-choice to be set')
+    server.replies = [Reply(400, refusal), Reply(body=completion(json.dumps(CODER_ANSWER)))]
+    answer = chat.call(request, 10)
+    assert json.loads(answer.text) == CODER_ANSWER
+    assert "tools" in server.seen[0].body
+    assert "tools" not in server.seen[1].body
+    assert "refused tools" in answer.stderr
+    chat.call(request, 10)  # remembered: no tools offered again
+    assert "tools" not in server.seen[2].body
+
+
+def test_a_model_that_keeps_calling_tools_is_stopped_with_a_reason(
+    server: ChatServer, tmp_path: Path
+) -> None:
+    chat, request = coder_with_tools(server, tmp_path)
+    server.replies = [tool_call_reply(*[("list_dir", {"path": "."})] * 10)]  # repeats forever
+    with pytest.raises(ProviderError) as caught:
+        chat.call(request, 30)
+    assert caught.value.kind is ProviderErrorKind.PROVIDER_BAD_OUTPUT
+    assert "after it was told to answer" in caught.value.message
+    assert server.seen[-1].body["tool_choice"] == "none"
+    assert len(server.seen) == 4  # 30 calls asked: 24 answered, then told to answer
+
+
+def test_tools_are_not_offered_to_a_reviewer_or_when_turned_off(
+    server: ChatServer, tmp_path: Path
+) -> None:
+    chat, request = coder_with_tools(server, tmp_path)
+    server.replies = [Reply(body=completion(json.dumps(CODER_ANSWER)))]
+    OpenAIProvider("m", server.url).call(request, 10)
+    assert "tools" not in server.seen[-1].body
+    server.replies = [Reply()]
+    chat.call(make_request(tmp_path), 10)
+    assert "tools" not in server.seen[-1].body

@@ -26,6 +26,8 @@ class RawAnswer:
     text: str
     stderr: str = ""
     usage: dict[str, float] = field(default_factory=dict)
+    #: The read-only tool calls the model made before it answered (`openai:`), in order.
+    tool_calls: tuple[dict[str, object], ...] = ()
 
 
 class Provider(Protocol):

@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from pytest_fwloop.agents.base import RawAnswer
+from pytest_fwloop.agents.chat_wire import ChatCompletion, ChatMessage, ErrorBody
 from pytest_fwloop.agents.errors import (
     ProviderError,
     ProviderErrorKind,
@@ -34,9 +35,13 @@ from pytest_fwloop.agents.errors import (
 )
 from pytest_fwloop.agents.model_io import bare_schema, instructions, request_json
 from pytest_fwloop.agents.retry import parse_retry_after
+from pytest_fwloop.agents.tool_conversation import TOOLS_NOTE, Conversation, tools_refused
+from pytest_fwloop.core.read_tools import tool_specs
+from pytest_fwloop.core.redaction import Redactor
 
 if TYPE_CHECKING:
     from pytest_fwloop.core.agent_protocol import AgentRequest
+    from pytest_fwloop.core.read_tools import TreeReader
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 #: Names the variable that holds the key, for teams whose key is not in $OPENAI_API_KEY.
@@ -99,77 +104,6 @@ def parse_openai_argument(argument: str) -> tuple[str, str]:
     return model, url.rstrip("/")
 
 
-class _ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    content: str | None = None
-    refusal: str | None = None
-
-
-class _ChatChoice(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    message: _ChatMessage
-    finish_reason: str | None = None
-
-
-class _PromptTokensDetails(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    cached_tokens: int | None = None
-
-
-class _ChatUsage(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    prompt_tokens_details: _PromptTokensDetails | None = None
-
-
-class ChatCompletion(BaseModel):
-    """The part of a chat-completions response the loop reads."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    choices: list[_ChatChoice] = Field(min_length=1)
-    usage: _ChatUsage | None = None
-
-    def usage_report(self) -> dict[str, float]:
-        usage = self.usage
-        if usage is None:
-            return {}
-        report: dict[str, float] = {}
-        if usage.prompt_tokens is not None:
-            report["input_tokens"] = usage.prompt_tokens
-        if usage.prompt_tokens_details and usage.prompt_tokens_details.cached_tokens is not None:
-            report["cached_input_tokens"] = usage.prompt_tokens_details.cached_tokens
-        if usage.completion_tokens is not None:
-            report["output_tokens"] = usage.completion_tokens
-        return report
-
-
-class _ErrorDetail(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    message: str = ""
-
-
-class ErrorBody(BaseModel):
-    """An error response: OpenAI and llama.cpp nest `error.message`, Ollama sends
-    `error` as a string, older vLLM a top-level `message`."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    error: _ErrorDetail | str | None = None
-    message: str = ""
-
-    def text(self) -> str:
-        if isinstance(self.error, _ErrorDetail):
-            return self.error.message or self.message
-        return self.error or self.message
-
-
 @dataclass(frozen=True)
 class _Reply:
     status: int
@@ -192,8 +126,12 @@ class OpenAIProvider:
     model: str
     base_url: str
     api_key_env: str | None = None
+    #: The tree the read-only tools read (DESIGN.md §16); None: no tools are offered.
+    reader: TreeReader | None = None
     #: Index into RESPONSE_FORMATS; kept per instance, so a server is probed once, not per call.
     format_index: int = field(default=0, init=False)
+    #: Set when the server refused `tools`: asked without them from then on.
+    tools_refused: bool = field(default=False, init=False)
 
     @property
     def spec(self) -> str:
@@ -206,13 +144,17 @@ class OpenAIProvider:
     def key_env(self) -> str:
         return self.api_key_env or os.environ.get(KEY_ENV_SELECTOR) or DEFAULT_KEY_ENV
 
-    def body(self, request: AgentRequest) -> dict[str, object]:
+    def body(
+        self,
+        request: AgentRequest,
+        messages: list[dict[str, object]] | None = None,
+        tool_choice: str | None = None,
+    ) -> dict[str, object]:
+        """The POST body: the conversation so far (the system and user messages when None), the
+        response format, and the tools with `tool_choice` when they are offered."""
         body: dict[str, object] = {
             "model": self.model,
-            "messages": [
-                {"role": "system", "content": instructions(request)},
-                {"role": "user", "content": request_json(request)},
-            ],
+            "messages": messages if messages is not None else self.opening(request),
         }
         mode = RESPONSE_FORMATS[self.format_index]
         if mode == "json_schema":
@@ -226,7 +168,22 @@ class OpenAIProvider:
             }
         elif mode == "json_object":
             body["response_format"] = {"type": "json_object"}
+        if tool_choice is not None:
+            body["tools"] = tool_specs()
+            body["tool_choice"] = tool_choice
         return body
+
+    def opening(self, request: AgentRequest) -> list[dict[str, object]]:
+        system = instructions(request)
+        if self._offers_tools(request):
+            system += TOOLS_NOTE
+        return [
+            {"role": "system", "content": system},
+            {"role": "user", "content": request_json(request)},
+        ]
+
+    def _offers_tools(self, request: AgentRequest) -> bool:
+        return self.reader is not None and request.role == "coder" and not self.tools_refused
 
     def preflight(self) -> None:
         """Before the baseline: the server answers at all (any HTTP status will do; the key and
@@ -249,23 +206,95 @@ class OpenAIProvider:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         deadline = time.monotonic() + timeout
         notes: list[str] = []
+        talk = Conversation(self.opening(request), Redactor(os.environ))
         while True:
-            body = self.body(request)
+            offered = self._offers_tools(request)
+            choice = ("none" if talk.told_to_answer else "auto") if offered else None
+            body = self.body(request, talk.messages, choice)
             sent = len(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
             reply = self._post(body, headers, timeout, deadline)
-            if not self._format_refused(reply):
-                break
-            notes.append(
-                f"{self.url} refused response_format {RESPONSE_FORMATS[self.format_index]} "
-                f"(HTTP {reply.status}: {reply.error_text()}); "
-                f"sending {RESPONSE_FORMATS[self.format_index + 1]} from now on"
+            if self._format_refused(reply):
+                notes.append(
+                    f"{self.url} refused response_format {RESPONSE_FORMATS[self.format_index]} "
+                    f"(HTTP {reply.status}: {reply.error_text()}); "
+                    f"sending {RESPONSE_FORMATS[self.format_index + 1]} from now on"
+                )
+                self.format_index += 1
+                continue
+            if offered and tools_refused(reply.status, reply.body):
+                notes.append(
+                    f"{self.url} refused tools (HTTP {reply.status}: {reply.error_text()}); "
+                    "asking without them from now on"
+                )
+                self.tools_refused = True
+                talk.messages = self.opening(request)
+                continue
+            # A server may echo what it was sent; the key must not reach the run directory.
+            stderr = _scrub("\n".join([*notes, *talk.summary()]), key)
+            if reply.status >= 300:
+                raise self._http_error(reply, key, key_env, stderr)
+            message, usage = self._message(reply, stderr, sent, talk)
+            if not message.tool_calls:
+                return self._final(message, stderr, talk.add_usage(usage), talk)
+            talk.add_usage(usage)
+            if not offered or talk.told_to_answer:
+                raise ProviderError(
+                    ProviderErrorKind.PROVIDER_BAD_OUTPUT,
+                    self.spec,
+                    "the model called tools "
+                    + ("after it was told to answer" if offered else "although none were offered")
+                    + f" ({len(talk.calls)} call(s) made); a chat completion must end in the "
+                    "JSON answer",
+                    stderr=stderr,
+                    usage=talk.usage,
+                )
+            assert self.reader is not None
+            talk.answer_calls(message, self.reader)
+
+    def _message(
+        self, reply: _Reply, stderr: str, sent: int, talk: Conversation
+    ) -> tuple[ChatMessage, dict[str, float]]:
+        """The completion's message, or ProviderError when it is none or was cut short."""
+        try:
+            completion = ChatCompletion.model_validate_json(reply.body)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "body"
+            raise ProviderError(
+                ProviderErrorKind.PROVIDER_BAD_OUTPUT,
+                self.spec,
+                f"{self.url} answered HTTP {reply.status} without a chat completion "
+                f"({where}: {first['msg']}); check that it is an OpenAI-compatible API",
+                stderr=stderr,
+                usage=talk.usage,
+            ) from None
+        usage = completion.usage_report()
+        cut = _cut_short(completion, sent)
+        if cut:
+            raise ProviderError(
+                ProviderErrorKind.PROVIDER_BAD_OUTPUT,
+                self.spec,
+                f"{self.url} {cut}; {CONTEXT_REMEDY}",
+                stderr=stderr,
+                usage=talk.add_usage(usage),
             )
-            self.format_index += 1
-        # A server may echo what it was sent; the key must not reach the run directory.
-        stderr = _scrub("\n".join(notes), key)
-        if reply.status < 300:
-            return self._answer(reply, stderr, sent)
-        raise self._http_error(reply, key, key_env, stderr)
+        return completion.choices[0].message, usage
+
+    def _final(
+        self, message: ChatMessage, stderr: str, usage: dict[str, float], talk: Conversation
+    ) -> RawAnswer:
+        if message.content is None:
+            raise ProviderError(
+                ProviderErrorKind.PROVIDER_BAD_OUTPUT,
+                self.spec,
+                "the completion has no choices[0].message.content"
+                + (f"; the model refused: {message.refusal}" if message.refusal else ""),
+                stderr=stderr,
+                usage=usage,
+            )
+        return RawAnswer(
+            text=message.content, stderr=stderr, usage=usage, tool_calls=tuple(talk.calls)
+        )
 
     def _format_refused(self, reply: _Reply) -> bool:
         if reply.status != 400 or self.format_index + 1 >= len(RESPONSE_FORMATS):
@@ -318,41 +347,6 @@ class OpenAIProvider:
                 f"cannot reach {self.url}: {str(cause) or type(cause).__name__}; "
                 "check the URL and that the server is running",
             ) from None
-
-    def _answer(self, reply: _Reply, stderr: str, sent: int) -> RawAnswer:
-        try:
-            completion = ChatCompletion.model_validate_json(reply.body)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first["loc"]) or "body"
-            raise ProviderError(
-                ProviderErrorKind.PROVIDER_BAD_OUTPUT,
-                self.spec,
-                f"{self.url} answered HTTP {reply.status} without a chat completion "
-                f"({where}: {first['msg']}); check that it is an OpenAI-compatible API",
-                stderr=stderr,
-            ) from None
-        message = completion.choices[0].message
-        usage = completion.usage_report()
-        cut = _cut_short(completion, sent)
-        if cut:
-            raise ProviderError(
-                ProviderErrorKind.PROVIDER_BAD_OUTPUT,
-                self.spec,
-                f"{self.url} {cut}; {CONTEXT_REMEDY}",
-                stderr=stderr,
-                usage=usage,
-            )
-        if message.content is None:
-            raise ProviderError(
-                ProviderErrorKind.PROVIDER_BAD_OUTPUT,
-                self.spec,
-                "the completion has no choices[0].message.content"
-                + (f"; the model refused: {message.refusal}" if message.refusal else ""),
-                stderr=stderr,
-                usage=usage,
-            )
-        return RawAnswer(text=message.content, stderr=stderr, usage=usage)
 
     def _http_error(self, reply: _Reply, key: str, key_env: str, stderr: str) -> ProviderError:
         detail = f"HTTP {reply.status} from {self.url}: {_scrub(reply.error_text(), key)}"

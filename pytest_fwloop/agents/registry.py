@@ -32,6 +32,8 @@ class ProviderOptions:
     api_key_env: str | None = None
     permission_mode: str | None = None
     max_turns: int | None = None
+    #: Whether an `openai:` coder is offered the read-only tools (`fwloop_read_tools`).
+    read_tools: bool = True
 
 
 #: Builds a provider from the text after `prefix:` ("" when there is none), the rootdir and the
@@ -88,11 +90,13 @@ def _codex(argument: str, _rootdir: Path, _options: ProviderOptions) -> Provider
     return CodexProvider(cli_model(argument) if argument else "")
 
 
-def _openai(argument: str, _rootdir: Path, options: ProviderOptions) -> Provider:
+def _openai(argument: str, rootdir: Path, options: ProviderOptions) -> Provider:
     from pytest_fwloop.agents.openai import OpenAIProvider, parse_openai_argument
+    from pytest_fwloop.agents.tree_reader import WorkspaceReader
 
     model, url = parse_openai_argument(argument)
-    return OpenAIProvider(model, url, api_key_env=options.api_key_env)
+    reader = WorkspaceReader(rootdir) if options.read_tools else None
+    return OpenAIProvider(model, url, api_key_env=options.api_key_env, reader=reader)
 
 
 def _command(argument: str, rootdir: Path, _options: ProviderOptions) -> Provider:

@@ -56,6 +56,7 @@ class CallRecord:
     retry_count: int = 0
     retry_reason: str | None = None
     usage: dict[str, float] = field(default_factory=dict)  # RawAnswer.usage, also when failed
+    tool_calls: tuple[dict[str, object], ...] = ()  # RawAnswer.tool_calls
 
 
 @dataclass(frozen=True)
@@ -267,6 +268,7 @@ class RoleAgent:
                 retry_count=retry_count,
                 retry_reason=retry_reason,
                 usage=answer.usage,
+                tool_calls=answer.tool_calls,
             )
         )
         if error is not None:

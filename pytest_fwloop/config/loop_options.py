@@ -85,6 +85,7 @@ class LoopOptions:
     labgrid_client: str
     context_bytes: int
     source_bytes: int
+    read_tools: bool
     #: Where each value came from (the flag, `$FWLOOP_<NAME>` or `ini fwloop_<name>`), as the
     #: errors found while deriving the settings name it.
     origins: Mapping[str, str]

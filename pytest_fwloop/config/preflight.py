@@ -106,6 +106,7 @@ def _provider_options(options: LoopOptions) -> ProviderOptions:
         api_key_env=options.api_key_env or None,
         permission_mode=options.claude_permission_mode or None,
         max_turns=options.claude_max_turns,
+        read_tools=options.read_tools,
     )
 
 

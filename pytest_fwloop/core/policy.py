@@ -155,7 +155,7 @@ def check_git_reading(text: str, reading: GitReading, policy: PatchPolicy) -> li
 def path_violations(path: str, policy: PatchPolicy) -> list[Violation]:
     """The rules one path breaks: outside the root, protected, or not under the allowed paths."""
     shown = show_path(path)
-    problem = _root_problem(path)
+    problem = root_problem(path)
     if problem is not None:
         return [
             Violation(
@@ -236,7 +236,7 @@ def _mode_problem(change: FileChange) -> str | None:
     return None
 
 
-def _root_problem(path: str) -> str | None:
+def root_problem(path: str) -> str | None:
     if "\0" in path:
         return "contains a NUL byte"
     if "\\" in path:

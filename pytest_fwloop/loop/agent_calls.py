@@ -94,6 +94,8 @@ class CallLog:
         self.recorder.write_text(f"{rel}/{stem}.answer.txt", call.raw)
         if call.document is not None:
             self.recorder.write_json(f"{rel}/{stem}.answer.json", call.document)
+        if call.tool_calls:
+            self.recorder.write_json(f"{rel}/{stem}.tools.json", list(call.tool_calls))
         meta = CallMeta(
             provider=call.provider,
             attempt=call.attempt,

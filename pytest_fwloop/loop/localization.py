@@ -20,7 +20,7 @@ from pytest_fwloop.core.agent_protocol import AgentRequest, PatchFunction
 from pytest_fwloop.core.code_symbols import FileSymbols, Symbol
 from pytest_fwloop.core.localize import FailureText, TreeMap, gather_evidence, rank
 from pytest_fwloop.core.policy import PatchPolicy, path_violations
-from pytest_fwloop.core.posix_paths import glob_match
+from pytest_fwloop.core.read_tools import is_secret
 from pytest_fwloop.core.results import TestRecord
 from pytest_fwloop.core.source_pack import failing_test_code, pack_sources, repo_map
 from pytest_fwloop.core.substates import SubState
@@ -31,29 +31,10 @@ from pytest_fwloop.loop.steps.decline import open_failures
 from pytest_fwloop.workspace import Workspace
 from pytest_fwloop.workspace.git_run import WorkspaceError, git_env, run_git, user_git_dir
 
-#: Files never shown to a model, whatever the policy says: keys, credentials, environments.
-SECRET_FILES = (
-    "**/.env",
-    "**/.env.*",
-    "**/*.pem",
-    "**/*.key",
-    "**/id_rsa*",
-    "**/id_ecdsa*",
-    "**/id_ed25519*",
-    "**/.netrc",
-    "**/*.p12",
-    "**/*.pfx",
-    "**/credentials*",
-    "**/secrets*",
-)
 #: Files whose text is read to pick chunks from: the best-ranked ones only.
 _FILES_READ = 48
 #: Commits of the user's history whose files count as recently changed.
 _RECENT_COMMITS = 20
-
-
-def is_secret(path: str) -> bool:
-    return any(glob_match(path, pattern) for pattern in SECRET_FILES)
 
 
 @dataclass
