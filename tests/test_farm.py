@@ -530,3 +530,49 @@ def test_the_labgrid_farm_example_converges_as_shipped(tmp_path: Path) -> None:
         assert "locked labgrid place board-1 (board=uartcon)" in output
         assert farm.idle(), (farm.who(), farm.reservations())
     assert farm.running() == []
+
+
+@needs_labgrid
+def test_the_labgrid_farm_example_converges_through_an_endpoint_model(tmp_path: Path) -> None:
+    """examples/labgrid-farm with its coder an `openai:` endpoint whose model knows only its
+    messages (tests/standin_model.py): localization finds every seeded bug's code for it in
+    the first request, through a board on the farm (DESIGN.md §16)."""
+    from standin_model import StandinModel, bugs_of_answers
+
+    assert LABGRID_BIN is not None
+    root = copy_example("labgrid-farm", tmp_path / "labgrid-farm")
+    bugs = bugs_of_answers(root / "fwloop-answers")
+    board = [sys.executable, str(root / "board.py"), "--port", "0"]
+    with (
+        StandinModel(bugs) as model,
+        Farm(
+            LABGRID_BIN, tmp_path / "farm", boards=1, tag="uartcon", console=lambda k: board
+        ) as farm,
+    ):
+        env = clean_environ({"CI": "true", "LG_COORDINATOR": farm.address})
+        loop = subprocess.run(
+            [
+                str(LABGRID_BIN / "python"),
+                "-m",
+                "pytest",
+                "--lg-env",
+                "remote.yaml",
+                "--fwloop",
+                f"--fwloop-coder={model.spec}",
+            ],
+            cwd=root,
+            env={k: v for k, v in env.items() if not k.startswith("FWLOOP_")},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=600,
+            start_new_session=True,
+            check=False,
+        )
+        assert loop.returncode == 0, loop.stdout
+        summary = _summary(root)
+        assert summary["outcome"] == "success"
+        assert summary["coder_calls"] == 1
+        assert sorted(model.seen[0].visible) == sorted(bug.name for bug in bugs)
+        assert farm.idle(), (farm.who(), farm.reservations())
+    assert farm.running() == []

@@ -245,3 +245,18 @@ def test_failing_test_code_strips_parameters_and_is_bounded() -> None:
     assert "(read-only)" in chunk.reason
     assert failing_test_code(tree, ids, files, 10) == []
     assert isinstance(tree.files["tests/test_console.py"], FileSymbols)
+
+
+def test_the_reviewer_gets_the_whole_functions_a_patch_changes_and_no_neighbours() -> None:
+    from pytest_fwloop.loop.localization import changed_functions
+
+    fixed = CRC8_C.replace("0xFFu", "0x00u").replace(
+        "crc ^= data[i];", "crc ^= data[i];\n        crc = step(crc);"
+    )
+    functions = changed_functions("src/crc8.c", CRC8_C, fixed)
+    by_symbol = {f.symbol: f for f in functions}
+    assert set(by_symbol) == {"CRC8_INIT", "crc8_smbus"}
+    body = by_symbol["crc8_smbus"]
+    assert body.before.startswith("uint8_t crc8_smbus(") and body.before.endswith("}\n")
+    assert "crc = step(crc);" in body.after and "step" not in body.before
+    assert (body.before_line, body.after_line) == (5, 5)

@@ -422,7 +422,9 @@ def gather_evidence(
     evidence = Evidence()
     texts: list[str] = []
     for failure in failures:
-        text = failure.text[: _TEXT_PER_TEST // 4] + failure.text[-(_TEXT_PER_TEST * 3 // 4) :]
+        text = failure.text
+        if len(text) > _TEXT_PER_TEST:  # the head says where it began, the tail what failed
+            text = text[: _TEXT_PER_TEST // 4] + "\n" + text[-(_TEXT_PER_TEST * 3 // 4) :]
         texts.append(text)
         # The innermost frame inside the tree is the likeliest place; outer ones count less.
         found = frames_in(text, root, known, 0.6, "in the traceback at")

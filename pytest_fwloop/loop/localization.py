@@ -151,7 +151,7 @@ class Localizer:
                 if new_blob
                 else ""
             )
-            for function in _changed_functions(path, old_text, new_text):
+            for function in changed_functions(path, old_text, new_text):
                 size = len(function.before.encode()) + len(function.after.encode())
                 if spent + size > self.budget:
                     return found
@@ -212,7 +212,7 @@ def _patched(patches: Sequence[str], why: str) -> dict[str, tuple[float, str]]:
     return named
 
 
-def _changed_functions(path: str, old_text: str, new_text: str) -> list[PatchFunction]:
+def changed_functions(path: str, old_text: str, new_text: str) -> list[PatchFunction]:
     """Pairs of (before, after) symbols holding the lines the patch changes, as a line diff of
     the two texts finds them (context lines do not count)."""
     old = parse_source(path, old_text.encode()) if old_text else None
