@@ -257,6 +257,8 @@ def test_the_reviewer_gets_the_whole_functions_a_patch_changes_and_no_neighbours
     by_symbol = {f.symbol: f for f in functions}
     assert set(by_symbol) == {"CRC8_INIT", "crc8_smbus"}
     body = by_symbol["crc8_smbus"]
-    assert body.before.startswith("uint8_t crc8_smbus(") and body.before.endswith("}\n")
-    assert "crc = step(crc);" in body.after and "step" not in body.before
+    assert body.before.startswith("uint8_t crc8_smbus(")
+    assert body.before.endswith("}\n")
+    assert "crc = step(crc);" in body.after
+    assert "step" not in body.before
     assert (body.before_line, body.after_line) == (5, 5)
