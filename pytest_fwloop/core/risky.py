@@ -14,8 +14,10 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from pytest_fwloop.core.decimals import shown
 from pytest_fwloop.core.posix_paths import normalize_path
 from pytest_fwloop.core.unified_diff import PatchParseError, parse_patch
 
@@ -161,14 +163,16 @@ def assess(
 
 def raised_risk(risk: float, changes: Sequence[RiskyChange]) -> tuple[float, str]:
     """The patch's risk: the reviewer's `risk` plus RISK_PER_PATTERN for each distinct pattern
-    matched, at most 1; and the sum as the trace shows it."""
+    matched, at most 1; and the sum as the trace shows it. The sum is taken in decimal, so
+    0.1 + 0.2 x 3 is the 0.7 docs/security.md promises, not 0.7000000000000001."""
     names = sorted({change.pattern for change in changes})
     if not names:
-        return risk, f"{risk:.2f}"
-    total = min(1.0, risk + RISK_PER_PATTERN * len(names))
+        return risk, shown(risk)
+    raised = Decimal(repr(risk)) + Decimal(repr(RISK_PER_PATTERN)) * len(names)
+    total = float(min(Decimal(1), raised))
     return total, (
-        f"{risk:.2f} + {RISK_PER_PATTERN:g} x {len(names)} risky pattern(s) "
-        f"({', '.join(names)}) = {total:.2f}"
+        f"{shown(risk)} + {RISK_PER_PATTERN:g} x {len(names)} risky pattern(s) "
+        f"({', '.join(names)}) = {shown(total)}"
     )
 
 
