@@ -4,6 +4,7 @@ kept per iteration, and no SUCCESS while one is worse than at the baseline beyon
 from __future__ import annotations
 
 import json
+import types
 import re
 import shutil
 from pathlib import Path
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 from controllerkit import METRICS, ControllerKit, firmware_patch
 from envs_support.browser import open_page
 from loopkit import LoopProject, coder_answer, unified_diff
-from pytest_fwloop.child.metrics import read_metrics
+from pytest_fwloop.child.metrics import coverage_total, read_metrics
 from pytest_fwloop.cli.replay import load_run, replay
 from pytest_fwloop.config import option_spec
 from pytest_fwloop.config.option_spec import parse_metric_tolerance
@@ -421,6 +422,15 @@ def test_pytest_covs_total_is_the_runs_coverage_metric_on_whole_suite_runs_only(
     assert [t.outcome for t in recorded.tests] == ["passed"]
     # 5 statements, 3 run (both `def` lines and `return 1`): pytest-cov's TOTAL, 60%.
     assert recorded.metrics == ({} if focus else {"coverage": higher(60.0)})
+
+
+def test_pytest_covs_total_is_kept_rounded_as_a_person_reads_it(
+    pytester: pytest.Pytester,
+) -> None:
+    """pytest-cov keeps 6 of 17 statements as 35.294117647…; the run printed `35.2941`."""
+    config = pytester.parseconfig()
+    config.pluginmanager.register(types.SimpleNamespace(cov_total=100 * 6 / 17), "_cov")
+    assert coverage_total(config) == 35.29
 
 
 # -- real `pytest --fwloop` runs -----------------------------------------------------------------

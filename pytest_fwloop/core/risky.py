@@ -87,7 +87,16 @@ def parse_patterns(lines: Iterable[str]) -> tuple[RiskyPattern, ...]:
         except re.error as exc:
             raise ValueError(f"{line!r}: the regex does not compile ({exc})") from None
         if regex.search("") is not None:
-            raise ValueError(f"{line!r}: the regex matches an empty text, so every line")
+            raise ValueError(
+                f"{line!r}: the regex matches an empty text, so it would match every line; "
+                "write one that needs at least one character"
+            )
+        if any(taken.name == name for taken in patterns):
+            raise ValueError(
+                f"{line!r}: the name {name!r} is already taken by an earlier line (`firmware` "
+                "holds irq-disable, flash-write, watchdog, vector-table, reset-handler, "
+                "linker-script, startup-code, boot-code); give each pattern its own name"
+            )
         patterns.append(RiskyPattern(name, *KINDS[kind], regex))
     return tuple(patterns)
 
