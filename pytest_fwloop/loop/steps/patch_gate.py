@@ -61,10 +61,12 @@ class PatchGate:
             try:
                 review, said = self._review(reviewer_request(patch), current.number)
             except AnswerInvalid as exc:
+                # A panel names the member whose answer it is: the others answered well.
+                who = "reviewer" if self.panel is None else f"review panel member {exc.provider}"
                 return failed(
                     ErrorState(
                         ErrorType.MODEL_FAILURE,
-                        f"reviewer answer failed the schema twice ({'; '.join(exc.errors[:2])})",
+                        f"{who} answer failed the schema twice ({'; '.join(exc.errors[:2])})",
                         LoopEvent.RECOVER_TO_ANALYSIS,
                         terminal_outcome=Outcome.REVIEW_SCHEMA_INVALID,
                     ),
