@@ -4,9 +4,9 @@ kept per iteration, and no SUCCESS while one is worse than at the baseline beyon
 from __future__ import annotations
 
 import json
-import types
 import re
 import shutil
+import types
 from pathlib import Path
 
 import pytest
