@@ -205,7 +205,12 @@ class Controller:
         )
 
     def build_setup(self) -> Step:
-        return self._take(self.build.setup(self.loop.current, self.loop.pre_patch_checkpoint))
+        verdict = self.build.setup(self.loop.current, self.loop.pre_patch_checkpoint)
+        if verdict.error is not None and verdict.error.type is ErrorType.TIMEOUT:
+            # The pre-check ran out of time: the patch was rolled back unjudged, so the same
+            # patch again is another try of it, not a repeat that would hide the timeout.
+            self.gate.forget(self.loop.current.number, self.loop.current.patch)
+        return self._take(verdict)
 
     def build_run(self) -> Step:
         return self._take(self.build.run(self.loop.current, self.loop.pre_patch_checkpoint))

@@ -93,6 +93,12 @@ class PatchGate:
             refusal = _naming(refusal, said)
         return self._refuse(refusal, patch, current, repeat is not None)
 
+    def forget(self, iteration: int, patch: str) -> None:
+        """Take back the applied `patch` of `iteration`: it was undone before anything judged
+        it, so proposing it again is no repeat."""
+        if self.tried and self.tried[-1] == (iteration, patch):
+            self.tried.pop()
+
     def _review(self, request: AgentRequest, iteration: int) -> tuple[ReviewerAnswer, str]:
         """The reviewer's verdict, or the review panel's with its line for the trace."""
         if self.panel is None:
