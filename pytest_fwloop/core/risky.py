@@ -74,7 +74,7 @@ def parse_patterns(lines: Iterable[str]) -> tuple[RiskyPattern, ...]:
     """The patterns of the ini lines (`firmware`: FIRMWARE_PATTERNS); ValueError naming the
     first line that is not `NAME KIND REGEX` with a regex that compiles and cannot match an
     empty text."""
-    patterns = []
+    patterns: list[RiskyPattern] = []
     for line in [p for given in lines for p in _expand(given)]:
         parts = line.split(None, 2)
         if not parts:
