@@ -9,6 +9,7 @@ import json
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -141,6 +142,55 @@ def test_what_withholds_success_comes_first_with_its_numbers() -> None:
     assert headline(analysis, [worse]) == (
         "score 0.50, trend improving (+83.3%/iteration over 2); "
         "metrics: boot_ms 400 -> 480 (+20.0%) WORSE"
+    )
+
+
+@pytest.mark.parametrize("passed", [[94, 98], [94, 98, 100], [94, 98, 100, 108]])
+def test_a_patch_that_raised_the_pass_count_is_progress_whatever_its_size(
+    passed: list[int],
+) -> None:
+    """The C project of issue 34: each patch fixed another bug (4% of the suite or less), and
+    each analysis said `slow: prefer a different hypothesis`."""
+    advice = analyse(facts(passed, total=109)).recommendation
+    assert advice.startswith("improving: about ")
+    assert "different hypothesis" not in advice
+
+
+def test_another_hypothesis_only_after_patches_that_changed_nothing_or_made_it_worse() -> None:
+    """The same slow pace, but the last patch changed nothing: now another hypothesis is the
+    advice (an early plateau is ruled out so the slow branch is the one that applies)."""
+    late = ConvergenceCriteria(
+        min_iterations_for_plateau=20, min_iterations_for_slow_improvement=20
+    )
+    flat = analyse(facts([94, 98, 100, 108, 108], total=200, criteria=late, max_iter=100))
+    assert flat.recommendation == (
+        "slow: prefer a different hypothesis over another variation of the last patch"
+    )
+
+
+def test_a_run_whose_metric_never_recovers_ends_naming_the_metric() -> None:
+    """Every test passes and boot_ms stays 20% slower until the iterations run out: the ending
+    names boot_ms, not 'review the failures' (nothing fails)."""
+    worse = MetricChange(
+        name="boot_ms",
+        better="lower",
+        baseline=400,
+        value=480,
+        change=0.2,
+        tolerance=0.05,
+        worse=True,
+    )
+    out = facts([5, 6, 6, 6], max_iter=4, metrics=[worse])
+    assert out.verdict is ConvergenceType.TIMEOUT
+    assert analyse(out).recommendation == (
+        "out of iterations at 100.0%: the target is met but boot_ms stayed worse than at the "
+        "baseline beyond tolerance: bring it back, or raise fwloop_metric_tolerance if the "
+        "change is intended"
+    )
+    broken = facts([5, 6, 6, 6], max_iter=4, regressions=["t.py::test_a"])
+    assert analyse(broken).recommendation == (
+        "out of iterations at 100.0%: the target is met but 1 test(s) that passed at the "
+        "baseline still fail (t.py::test_a): mend them"
     )
 
 
@@ -306,3 +356,29 @@ def test_a_real_loop_prints_its_analysis_and_the_report_shows_it(project: LoopPr
 
 
 EARLY_PLATEAU_TOML = "min_iterations_for_plateau = 4\nmin_iterations_for_slow_improvement = 8\n"
+
+
+def test_the_coder_hears_slow_progress_only_after_a_patch_that_did_not_help(
+    kit: ControllerKit,
+) -> None:
+    """25 tests, one fixed per patch (4% an iteration, under the 5% slow threshold): the
+    coder is not told to change tack while each patch raises the pass count; after a patch
+    that changed nothing it is."""
+    words = ["ok"] * 20 + ["bug"] * 5
+
+    def fix(count: int) -> dict[str, Any]:
+        before = " ".join(["ok"] * (20 + count) + ["bug"] * (5 - count))
+        after = " ".join(["ok"] * (21 + count) + ["bug"] * (4 - count))
+        return fixing(before, after)
+
+    stuck = " ".join(["ok"] * 24 + ["bug"])
+    idle = fixing(stuck, stuck.replace("bug", "oops"), "no effect")
+    last = fixing(stuck.replace("bug", "oops"), " ".join(["ok"] * 25))
+    kit.coder.answers = [fix(0), fix(1), fix(2), fix(3), idle, last]
+    kit.build(" ".join(words), "fwloop_max_iter = 10")
+    assert kit.run() is Outcome.SUCCESS, kit.terminal.getvalue()
+    assert kit.summary()["pass_counts"] == [20, 21, 22, 23, 24, 24, 25, 25]
+    told = [request.constraints for request in kit.coder.requests]
+    slowed = ["progress has slowed: prefer a different hypothesis over another variation"]
+    # Iteration 5 is the first the seed's slow signal can name; its patch raised the count.
+    assert told == [[], [], [], [], [], slowed]

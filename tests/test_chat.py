@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from loopkit import LoopProject, calc_fix_patches, coder_answer, tree_state
-from pytest_fwloop.cli.chat import chat_usage, roles_argument
+from pytest_fwloop.cli.chat import ThreadChoice, chat_thread, chat_usage, roles_argument
 from pytest_fwloop.cli.main import main
 from pytest_fwloop.core.confirm_words import ASSENT, FILLER, MAX_CHARS, confirms
 from pytest_fwloop.core.redaction import Redactor
@@ -150,6 +150,38 @@ def test_threads_are_listed_oldest_first_and_a_handover_keeps_the_latest(tmp_pat
     assert kept.endswith("message 99 " + "x" * 40)
     (run_dir / "threads" / "chat-coder" / "messages.jsonl").write_text("{not json\n")
     assert list_threads(run_dir)[0].title == "(its records do not read)"
+
+
+def _chat(roles: str, start: str | None, thread: str | None = None) -> argparse.Namespace:
+    return argparse.Namespace(role=roles.split(","), start=start, thread=thread)
+
+
+def test_start_hands_over_the_one_chat_its_roles_took_part_in(tmp_path: Path) -> None:
+    """`--start --role coder` after a chat held with `--role coder,reviewer` went on in an
+    empty chat-coder thread, and said nothing of the conversation it left behind."""
+    run_dir = tmp_path / "run-1"
+    assert chat_thread(_chat("coder", "go"), run_dir) == ("chat-coder", "")
+    both = Thread(run_dir, "chat-coder-reviewer")
+    both.append("operator", "chat", "risky?", Redactor({}), "coder,reviewer", "both")
+    assert chat_thread(_chat("coder", "go"), run_dir) == (
+        "chat-coder-reviewer",
+        "fwloop: run run-1 has no thread chat-coder; handing over chat-coder-reviewer, the chat "
+        "the coder took part in (--thread names another)",
+    )
+    assert chat_thread(_chat("coder", None), run_dir) == ("chat-coder", "")  # a question
+    assert chat_thread(_chat("tester", "go"), run_dir) == ("chat-tester", "")
+    assert chat_thread(_chat("coder", "go", "mine"), run_dir) == ("mine", "")
+    Thread(run_dir, "chat-coder-tester").append(
+        "operator", "chat", "flaky?", Redactor({}), "coder,tester", "tests"
+    )
+    with pytest.raises(ThreadChoice) as refused:
+        chat_thread(_chat("coder", "go"), run_dir)
+    assert str(refused.value) == (
+        "fwloop: run run-1 has no thread chat-coder; the coder took part in "
+        "chat-coder-reviewer, chat-coder-tester: name the one to hand over with --thread"
+    )
+    Thread(run_dir, "chat-coder").append("operator", "chat", "hi", Redactor({}), "coder", "c")
+    assert chat_thread(_chat("coder", "go"), run_dir) == ("chat-coder", "")
 
 
 # -- real runs ----------------------------------------------------------------------------------

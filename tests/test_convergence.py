@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import re
 from typing import TYPE_CHECKING
@@ -12,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_fwloop.config.criteria_file import load_criteria
+from pytest_fwloop.core.baseline_gate import unconfirmed
 from pytest_fwloop.core.convergence import (
     PRESETS,
     ConvergenceChecker,
@@ -29,6 +31,7 @@ from pytest_fwloop.core.convergence import (
     stability_delta,
     stable_for_last_n_iterations,
 )
+from pytest_fwloop.core.fsm import IterationKind
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -580,3 +583,33 @@ def test_convergence_score_is_in_unit_interval(
     curr: float, target: float, delta: float, avg: float, criteria: ConvergenceCriteria
 ) -> None:
     assert 0.0 <= convergence_score(curr, target, delta, avg, criteria) <= 1.0
+
+
+# -- SUCCESS needs the final tree confirmed with no new patch (issue 34) -------------------------
+
+
+def test_two_green_patched_trees_in_a_row_are_not_a_confirmed_success() -> None:
+    """The seed's stability rule takes 89% then 91% at a 90% target for SUCCESS at once; the
+    tree of iteration 2 was never run again with no new patch, so SUCCESS waits for that."""
+    criteria = ConvergenceCriteria(target_pass_rate=0.9)
+    verdict, _ = determine_convergence([89, 91], [100, 100], criteria, 2, 10)
+    assert verdict is ConvergenceType.SUCCESS
+    patched = [IterationKind.BASELINE, IterationKind.PATCH]
+    assert unconfirmed(patched, criteria.stable_iterations_required) == (
+        "; SUCCESS withheld: this tree has had 0 of 1 confirmation run(s) with no new patch"
+    )
+    assert unconfirmed([*patched, IterationKind.CONFIRMATION], 2) == ""
+    assert unconfirmed([IterationKind.BASELINE, IterationKind.CONFIRMATION], 2) == ""
+    assert unconfirmed(patched, 1) == ""  # fwloop_confirm_runs = 0
+
+
+@pure
+@given(st.lists(st.sampled_from(list(IterationKind)), min_size=1, max_size=8), st.integers(1, 5))
+def test_success_stands_only_after_enough_runs_with_no_new_patch(
+    kinds: list[IterationKind], required: int
+) -> None:
+    tail = len(kinds) - len(
+        list(itertools.takewhile(lambda k: k is IterationKind.CONFIRMATION, reversed(kinds)))
+    )
+    confirmed = len(kinds) - tail
+    assert (unconfirmed(kinds, required) == "") == (confirmed >= required - 1)

@@ -211,6 +211,13 @@ def test_an_invalid_plan_tells_the_coder_and_twice_in_a_row_ends_the_run(
         "the tester's plan failed its schema in 2 rounds in a row (fwloop_tester_schema_rounds=2)"
     )
     assert summary["pass_counts"] == [0, 1]  # stopped before the second patch's tests
+    # The first round said what ran: the focus set, not "the full suite".
+    [first] = [e for e in kit.events() if e.get("event") == "tester_schema_invalid"]
+    assert first["reason"].endswith(
+        "; the iteration's tests run without the tester's picks, the coder is told"
+    )
+    ran = [e["event"] for e in kit.events() if e["kind"] == "substate" and e["iteration"] == 2]
+    assert "FOCUS_RUN" in ran
 
 
 def test_a_valid_plan_between_invalid_ones_starts_the_count_again(kit: ControllerKit) -> None:

@@ -56,7 +56,7 @@ def test_a_low_confidence_answer_is_not_applied_and_the_coder_is_asked_once_more
     [again] = [m.issue for m in kit.coder.requests[1].must_fix]
     assert again.startswith(
         "your last analysis was not sure enough to apply (coder confidence 0.10 < "
-        "fwloop_min_confidence=0.3); nothing was applied."
+        "fwloop_min_confidence=0.30); nothing was applied."
     )
     assert (
         "--- tests/test_fw.py::test_1\nassert 'bug' == 'ok'" in again
@@ -81,7 +81,7 @@ def test_low_confidence_twice_is_inconclusive_and_ends_the_run(
     assert statuses(kit, len(loop.iterations)) == ["low_confidence", "inconclusive"]
     assert loop.final_reason.startswith(
         "the coder's analysis stayed inconclusive (coder confidence 0.20 < "
-        "fwloop_min_confidence=0.3, twice): no idea"
+        "fwloop_min_confidence=0.30, twice): no idea"
     )
     assert list(loop.inconclusive) == [f"tests/test_fw.py::test_{2 if improving else 1}"]
     # The summary names them with the coder's root cause, as it names declined tests.

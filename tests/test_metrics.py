@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import types
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 from controllerkit import METRICS, ControllerKit, firmware_patch
 from envs_support.browser import open_page
 from loopkit import LoopProject, coder_answer, unified_diff
-from pytest_fwloop.child.metrics import read_metrics
+from pytest_fwloop.child.metrics import coverage_total, read_metrics
 from pytest_fwloop.cli.replay import load_run, replay
 from pytest_fwloop.config import option_spec
 from pytest_fwloop.config.option_spec import parse_metric_tolerance
@@ -222,14 +223,20 @@ def test_success_waits_for_a_metric_worse_than_its_tolerance_and_the_coder_is_to
     assert kit.run() is Outcome.SUCCESS
     assert (kit.root / METRICS).read_text() == "boot_ms 404 lower\n"
     # Iteration 2 is green but 20% slower: no confirmation, the coder is asked again; the
-    # green iteration 3 holds it.
+    # green iteration 3 is a new patch, so iteration 4 confirms it with no new patch.
     summary = kit.summary()
-    assert summary["pass_counts"] == [1, 2, 2]
+    assert summary["pass_counts"] == [1, 2, 2, 2]
+    assert [it.kind.value for it in kit.controller.loop.iterations] == [
+        "baseline",
+        "patch",
+        "patch",
+        "confirmation",
+    ]
     assert summary["metrics"] == {
         "boot_ms": {
             "better": "lower",
             "tolerance": 0.05,
-            "values": {"1": 400.0, "2": 480.0, "3": 404.0},
+            "values": {"1": 400.0, "2": 480.0, "3": 404.0, "4": 404.0},
         }
     }
     rounds = kit.controller.recorder.path / "rounds"
@@ -246,6 +253,13 @@ def test_success_waits_for_a_metric_worse_than_its_tolerance_and_the_coder_is_to
         "boot_ms 400 -> 480 (+20.0%) is worse than at the baseline beyond its tolerance "
         "(lower is better, tolerance 5.0%): bring it back"
     ]
+    third = json.loads((rounds / "03" / "convergence.json").read_text())
+    assert third["convergence_type"] is None
+    assert third["reason"].endswith(
+        "; SUCCESS withheld: this tree has had 0 of 1 confirmation run(s) with no new patch"
+    )
+    assert third["analysis"]["recommendation"] == "green once: confirming with no new patch"
+    assert "[3] next: green once: confirming with no new patch" in kit.terminal.getvalue()
     assert replay(load_run(kit.controller.recorder.path)) is None
 
 
@@ -268,13 +282,13 @@ def test_replay_judges_the_metrics_of_the_results(kit: ControllerKit, tmp_path: 
     kit.build("ok bug", "fwloop_max_iter = 8")
     assert kit.run() is Outcome.SUCCESS
     copy = Path(shutil.copytree(kit.controller.recorder.path, tmp_path / "copy"))
-    path = copy / "rounds" / "03" / "results.json"
+    path = copy / "rounds" / "04" / "results.json"
     data = json.loads(path.read_text())
     data["tests"][0]["metrics"]["boot_ms"]["value"] = 470.0
     path.write_text(json.dumps(data))
     difference = replay(load_run(copy))
     assert difference is not None
-    assert (difference.iteration, difference.decision) == (3, "convergence")
+    assert (difference.iteration, difference.decision) == (4, "convergence")
     assert difference.detail.startswith("the record says success, the rules give continue")
     assert "boot_ms 400 -> 470 (+17.5%), lower is better, tolerance 5.0%" in difference.detail
 
@@ -410,6 +424,15 @@ def test_pytest_covs_total_is_the_runs_coverage_metric_on_whole_suite_runs_only(
     assert recorded.metrics == ({} if focus else {"coverage": higher(60.0)})
 
 
+def test_pytest_covs_total_is_kept_rounded_as_a_person_reads_it(
+    pytester: pytest.Pytester,
+) -> None:
+    """pytest-cov keeps 6 of 17 statements as 35.294117647…; the run printed `35.2941`."""
+    config = pytester.parseconfig()
+    config.pluginmanager.register(types.SimpleNamespace(cov_total=100 * 6 / 17), "_cov")
+    assert coverage_total(config) == 35.29
+
+
 # -- real `pytest --fwloop` runs -----------------------------------------------------------------
 
 BOOT = """\
@@ -456,14 +479,15 @@ def test_a_real_loop_withholds_success_for_a_slower_boot_and_says_why(
     result = project.run(f"--fwloop-coder={coder.spec}")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     summary = project.summary()
-    assert summary["pass_counts"] == [1, 2, 2]
+    # Iteration 3's patch brings boot_ms back; iteration 4 confirms its tree with no new patch.
+    assert summary["pass_counts"] == [1, 2, 2, 2]
     assert summary["metrics"] == {
         "boot_ms": {
             "better": "lower",
             "tolerance": 0.05,
-            "values": {"1": 400.0, "2": 480.0, "3": 404.0},
+            "values": {"1": 400.0, "2": 480.0, "3": 404.0, "4": 404.0},
         },
-        "rate": {"better": "higher", "tolerance": 0.05, "values": dict.fromkeys("123", 900.0)},
+        "rate": {"better": "higher", "tolerance": 0.05, "values": dict.fromkeys("1234", 900.0)},
     }
     result.stdout.fnmatch_lines(
         [
@@ -474,10 +498,14 @@ def test_a_real_loop_withholds_success_for_a_slower_boot_and_says_why(
             "*[[]3] CONVERGENCE_CHECK -> CODE_ANALYSIS: continue: *; SUCCESS withheld: 1 metric(s) "
             "worse than at the baseline beyond their tolerance (boot_ms 400 -> 480 (+20.0%), "
             "lower is better, tolerance 5.0%)",
+            "*[[]3] next: green once: confirming with no new patch",
+            "*[[]4] CONVERGENCE_CHECK -> TEST_SETUP: *SUCCESS withheld: this tree has had 0 of 1 "
+            "confirmation run(s) with no new patch; green once, confirming with no new patch",
+            "*[[]4] next: done: *",
             "*outcome: success (SUCCESS)*",
             "metric*better*per iteration*vs baseline*tolerance*verdict",
-            "boot_ms*lower*400 -> 480 -> 404*+1.0%*5.0%*ok",
-            "rate*higher*900 -> 900 -> 900*+0.0%*5.0%*ok",
+            "boot_ms*lower*400 -> 480 -> 404 -> 404*+1.0%*5.0%*ok",
+            "rate*higher*900 -> 900 -> 900 -> 900*+0.0%*5.0%*ok",
         ]
     )
     [second] = coder.requests()[1:]
@@ -494,7 +522,7 @@ def test_a_real_loop_withholds_success_for_a_slower_boot_and_says_why(
         ("boot_ms", "lower"),
         ("rate", "higher"),
     ]
-    assert "<td>400</td><td>480</td><td>404</td>" in table
+    assert "<td>400</td><td>480</td><td>404</td><td>404</td>" in table
     assert table.count('class="spark"') == 2
     assert "Next:</strong> bring boot_ms back within tolerance" in opened.dom
 
@@ -527,8 +555,13 @@ def test_a_real_loop_counts_pytest_covs_total_as_a_metric(project: LoopProject) 
     result = project.run(f"--fwloop-coder={coder.spec}", "--cov=fw", "--cov-report=term")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     summary = project.summary()
-    assert summary["pass_counts"] == [0, 1, 1]
-    assert summary["metrics"]["coverage"]["values"] == {"1": 100.0, "2": 50.0, "3": 100.0}
+    assert summary["pass_counts"] == [0, 1, 1, 1]
+    assert summary["metrics"]["coverage"]["values"] == {
+        "1": 100.0,
+        "2": 50.0,
+        "3": 100.0,
+        "4": 100.0,
+    }
     result.stdout.fnmatch_lines(
         [
             "*[[]3] CONVERGENCE_CHECK -> CODE_ANALYSIS: *SUCCESS withheld: 1 metric(s) worse than "

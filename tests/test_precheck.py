@@ -224,6 +224,20 @@ def test_a_precheck_over_its_timeout_rolls_the_patch_back(kit: ControllerKit) ->
     assert kit.firmware() == "ok"
 
 
+def test_the_same_patch_after_a_precheck_timeout_is_tried_again_not_a_repeat(
+    kit: ControllerKit,
+) -> None:
+    """The timed-out patch was rolled back unjudged: proposing it again is no repeat, and the
+    run that keeps timing out ends naming the timeout, not `repeated_patch`."""
+    kit.coder.answers = [fixing("bug", "slow")] * 3
+    checked_kit(kit, "fwloop_precheck_timeout = 0.5")
+    assert kit.run() is Outcome.FAILURE
+    events = kit.events()
+    assert [e["event"] for e in events].count("precheck_failed") == 2
+    assert not any(e["event"] == "patch_repeated" for e in events)
+    assert "timed out after fwloop_precheck_timeout=0.5s" in kit.summary()["reason"]
+
+
 def test_with_no_globs_the_command_runs_alone_after_every_patch(kit: ControllerKit) -> None:
     kit.coder.answers = [fixing("bug", "ok")]
     checked_kit(kit, files="")
@@ -295,6 +309,27 @@ def test_a_python_file_that_did_not_compile_before_is_left_to_the_build(
     assert kit.run() is Outcome.SUCCESS
     log = kit.controller.recorder.round_path(2, "build-precheck.log").read_text()
     assert "not judged: tools/gen.py did not compile before the patch either" in log
+    # The trace does not call the file it did not judge compiled.
+    [_, patched] = [e["reason"] for e in kit.events() if e["event"] == "no_build"]
+    assert patched.startswith(
+        "pre-check: 1 Python file(s) left to the build, which did not compile before the "
+        "patch either (tools/gen.py); no build command configured"
+    )
+    assert "compiled" not in patched
+
+
+def test_a_command_whose_globs_match_no_written_file_says_it_did_not_run(
+    kit: ControllerKit,
+) -> None:
+    kit.coder.answers = [fixing("bug", "ok")]
+    checked_kit(kit, files="src/*.c")
+    assert kit.run() is Outcome.SUCCESS
+    ready = [e["reason"] for e in kit.events() if e["event"] == "build_ready"]
+    assert (
+        "check.py` not run: no file the patch wrote matches fwloop_precheck_files (src/*.c)"
+        in (ready[1])
+    )
+    assert ready[1].startswith("pre-check: `")
 
 
 # -- real `pytest --fwloop` runs ------------------------------------------------------------------

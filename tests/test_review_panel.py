@@ -292,6 +292,9 @@ def test_an_invalid_member_answer_is_review_schema_invalid(kit: ControllerKit) -
     panel_run(kit, "all", *members)
     assert kit.run() is Outcome.REVIEW_SCHEMA_INVALID
     assert len(members[1].requests) == 2  # re-asked once with the errors, as a reviewer is
+    assert kit.summary()["reason"].startswith(
+        "review panel member fake:rev-b answer failed the schema twice ("
+    )
 
 
 @pytest.fixture
@@ -380,8 +383,13 @@ def _call_of(run_dir: Path, provider: str) -> str:
             "fwloop_review_panel = fake:rev-a, command:/no/such/reviewer",
             "fwloop: ini fwloop_review_panel: command:/no/such/reviewer: ",
         ),
+        (
+            "fwloop_review_panel = fake:rev-a, rules,",
+            "fwloop: ini fwloop_review_panel=fake:rev-a, rules,: empty entry in the review "
+            "panel's members; remove the extra comma",
+        ),
     ],
-    ids=["one-member", "rule-without-panel", "bad-rule", "member-missing"],
+    ids=["one-member", "rule-without-panel", "bad-rule", "member-missing", "trailing-comma"],
 )
 def test_a_panel_that_cannot_decide_is_refused_before_the_run(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ini: str, says: str

@@ -143,14 +143,21 @@ def test_a_patch_that_does_not_parse_matches_nothing() -> None:
         ("irq line", "write NAME KIND REGEX"),
         ("irq lines foo", "KIND one of line, path, boot-line, boot-path"),
         ("irq line (unclosed", "does not compile"),
-        ("irq line x*", "matches an empty text"),
+        ("irq line x*", "matches an empty text, so it would match every line; write one that "),
         ("ir!q line foo", "write NAME KIND REGEX"),
+        ("watchdog line foo", "the name 'watchdog' is already taken by an earlier line"),
     ],
 )
 def test_a_bad_pattern_line_is_named(line: str, says: str) -> None:
     with pytest.raises(ValueError, match=says) as caught:
         parse_patterns(["firmware", line])
     assert repr(line) in str(caught.value)
+
+
+def test_a_name_given_twice_by_the_users_own_lines_is_refused() -> None:
+    with pytest.raises(ValueError, match="'irq' is already taken") as caught:
+        parse_patterns(["irq line foo", "irq path bar"])
+    assert str(caught.value).startswith("'irq path bar': ")
 
 
 def test_a_bad_pattern_line_stops_the_run_before_anything_runs(

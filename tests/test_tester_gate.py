@@ -137,6 +137,13 @@ def test_a_failing_command_goes_to_the_coder_and_counts_until_it_passes(
     assert "tester pre-check: 0/1 selected test(s) passed" in timeline[1]["notes"]
     assert "tester pre-check: 1/1 selected test(s) passed" in timeline[2]["notes"]
     assert [e["event"] for e in selfcheck_project.events()].count("test_plan_ready") == 3
+    # TESTER_PRECHECK names what it wrote, as run-directory.md promises of every sub-state.
+    prechecks = [e for e in selfcheck_project.events() if e["event"] == "TESTER_PRECHECK"]
+    assert prechecks[0]["evidence"] == [
+        "rounds/02/tester-select.txt",
+        "rounds/02/precheck.log",
+        "rounds/02/precheck-results.json",
+    ]
 
 
 def test_the_same_command_failing_twice_in_a_row_is_repeated_test_failure(

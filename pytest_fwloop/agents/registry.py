@@ -166,11 +166,13 @@ def parse_role_specs(
     options: ProviderOptions | None = None,
     custom: Callable[[str], Provider | None] | None = None,
     origin: str = "",
+    listing: str = "failover list",
 ) -> list[Provider]:
     """The providers of a comma-separated failover list, in order; SpecError names the bad one.
 
     `custom` is asked first for each entry (the `pytest_fwloop_make_provider` hook). `origin`
-    names where the text came from in errors (default: the role's flag).
+    names where the text came from in errors (default: the role's flag), `listing` what the
+    list is (a review panel's members are no failover list).
     """
     origin = origin or f"--fwloop-{role}"
     if _CREDENTIAL.search(text):
@@ -190,7 +192,7 @@ def parse_role_specs(
     providers: list[Provider] = []
     for spec in specs:
         if not spec:
-            raise SpecError(f"{where}: empty entry in the failover list; remove the extra comma")
+            raise SpecError(f"{where}: empty entry in the {listing}; remove the extra comma")
         made = custom(spec) if custom is not None else None
         if made is not None:
             providers.append(made)

@@ -22,6 +22,8 @@ BETTER_SUFFIX = ".better"
 DIRECTIONS = ("lower", "higher")
 #: The whole-suite metric pytest-cov's total becomes.
 COVERAGE = "coverage"
+#: Decimals the coverage metric keeps.
+COVERAGE_PLACES = 2
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
@@ -85,9 +87,11 @@ def read_metrics(properties: Iterable[Any]) -> dict[str, dict[str, Any]]:
 
 def coverage_total(config: pytest.Config) -> float | None:
     """The TOTAL percentage pytest-cov reported for this run, if it did: its plugin keeps it
-    once its report is made (any `--cov-report`, or `--cov-fail-under`), before sessionfinish."""
+    once its report is made (any `--cov-report`, or `--cov-fail-under`), before sessionfinish.
+    Rounded to COVERAGE_PLACES: pytest-cov keeps 35.294117647 where a person reads 35.29."""
     plugin = config.pluginmanager.get_plugin("_cov")
-    return _number(getattr(plugin, "cov_total", None))
+    total = _number(getattr(plugin, "cov_total", None))
+    return None if total is None else round(total, COVERAGE_PLACES)
 
 
 def _number(value: object) -> float | None:

@@ -76,9 +76,34 @@ def chat_usage(args: argparse.Namespace) -> str | None:
     return None
 
 
-def chat_thread(args: argparse.Namespace) -> str:
-    """The thread a chat goes on: `--thread`, else one per set of roles."""
-    return str(args.thread or "chat-" + "-".join(args.role))
+class ThreadChoice(ValueError):
+    """`--start` cannot tell which chat to hand over; the message is one line naming the fix."""
+
+
+def chat_thread(args: argparse.Namespace, run_dir: Path) -> tuple[str, str]:
+    """The thread a chat goes on, and a line to print about it ('' when there is nothing to
+    say): `--thread`, else one per set of roles. `--start` with no such thread yet hands over
+    the one chat the roles took part in (a chat held with `--role coder,reviewer` for `--start
+    --role coder`), saying so; with several, ThreadChoice asks for `--thread`."""
+    default = "chat-" + "-".join(args.role)
+    if args.thread or not args.start or (run_dir / "threads" / default / "meta.json").is_file():
+        return str(args.thread or default), ""
+    held = [
+        row.id
+        for row in list_threads(run_dir)
+        if row.id.startswith("chat-") and set(args.role) <= set(row.role.split(","))
+    ]
+    if not held:
+        return default, ""
+    if len(held) > 1:
+        raise ThreadChoice(
+            f"fwloop: run {run_dir.name} has no thread {default}; the {', '.join(args.role)} "
+            f"took part in {', '.join(held)}: name the one to hand over with --thread"
+        )
+    return held[0], (
+        f"fwloop: run {run_dir.name} has no thread {default}; handing over {held[0]}, the chat "
+        f"the {', '.join(args.role)} took part in (--thread names another)"
+    )
 
 
 def show_threads(run_dir: Path) -> int:

@@ -19,7 +19,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pytest_fwloop.cli.chat import add_chat_parser, chat_thread, chat_usage, show_threads
+from pytest_fwloop.cli.chat import (
+    ThreadChoice,
+    add_chat_parser,
+    chat_thread,
+    chat_usage,
+    show_threads,
+)
 from pytest_fwloop.cli.replay import ReplayError
 from pytest_fwloop.cli.runs import find_run
 from pytest_fwloop.config.option_table import OPERATOR_FLAG
@@ -47,9 +53,12 @@ def operator_command(args: argparse.Namespace) -> int:
         state = load_state(run_dir)
         if not chat or args.start:  # a chat takes no lock and changes nothing: it may run alongside
             _not_running(state)
-    except (ReplayError, StateError, WorkspaceError) as exc:
+        thread, said_of_thread = chat_thread(args, run_dir) if chat else ("", "")
+    except (ReplayError, StateError, WorkspaceError, ThreadChoice) as exc:
         print(exc, file=sys.stderr)
         return REFUSED
+    if said_of_thread:
+        print(said_of_thread)
     if args.command == "rerun":
         return _pytest(state, [])
     said = (
@@ -76,7 +85,7 @@ def operator_command(args: argparse.Namespace) -> int:
         revision=state.revision,
         text=text,
         roles=args.role if chat else [],
-        thread=chat_thread(args) if chat else "",
+        thread=thread,
     )
     max_iter = iteration_limit(state, action, getattr(args, "max_iter", None))
     with tempfile.TemporaryDirectory(prefix="fwloop-order-") as folder:

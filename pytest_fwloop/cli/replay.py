@@ -34,7 +34,7 @@ from pydantic import ValidationError
 from pytest_fwloop.core import fsm
 from pytest_fwloop.core.agent_protocol import ReviewerAnswer
 from pytest_fwloop.core.analysis import Facts, analyse
-from pytest_fwloop.core.baseline_gate import baseline_gate
+from pytest_fwloop.core.baseline_gate import baseline_gate, unconfirmed
 from pytest_fwloop.core.convergence import (
     ConvergenceCriteria,
     ConvergenceType,
@@ -42,6 +42,7 @@ from pytest_fwloop.core.convergence import (
     ExecutionMode,
     determine_convergence,
 )
+from pytest_fwloop.core.decimals import SCORE_PLACES, above
 from pytest_fwloop.core.fsm import IterationKind
 from pytest_fwloop.core.panel import panel_verdict
 from pytest_fwloop.core.records import Event, Summary, Timeline
@@ -244,9 +245,14 @@ def check_verdicts(
         verdict, reason = determine_convergence(*counted, criteria, number, limit)
         measured = [(n, r) for n, r in attempts if kinds.get(n) != IterationKind.ROLLBACK]
         gate = baseline_gate(measured, record.metric_tolerance)
-        if verdict is ConvergenceType.SUCCESS and not gate.holds:
-            verdict = None  # withheld while a baseline-passing test fails or a metric is worse
-            reason += gate.withheld()
+        if verdict is ConvergenceType.SUCCESS:
+            # Withheld while a baseline-passing test fails, a metric is worse, or the tree
+            # has not been confirmed with no new patch.
+            ran = [kinds.get(n, IterationKind.PATCH) for n, _ in attempts]
+            withheld = gate.withheld() + unconfirmed(ran, criteria.stable_iterations_required)
+            if withheld:
+                verdict = None
+                reason += withheld
         expected = verdict.value if verdict is not None else None
         if expected != record.convergence_type:
             return Difference(
@@ -338,7 +344,7 @@ def check_panels(rounds: dict[int, Round]) -> Difference | None:
             continue
         last = recorded.panels[-1][0]
         kept = recorded.review or {}
-        if last.decision != "approve" or last.risk > last.max_risk:
+        if last.decision != "approve" or above(last.risk, last.max_risk, SCORE_PLACES):
             return Difference(
                 number,
                 "panel",

@@ -87,6 +87,7 @@ def checked_panel(
             _provider_options(options),
             _hook_providers(config, "reviewer"),
             origin,
+            "review panel's members",
         )
     except SpecError as exc:
         raise pytest.UsageError(str(exc)) from None

@@ -20,6 +20,7 @@ from pytest_fwloop.core.convergence import (
     determine_convergence,
     read_history,
 )
+from pytest_fwloop.core.decimals import FINE_RATE_PLACES, RATE_PLACES, above, below
 from pytest_fwloop.core.metrics import describe
 from pytest_fwloop.core.records import AnalysisRecord, MetricChange, Trend
 
@@ -86,7 +87,7 @@ def _badness(change: MetricChange) -> float:
 def fitted_trend(rates: Sequence[float], window: int, threshold: float) -> tuple[Trend, float, int]:
     """The least-squares slope of the last `window` pass rates, named as the seed names it:
     beyond ±`threshold` an iteration improving or declining, within half of it stable, mixed in
-    between."""
+    between; each compared as the line prints the slope (`+5.0%`)."""
     tail = list(rates[-window:])
     if len(tail) < 2:
         return "insufficient_data", 0.0, len(tail)
@@ -95,11 +96,12 @@ def fitted_trend(rates: Sequence[float], window: int, threshold: float) -> tuple
     slope = sum((x - mean_x) * (y - mean_y) for x, y in enumerate(tail)) / sum(
         (x - mean_x) ** 2 for x in range(len(tail))
     )
-    if slope > threshold:
+    if above(slope, threshold, RATE_PLACES):
         return "improving", slope, len(tail)
-    if slope < -threshold:
+    if below(slope, -threshold, RATE_PLACES):
         return "declining", slope, len(tail)
-    return ("stable" if abs(slope) <= threshold / 2 else "mixed"), slope, len(tail)
+    calm = not above(abs(slope), threshold / 2, RATE_PLACES)
+    return ("stable" if calm else "mixed"), slope, len(tail)
 
 
 def _reasons(facts: Facts, history: History, trend: Trend, slope: float, window: int) -> list[str]:
@@ -129,7 +131,10 @@ def _reasons(facts: Facts, history: History, trend: Trend, slope: float, window:
 
 
 def recommend(facts: Facts, history: History, trend: Trend) -> str:
-    """One line: what the numbers suggest doing next, the first that applies of a fixed order."""
+    """One line: what the numbers suggest doing next, the first that applies of a fixed order.
+
+    A patch that raised the pass count is progress whatever its size: another hypothesis is
+    suggested only after patches that changed nothing or made things worse."""
     if facts.verdict is not None:
         return _after_verdict(facts, history)
     criteria = facts.criteria
@@ -146,6 +151,8 @@ def recommend(facts: Facts, history: History, trend: Trend) -> str:
     if facts.iteration == 1:
         failing = facts.total_counts[-1] - facts.pass_counts[-1]
         return f"baseline: {failing} failing test(s) go to the coder"
+    if facts.pass_counts[-1] > facts.pass_counts[-2]:
+        return _progress(facts, history)
     if trend == "declining":
         return "declining: the recent patches made things worse; try another root cause"
     # Progress stopped: say where the run is heading if it stays stopped.
@@ -164,19 +171,31 @@ def recommend(facts: Facts, history: History, trend: Trend) -> str:
             return f"stalling: {unless}; its best tree stays one fwloop apply away"
         if verdict is ConvergenceType.FAILURE:
             return f"failing: {unless}; check the build and the environment"
+    short = _running_short(facts, history)
+    if short is not None:
+        return short
+    if below(history.avg_improvement, criteria.slow_improvement_threshold, FINE_RATE_PLACES):
+        return "slow: prefer a different hypothesis over another variation of the last patch"
+    return "keep iterating"
+
+
+def _progress(facts: Facts, history: History) -> str:
+    """The last patch raised the pass count: how far the target is at the recent pace."""
+    short = _running_short(facts, history)
+    if short is not None:
+        return short
+    more = _iterations_needed(facts, history)
+    return f"improving: about {more} more iteration(s) to the target at this pace"
+
+
+def _running_short(facts: Facts, history: History) -> str | None:
     more = _iterations_needed(facts, history)
     left = facts.max_iter - facts.iteration
-    if more is not None and more > left:
-        return (
-            f"running short: about {more} more iteration(s) at the recent pace, {left} left; "
-            f"consider --max-iter={facts.iteration + more}"
-        )
-    if history.avg_improvement < criteria.slow_improvement_threshold:
-        return "slow: prefer a different hypothesis over another variation of the last patch"
+    if more is None or more <= left:
+        return None
     return (
-        f"improving: about {more} more iteration(s) to the target at this pace"
-        if more is not None
-        else "keep iterating"
+        f"running short: about {more} more iteration(s) at the recent pace, {left} left; "
+        f"consider --max-iter={facts.iteration + more}"
     )
 
 
@@ -199,6 +218,12 @@ def _after_verdict(facts: Facts, history: History) -> str:
     verdict = facts.verdict
     if verdict is ConvergenceType.SUCCESS:
         return "done: the target is met and held, and nothing is worse than at the baseline"
+    assert verdict is not None
+    held_back = _held_back(facts, history)
+    if held_back:
+        # The tests pass: what ended the run short of SUCCESS is what withheld it.
+        ended = "out of iterations" if verdict is ConvergenceType.TIMEOUT else verdict.value
+        return f"{ended.replace('_', ' ')} at {rate}: {held_back}"
     if verdict is ConvergenceType.PLATEAUED:
         if facts.mode is ExecutionMode.AUTO:
             return f"plateaued at {rate}: auto mode switches strategy while switches are left"
@@ -207,14 +232,30 @@ def _after_verdict(facts: Facts, history: History) -> str:
         return f"converged at {rate}: keep the gain with fwloop apply; the rest needs a person"
     if verdict is ConvergenceType.FAILURE:
         return f"failed at {rate}: check the build and the environment before another run"
-    if history.pass_rates[-1] >= facts.criteria.target_pass_rate and not (
-        facts.regressions or any(c.worse for c in facts.metrics)
-    ):
+    if history.pass_rates[-1] >= facts.criteria.target_pass_rate:
         return f"out of iterations at {rate} before SUCCESS was confirmed: fwloop resume RUN"
     more = _iterations_needed(facts, history)
     if more is None:
         return f"out of iterations at {rate} with no recent progress: review the failures"
     return f"out of iterations at {rate}: fwloop resume RUN --max-iter {more} continues"
+
+
+def _held_back(facts: Facts, history: History) -> str:
+    """At the target, what withheld SUCCESS and what to do about it ('' when nothing did)."""
+    if history.pass_rates[-1] < facts.criteria.target_pass_rate:
+        return ""
+    worse = [c.name for c in facts.metrics if c.worse]
+    if worse:
+        return (
+            f"the target is met but {', '.join(worse)} stayed worse than at the baseline beyond "
+            "tolerance: bring it back, or raise fwloop_metric_tolerance if the change is intended"
+        )
+    if facts.regressions:
+        return (
+            f"the target is met but {len(facts.regressions)} test(s) that passed at the "
+            f"baseline still fail ({', '.join(facts.regressions[:3])}): mend them"
+        )
+    return ""
 
 
 def _iterations_needed(facts: Facts, history: History) -> int | None:

@@ -10,7 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from pytest_fwloop.core.decimals import above, shown
+
 USAGE_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens", "cost_usd")
+#: Places of a cost in the trace: the budget is compared with the cost as printed.
+USD_PLACES = 4
 
 
 class BudgetExhausted(Exception):
@@ -101,9 +105,9 @@ class Budget:
 
     def overrun(self, spent: Usage) -> str | None:
         """Why `spent` is over budget, with the numbers; None while it is within."""
-        if self.usd is not None and spent.cost_usd > self.usd:
+        if self.usd is not None and above(spent.cost_usd, self.usd, USD_PLACES):
             return (
-                f"the agents' reported cost {spent.cost_usd:.4f} USD exceeds "
+                f"the agents' reported cost {shown(spent.cost_usd, USD_PLACES)} USD exceeds "
                 f"--fwloop-budget-usd={self.usd:g} after {spent.calls} call(s)"
             )
         if self.tokens is not None and spent.tokens > self.tokens:

@@ -12,6 +12,8 @@ import enum
 import itertools
 from typing import TYPE_CHECKING, Literal
 
+from pytest_fwloop.core.decimals import FINE_RATE_PLACES, RATE_PLACES, above, below, percent
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -173,17 +175,19 @@ def stability_delta(prev_rate: float, curr_rate: float) -> float:
 def stable_for_last_n_iterations(
     pass_rates: Sequence[float], n: int, delta_threshold: float
 ) -> bool:
-    """Whether the last `n` pass rates all lie within `delta_threshold` of their neighbour.
-
-    With fewer than `n` results nothing is stable yet, which is what makes a green baseline wait
-    for a confirming run when `n` is 2.
+    """Whether the last `n` pass rates all lie within `delta_threshold` of their neighbour, as
+    printed (49/50 then 50/50 moved 2.00%). With fewer than `n` results nothing is stable yet,
+    which is what makes a green baseline wait for a confirming run when `n` is 2.
     """
     if n < 1:
         raise ValueError(f"stable_for_last_n_iterations: n={n}; use n >= 1")
     if len(pass_rates) < n:
         return False
     tail = pass_rates[len(pass_rates) - n :]
-    return all(stability_delta(a, b) <= delta_threshold for a, b in itertools.pairwise(tail))
+    return not any(
+        above(stability_delta(a, b), delta_threshold, FINE_RATE_PLACES)
+        for a, b in itertools.pairwise(tail)
+    )
 
 
 def convergence_score(
@@ -264,7 +268,7 @@ def read_history(
             rates, criteria.stable_iterations_required, criteria.stability_delta_threshold
         ),
         high_failure_streak=_streak_from_tail(
-            [1.0 - rate > criteria.failure_rate_threshold for rate in rates]
+            [above(1.0 - rate, criteria.failure_rate_threshold, RATE_PLACES) for rate in rates]
         ),
         no_improvement_streak=_streak_from_tail(
             [
@@ -287,6 +291,8 @@ def determine_convergence(
 
     `current_iteration` is the number of the iteration just completed. The rules are tried in the
     seed's order and the first that holds wins; the reason carries the numbers that decided it.
+    Rates meet thresholds as the reason prints them (`core/decimals.py`), save the pass rate,
+    which meets the target unrounded: rounding could hide a failing test.
     """
     history = read_history(pass_counts, total_counts, criteria)
     curr_pass_rate = history.pass_rates[-1]
@@ -308,69 +314,67 @@ def determine_convergence(
         return (
             ConvergenceType.SUCCESS,
             f"SUCCESS: pass_rate={curr_pass_rate:.1%} >= target={target:.1%} "
-            f"&& stable(last {criteria.stable_iterations_required}) delta={last_delta:.2%} "
-            f"<= {criteria.stability_delta_threshold:.2%}",
+            f"&& stable(last {criteria.stable_iterations_required}) "
+            f"delta={percent(last_delta, FINE_RATE_PLACES)} "
+            f"<= {percent(criteria.stability_delta_threshold, FINE_RATE_PLACES)}",
         )
 
     if high_failure_streak >= criteria.failure_rate_consecutive_limit:
         return (
             ConvergenceType.FAILURE,
-            f"FAILURE: failure_rate={curr_failure_rate:.1%} "
-            f"> threshold={criteria.failure_rate_threshold:.1%} "
+            f"FAILURE: failure_rate={percent(curr_failure_rate)} "
+            f"> threshold={percent(criteria.failure_rate_threshold)} "
             f"for {high_failure_streak} consecutive iterations "
             f"(limit={criteria.failure_rate_consecutive_limit})",
         )
 
     if (
-        curr_failure_rate > criteria.failure_rate_threshold
+        above(curr_failure_rate, criteria.failure_rate_threshold, RATE_PLACES)
         and no_improvement_streak >= criteria.consecutive_no_improvement_limit
     ):
         return (
             ConvergenceType.FAILURE,
-            f"FAILURE: failure_rate={curr_failure_rate:.1%} "
-            f"> threshold={criteria.failure_rate_threshold:.1%} "
+            f"FAILURE: failure_rate={percent(curr_failure_rate)} "
+            f"> threshold={percent(criteria.failure_rate_threshold)} "
             f"&& no_improvement_streak={no_improvement_streak} "
             f">= {criteria.consecutive_no_improvement_limit}",
         )
 
-    if (
-        current_iteration >= criteria.min_iterations_for_plateau
-        and avg_improvement < criteria.plateau_improvement_threshold
+    if current_iteration >= criteria.min_iterations_for_plateau and below(
+        avg_improvement, criteria.plateau_improvement_threshold, FINE_RATE_PLACES
     ):
         return (
             ConvergenceType.PLATEAUED,
-            f"PLATEAUED: avg_improvement={avg_improvement:.2%} "
-            f"< {criteria.plateau_improvement_threshold:.2%} "
+            f"PLATEAUED: avg_improvement={percent(avg_improvement, FINE_RATE_PLACES)} "
+            f"< {percent(criteria.plateau_improvement_threshold, FINE_RATE_PLACES)} "
             f"&& current_iteration={current_iteration} >= {criteria.min_iterations_for_plateau}",
         )
 
     # Not at target, but the current result is the best seen and it has stopped moving: the
     # present strategy has given what it can.
     best_pass_count = max(pass_counts)
+    slow = below(avg_improvement, criteria.slow_improvement_threshold, FINE_RATE_PLACES)
+    avg = percent(avg_improvement, FINE_RATE_PLACES)
+    slow_at = percent(criteria.slow_improvement_threshold, FINE_RATE_PLACES)
     if (
         curr_pass_rate < target
         and pass_counts[-1] == best_pass_count
         and current_iteration >= criteria.min_iterations_for_slow_improvement
-        and avg_improvement < criteria.slow_improvement_threshold
+        and slow
         and no_improvement_streak >= criteria.consecutive_no_improvement_limit
     ):
         return (
             ConvergenceType.CONVERGED_WITH_IMPROVEMENT,
             f"CONVERGED_WITH_IMPROVEMENT: best_pass_count={best_pass_count}, "
             f"pass_rate={curr_pass_rate:.1%} < target={target:.1%}, "
-            f"avg_improvement={avg_improvement:.2%} < {criteria.slow_improvement_threshold:.2%}, "
-            f"no_improvement_streak={no_improvement_streak}",
+            f"avg_improvement={avg} < {slow_at}, no_improvement_streak={no_improvement_streak}",
         )
 
     # Slow progress is a hint to change strategy, never a reason to stop on its own.
-    if (
-        current_iteration >= criteria.min_iterations_for_slow_improvement
-        and avg_improvement < criteria.slow_improvement_threshold
-    ):
+    if current_iteration >= criteria.min_iterations_for_slow_improvement and slow:
         return (
             None,
-            f"slow improvement: avg_improvement={avg_improvement:.2%} "
-            f"< {criteria.slow_improvement_threshold:.2%} "
+            f"slow improvement: avg_improvement={avg} < {slow_at} "
             f"&& current_iteration={current_iteration} "
             f">= {criteria.min_iterations_for_slow_improvement} "
             "(consider a different strategy; iterating on)",

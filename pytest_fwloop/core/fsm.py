@@ -267,8 +267,8 @@ TRANSITIONS: tuple[Transition, ...] = (
         S.TEST_SETUP,
         E.TESTER_SCHEMA_INVALID,
         S.TEST_RUN,
-        "the tester's plan failed its schema twice: the full suite runs without it, the coder "
-        "is told",
+        "the tester's plan failed its schema twice: the iteration's tests run without its picks, "
+        "the coder is told",
     ),
     Transition(
         S.TEST_SETUP,

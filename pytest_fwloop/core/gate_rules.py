@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pytest_fwloop.core.agent_protocol import CoderAnswer, MustFix, ReviewerAnswer, RiskyChange
+from pytest_fwloop.core.decimals import SCORE_PLACES, above, shown
 from pytest_fwloop.core.fsm import ErrorType, LoopEvent
 from pytest_fwloop.core.outcomes import Outcome
 from pytest_fwloop.core.policy import Violation
@@ -152,20 +153,20 @@ def review_refusal(
             f"{who} requested changes ({len(must_fix)} must-fix item(s), round "
             f"{rounds}/{max_rounds})",
         )
-    risk, shown = raised_risk(review.risk, risky)
-    if risk > max_risk:
-        raised = f" and its risky code raised it to {risk:.2f}" if risky else ""
+    risk, said = raised_risk(review.risk, risky)
+    if above(risk, max_risk, SCORE_PLACES):
+        raised = f" and its risky code raised it to {shown(risk)}" if risky else ""
         return Refusal(
             LoopEvent.PATCH_REJECTED,
             ErrorState(
                 ErrorType.POLICY_VIOLATION,
-                f"{who} risk {shown} > fwloop_max_risk {max_risk:.2f}",
+                f"{who} risk {said} > fwloop_max_risk {shown(max_risk)}",
                 LoopEvent.RECOVER_TO_ANALYSIS,
             ),
             [
                 MustFix(
-                    issue=f"the {who} rated the patch's risk {review.risk:.2f}{raised}, above "
-                    f"fwloop_max_risk={max_risk:.2f}; make a smaller, safer change"
+                    issue=f"the {who} rated the patch's risk {shown(review.risk)}{raised}, above "
+                    f"fwloop_max_risk={shown(max_risk)}; make a smaller, safer change"
                 )
             ],
             "risk",

@@ -9,7 +9,9 @@ the bad direction larger than `tolerance × |baseline value|` (seed 001 §6.1's
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 
+from pytest_fwloop.core.decimals import exact, percent, percent_apart
 from pytest_fwloop.core.history import Measured
 from pytest_fwloop.core.records import MetricChange, MetricSeries
 from pytest_fwloop.core.results import IterationResults, Metric
@@ -38,9 +40,9 @@ def iteration_metrics(results: IterationResults) -> dict[str, Metric]:
     return found
 
 
-def _worse_by(metric: Metric, baseline: float) -> float:
+def _worse_by(metric: Metric, baseline: float) -> Decimal:
     """How much worse `metric` is than `baseline`, in its own unit (negative: better)."""
-    moved = metric.value - baseline
+    moved = exact(metric.value) - exact(baseline)
     return moved if metric.better == "lower" else -moved
 
 
@@ -49,7 +51,8 @@ def compare(
 ) -> list[MetricChange]:
     """Each baseline metric against its value now, by name. A metric the baseline did not have
     is new: shown, never judged. One the baseline had and the iteration lacks is worse: the
-    tree no longer shows it holds."""
+    tree no longer shows it holds. The change is judged in decimal, as the values and the
+    tolerance are written (0.3 -> 0.33 is 10%, not 10.000000000000009%)."""
     changes = []
     for name in sorted(baseline.keys() | current.keys()):
         before, now = baseline.get(name), current.get(name)
@@ -59,9 +62,9 @@ def compare(
         change = None
         worse = before is not None and now is None
         if before is not None and now is not None:
-            worse_by = _worse_by(now, before.value)
-            change = (now.value - before.value) / abs(before.value) if before.value else None
-            worse = worse_by > tolerance * abs(before.value)
+            was = exact(before.value)
+            change = float((exact(now.value) - was) / abs(was)) if was else None
+            worse = _worse_by(now, before.value) > exact(tolerance) * abs(was)
         changes.append(
             MetricChange(
                 name=name,
@@ -93,14 +96,17 @@ def describe(change: MetricChange) -> str:
         return f"{change.name} {_number(change.value)} (new)"
     if change.baseline == change.value:
         return f"{change.name} {_number(change.value)}"
-    moved = f" ({change.change:+.1%})" if change.change is not None else ""
+    moved = ""
+    if change.change is not None:
+        sign = "-" if change.change < 0 else "+"
+        moved = f" ({sign}{percent_apart(abs(change.change), change.tolerance)})"
     return f"{change.name} {_number(change.baseline)} -> {_number(change.value)}{moved}"
 
 
 def withheld_line(changes: Sequence[MetricChange]) -> str:
     """Why SUCCESS waits for the metrics, naming each worse one and its tolerance."""
     worse = [
-        f"{describe(c)}, {c.better} is better, tolerance {c.tolerance:.1%}"
+        f"{describe(c)}, {c.better} is better, tolerance {percent(c.tolerance)}"
         for c in changes
         if c.worse
     ]

@@ -14,8 +14,10 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from pytest_fwloop.core.decimals import shown
 from pytest_fwloop.core.posix_paths import normalize_path
 from pytest_fwloop.core.unified_diff import PatchParseError, parse_patch
 
@@ -72,7 +74,7 @@ def parse_patterns(lines: Iterable[str]) -> tuple[RiskyPattern, ...]:
     """The patterns of the ini lines (`firmware`: FIRMWARE_PATTERNS); ValueError naming the
     first line that is not `NAME KIND REGEX` with a regex that compiles and cannot match an
     empty text."""
-    patterns = []
+    patterns: list[RiskyPattern] = []
     for line in [p for given in lines for p in _expand(given)]:
         parts = line.split(None, 2)
         if not parts:
@@ -85,7 +87,16 @@ def parse_patterns(lines: Iterable[str]) -> tuple[RiskyPattern, ...]:
         except re.error as exc:
             raise ValueError(f"{line!r}: the regex does not compile ({exc})") from None
         if regex.search("") is not None:
-            raise ValueError(f"{line!r}: the regex matches an empty text, so every line")
+            raise ValueError(
+                f"{line!r}: the regex matches an empty text, so it would match every line; "
+                "write one that needs at least one character"
+            )
+        if any(taken.name == name for taken in patterns):
+            raise ValueError(
+                f"{line!r}: the name {name!r} is already taken by an earlier line (`firmware` "
+                "holds irq-disable, flash-write, watchdog, vector-table, reset-handler, "
+                "linker-script, startup-code, boot-code); give each pattern its own name"
+            )
         patterns.append(RiskyPattern(name, *KINDS[kind], regex))
     return tuple(patterns)
 
@@ -161,14 +172,16 @@ def assess(
 
 def raised_risk(risk: float, changes: Sequence[RiskyChange]) -> tuple[float, str]:
     """The patch's risk: the reviewer's `risk` plus RISK_PER_PATTERN for each distinct pattern
-    matched, at most 1; and the sum as the trace shows it."""
+    matched, at most 1; and the sum as the trace shows it. The sum is taken in decimal, so
+    0.1 + 0.2 x 3 is the 0.7 docs/security.md promises, not 0.7000000000000001."""
     names = sorted({change.pattern for change in changes})
     if not names:
-        return risk, f"{risk:.2f}"
-    total = min(1.0, risk + RISK_PER_PATTERN * len(names))
+        return risk, shown(risk)
+    raised = Decimal(repr(risk)) + Decimal(repr(RISK_PER_PATTERN)) * len(names)
+    total = float(min(Decimal(1), raised))
     return total, (
-        f"{risk:.2f} + {RISK_PER_PATTERN:g} x {len(names)} risky pattern(s) "
-        f"({', '.join(names)}) = {total:.2f}"
+        f"{shown(risk)} + {RISK_PER_PATTERN:g} x {len(names)} risky pattern(s) "
+        f"({', '.join(names)}) = {shown(total)}"
     )
 
 

@@ -43,6 +43,16 @@ if TYPE_CHECKING:
     from pytest_fwloop.core.results import IterationResults
 
 
+#: What the tester's pre-check leaves in the round's folder: the selection, the child's log, its
+#: results (TESTER_PRECHECK's evidence, each that was written).
+PRECHECK_SELECT, PRECHECK_LOG, PRECHECK_RESULTS = (
+    "tester-select.txt",
+    "precheck.log",
+    "precheck-results.json",
+)
+PRECHECK_FILES = (PRECHECK_SELECT, PRECHECK_LOG, PRECHECK_RESULTS)
+
+
 def read_results(path: Path) -> IterationResults:
     """A child's results file, validated. The models are imported on first use: pydantic's
     import is not on the way to a baseline started ahead (`loop_main`), nor does a forked child
@@ -234,12 +244,12 @@ class ChildRunner:
         """Run the tester's selection first, as a quick signal; a one-line note of how it went.
         It never replaces the full run after it, which is the one that counts."""
         selection = self.recorder.write_text(
-            f"{self.recorder.relative(folder)}/tester-select.txt", "\n".join(select) + "\n"
+            f"{self.recorder.relative(folder)}/{PRECHECK_SELECT}", "\n".join(select) + "\n"
         )
-        results_path = folder / "precheck-results.json"
+        results_path = folder / PRECHECK_RESULTS
         run(
             [f"{CHILD_REPORT_FLAG}={results_path}", f"{CHILD_SELECT_FLAG}={selection}"],
-            folder / "precheck.log",
+            folder / PRECHECK_LOG,
         )
         try:
             results = read_results(results_path)

@@ -26,7 +26,7 @@ from pytest_fwloop.core.state_clock import DeadlinePassed, StateClock
 from pytest_fwloop.core.substates import SubState
 from pytest_fwloop.loop.agent_calls import CallLog, role_agent
 from pytest_fwloop.loop.agent_request import agent_request
-from pytest_fwloop.loop.child_runner import ChildRunner
+from pytest_fwloop.loop.child_runner import PRECHECK_FILES, ChildRunner
 from pytest_fwloop.loop.continuation import Past
 from pytest_fwloop.loop.localization import Localizer, localize, review_context
 from pytest_fwloop.loop.run_deadline import RunDeadline
@@ -207,7 +207,12 @@ class Controller:
         )
 
     def build_setup(self) -> Step:
-        return self._take(self.build.setup(self.loop.current, self.loop.pre_patch_checkpoint))
+        verdict = self.build.setup(self.loop.current, self.loop.pre_patch_checkpoint)
+        if verdict.error is not None and verdict.error.type is ErrorType.TIMEOUT:
+            # The pre-check ran out of time: the patch was rolled back unjudged, so the same
+            # patch again is another try of it, not a repeat that would hide the timeout.
+            self.gate.forget(self.loop.current.number, self.loop.current.patch)
+        return self._take(verdict)
 
     def build_run(self) -> Step:
         return self._take(self.build.run(self.loop.current, self.loop.pre_patch_checkpoint))
@@ -275,7 +280,13 @@ class Controller:
         if tester is not None and tester.plan.select:
             notes.append(self.child.precheck(folder, tester.plan.select, self._run_child))
             self.loop.current.notes.append(notes[-1])
-            self.services.substate(self.loop.current.number, SubState.TESTER_PRECHECK, notes[-1])
+            written = [folder / name for name in PRECHECK_FILES if (folder / name).is_file()]
+            self.services.substate(
+                self.loop.current.number,
+                SubState.TESTER_PRECHECK,
+                notes[-1],
+                [self.recorder.relative(path) for path in written],
+            )
         picked = tester.plan.select if tester is not None else []
         outcome = self.suite.iteration(folder, self.loop, picked, self._run_child)
         result = outcome.result

@@ -258,12 +258,12 @@ class BuildStep:
 
 
 def _checked(step: Step, checked: PrecheckReport) -> Step:
-    """`step` with what the pre-check passed, for the trace."""
-    if not checked.checked:
+    """`step` with what the pre-check passed and what it left unchecked, for the trace."""
+    said = [f"pre-check passed ({checked.checked})"] if checked.checked else []
+    said += [f"pre-check: {checked.unchecked}"] if checked.unchecked else []
+    if not said:
         return step
-    return Step(
-        step.event, f"pre-check passed ({checked.checked}); {step.reason}", checked.evidence
-    )
+    return Step(step.event, "; ".join([*said, step.reason]), checked.evidence)
 
 
 def protected_paths(paths: list[str], policy: PatchPolicy) -> list[str]:

@@ -13,7 +13,7 @@ import sys
 from pytest_fwloop.core import recovery
 from pytest_fwloop.core.agent_protocol import MustFix
 from pytest_fwloop.core.analysis import Facts, analyse, headline
-from pytest_fwloop.core.baseline_gate import BaselineGate, baseline_gate
+from pytest_fwloop.core.baseline_gate import BaselineGate, baseline_gate, unconfirmed
 from pytest_fwloop.core.convergence import ConvergenceChecker, ConvergenceType, PlateauAction
 from pytest_fwloop.core.fsm import ErrorType, IterationKind, LoopEvent, State
 from pytest_fwloop.core.history import broken_per_iteration, regressions_between
@@ -161,13 +161,18 @@ class IterationEnd:
         self.checker.add_iteration_result(iteration.pass_count, iteration.total_count)
         _, verdict, reason = self.checker.check_convergence(iteration.number, settings.max_iter)
         gate = baseline_gate(self.loop.measured(), settings.metric_tolerance)
-        green = verdict is ConvergenceType.SUCCESS or (verdict is None and self._at_target())
-        if green and not gate.holds:
+        if verdict is ConvergenceType.SUCCESS or (verdict is None and self._at_target()):
             # Whatever the target, no test that passed at the baseline may fail (DESIGN.md §13)
             # and no metric may be worse than its tolerance allows (seed 001 §5.15): a green
-            # tree is neither confirmed nor declared a success while either holds.
-            verdict = None
-            reason += gate.withheld()
+            # tree is neither confirmed nor declared a success while either holds. Nor is a
+            # tree a success before runs with no new patch have confirmed it.
+            withheld = gate.withheld()
+            if verdict is ConvergenceType.SUCCESS:
+                kinds = [it.kind for it in self.loop.iterations if it.results is not None]
+                withheld += unconfirmed(kinds, settings.criteria.stable_iterations_required)
+            if withheld:
+                verdict = None
+                reason += withheld
         iteration.convergence_type = verdict.value if verdict else None
         iteration.reason = reason
         iteration.analysis = analyse(
@@ -351,7 +356,10 @@ class IterationEnd:
                 if c.worse
             ),
         ]
-        if reason.startswith("slow improvement"):
+        # Seed §5.19.3's slow signal asks for another strategy; a patch that raised the pass
+        # count is progress whatever its size, so only one that did not is told to change tack.
+        counts = self.checker.pass_counts
+        if reason.startswith("slow improvement") and counts[-1] <= counts[-2]:
             self.loop.constraints = [
                 "progress has slowed: prefer a different hypothesis over another variation"
             ]

@@ -61,10 +61,12 @@ class PatchGate:
             try:
                 review, said = self._review(reviewer_request(patch), current.number)
             except AnswerInvalid as exc:
+                # A panel names the member whose answer it is: the others answered well.
+                who = "reviewer" if self.panel is None else f"review panel member {exc.provider}"
                 return failed(
                     ErrorState(
                         ErrorType.MODEL_FAILURE,
-                        f"reviewer answer failed the schema twice ({'; '.join(exc.errors[:2])})",
+                        f"{who} answer failed the schema twice ({'; '.join(exc.errors[:2])})",
                         LoopEvent.RECOVER_TO_ANALYSIS,
                         terminal_outcome=Outcome.REVIEW_SCHEMA_INVALID,
                     ),
@@ -90,6 +92,12 @@ class PatchGate:
                 )
             refusal = _naming(refusal, said)
         return self._refuse(refusal, patch, current, repeat is not None)
+
+    def forget(self, iteration: int, patch: str) -> None:
+        """Take back the applied `patch` of `iteration`: it was undone before anything judged
+        it, so proposing it again is no repeat."""
+        if self.tried and self.tried[-1] == (iteration, patch):
+            self.tried.pop()
 
     def _review(self, request: AgentRequest, iteration: int) -> tuple[ReviewerAnswer, str]:
         """The reviewer's verdict, or the review panel's with its line for the trace."""

@@ -29,10 +29,12 @@ PRECHECK_LOG = "build-precheck.log"
 
 @dataclass(frozen=True)
 class PrecheckReport:
-    """What the pre-check of one patch did: `checked` ("" when nothing was checked) and, when
-    the patch fails it, why (`failure`) and what the coder is shown (`output`)."""
+    """What the pre-check of one patch did: `checked` ("" when nothing was checked), what it
+    left unchecked and why (`unchecked`), and, when the patch fails it, why (`failure`) and
+    what the coder is shown (`output`)."""
 
     checked: str = ""
+    unchecked: str = ""
     evidence: tuple[str, ...] = ()
     failure: str = ""
     output: str = ""
@@ -50,12 +52,24 @@ def run_precheck(services: Services, current: Iteration, pre_patch: str) -> Prec
     python = python_files(written)
     files = command_files(written, settings.files)
     command = settings.command if files or not settings.files else None
+    unchecked = []
+    if settings.command is not None and command is None:
+        unchecked.append(
+            f"`{shlex.join(settings.command)}` not run: no file the patch wrote matches "
+            f"fwloop_precheck_files ({' '.join(settings.files)})"
+        )
     if not python and command is None:
-        return PrecheckReport()
+        return PrecheckReport(unchecked="; ".join(unchecked))
     log: list[str] = []
     failures: list[str] = []
-    checked = [f"compiled {len(python)} Python file(s)"] if python else []
-    broken = _uncompilable(services, pre_patch, python, log)
+    broken, unjudged = _uncompilable(services, pre_patch, python, log)
+    compiled = len(python) - len(unjudged)
+    checked = [f"compiled {compiled} Python file(s)"] if compiled else []
+    if unjudged:
+        unchecked.append(
+            f"{len(unjudged)} Python file(s) left to the build, which did not compile before "
+            f"the patch either ({', '.join(unjudged[:3])})"
+        )
     if broken:
         failures.append(f"{len(broken)} written Python file(s) do not compile ({broken[0]})")
     timed_out = False
@@ -79,6 +93,7 @@ def run_precheck(services: Services, current: Iteration, pre_patch: str) -> Prec
     record = services.recorder.write_text(services.recorder.relative(path), text)
     return PrecheckReport(
         checked="; ".join(checked),
+        unchecked="; ".join(unchecked),
         evidence=(services.recorder.relative(record),),
         failure="; ".join(failures),
         output=text if failures else "",
@@ -89,11 +104,12 @@ def run_precheck(services: Services, current: Iteration, pre_patch: str) -> Prec
 
 def _uncompilable(
     services: Services, pre_patch: str, python: list[str], log: list[str]
-) -> list[str]:
-    """The written Python files that do not compile and did before the patch (or are new);
-    each one's error goes to `log`."""
+) -> tuple[list[str], list[str]]:
+    """The written Python files that do not compile and did before the patch (or are new),
+    each one's error in `log`; and those not judged: they did not compile before either."""
     root = services.settings.rootdir
-    broken = []
+    broken: list[str] = []
+    unjudged: list[str] = []
     for path in python:
         log.append(f"$ compile {path}")
         problem = python_problem(path, (root / path).read_bytes())
@@ -103,10 +119,11 @@ def _uncompilable(
         before = services.workspace.shadow.read(pre_patch, path)
         if before is not None and python_problem(path, before) is not None:
             log.append(f"not judged: {path} did not compile before the patch either")
+            unjudged.append(path)
             continue
         log.append(problem)
         broken.append(path)
-    return broken
+    return broken, unjudged
 
 
 def _log_path(folder: Path) -> Path:

@@ -132,8 +132,9 @@ def plan_tests(
 
 
 def _plan_invalid(loop: LoopState, errors: list[str], limit: int) -> Step:
-    """A plan that failed its schema twice in this round. Seed 004 iterates: the full suite
-    runs without it and the coder is told its patch went untested by the tester. `limit` such
+    """A plan that failed its schema twice in this round. Seed 004 iterates: the iteration's
+    tests run without the tester's picks (the focus as it stands, the full suite as the gate
+    when due) and the coder is told its patch went untested by the tester. `limit` such
     rounds in a row (fwloop_tester_schema_rounds; 0: never) stop the run, as two invalid
     reviews do: a tester that cannot plan is a provider or prompt to fix, not a patch."""
     loop.tester_invalid_rounds += 1
@@ -161,7 +162,7 @@ def _plan_invalid(loop: LoopState, errors: list[str], limit: int) -> Step:
     )
     return Step(
         LoopEvent.TESTER_SCHEMA_INVALID,
-        f"{note}; the full suite runs without a plan, the coder is told",
+        f"{note}; the iteration's tests run without the tester's picks, the coder is told",
     )
 
 

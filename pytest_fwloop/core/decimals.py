@@ -1,0 +1,65 @@
+"""Threshold comparisons on the seed's decimal numbers, made on the numbers as printed.
+
+Risk, confidence, rates and tolerances are decimals a person writes (`fwloop_max_risk 0.7`) and
+reads in the trace (`0.70 > 0.70`); in binary floating point `0.1 + 0.2 * 3` is
+0.7000000000000001, which is over 0.7. Each comparison here rounds both sides to the places the
+trace prints them with, half up from the decimal each float stands for (its shortest repr), and
+the trace prints them through `shown`/`percent` with the same rounding: a comparison and its
+line can never disagree. A metric's tolerance is the exception (`exact`, `percent_apart`): a
+tolerance of 0 means any move the bad way, however small, so the change is computed exactly and
+printed with as many places as tell it from the tolerance. Pure.
+"""
+
+from __future__ import annotations
+
+from decimal import ROUND_HALF_UP, Decimal
+
+#: Places of risk and confidence in the trace (`0.70`).
+SCORE_PLACES = 2
+#: Places of a rate printed as `12.3%`, and of one printed as `12.34%`.
+RATE_PLACES = 3
+FINE_RATE_PLACES = 4
+#: The most places `percent_apart` prints.
+MAX_PLACES = 12
+
+
+def exact(value: float) -> Decimal:
+    """The decimal a float stands for: its shortest repr (0.7, not 0.6999999999999999556)."""
+    return Decimal(repr(float(value)))
+
+
+def as_printed(value: float, places: int) -> Decimal:
+    """`value` rounded half up to `places` decimals, from the decimal its float stands for."""
+    return exact(value).quantize(Decimal(1).scaleb(-places), ROUND_HALF_UP)
+
+
+def above(value: float, limit: float, places: int) -> bool:
+    """`value > limit` as the two are printed with `places` decimals."""
+    return as_printed(value, places) > as_printed(limit, places)
+
+
+def below(value: float, limit: float, places: int) -> bool:
+    """`value < limit` as the two are printed with `places` decimals."""
+    return as_printed(value, places) < as_printed(limit, places)
+
+
+def shown(value: float, places: int = SCORE_PLACES) -> str:
+    """`value` as the trace prints it: `0.70`."""
+    return f"{as_printed(value, places):f}"
+
+
+def percent(value: float, places: int = RATE_PLACES) -> str:
+    """A rate as the trace prints it, `places` counted on the rate: `70.0%` for 3."""
+    return f"{as_printed(value, places) * 100:.{max(places - 2, 0)}f}%"
+
+
+def percent_apart(value: float, limit: float) -> str:
+    """A rate as `percent` prints it, with more places while that would print it equal to
+    `limit` (or to 0) though it is not: `10.04%` beside a tolerance of 10%, not `10.0%`."""
+    places = RATE_PLACES
+    while places < MAX_PLACES and (
+        (as_printed(value, places) == as_printed(limit, places) and exact(value) != exact(limit))
+        or (as_printed(value, places) == 0 and exact(value) != 0)
+    ):
+        places += 1
+    return percent(value, places)
