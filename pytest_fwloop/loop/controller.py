@@ -37,6 +37,7 @@ from pytest_fwloop.loop.state import (
     Step,
     TesterRound,
     Verdict,
+    suite_policy,
 )
 from pytest_fwloop.loop.steps.analysis import ask_coder
 from pytest_fwloop.loop.steps.build import BuildStep
@@ -111,7 +112,15 @@ class Controller:
             else None
         )
         self.child = child or ChildRunner(settings, recorder, abort, terminal)
-        self.services = services = Services(config, settings, recorder, workspace, terminal, abort)
+        self.services = services = Services(
+            config,
+            settings,
+            recorder,
+            workspace,
+            terminal,
+            abort,
+            lambda: suite_policy(settings.policy, self.loop.iterations),
+        )
         self.suite = SuiteRun(services, self.child)
         self.build = BuildStep(services)
         panel = ReviewPanel(services, self.calls.record, left) if settings.review_panel else None

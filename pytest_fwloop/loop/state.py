@@ -15,6 +15,7 @@ from pytest_fwloop.core.allowlist import CommandCheck
 from pytest_fwloop.core.convergence import ConvergenceType
 from pytest_fwloop.core.fsm import ErrorType, IterationKind, LoopEvent, State, StateBound
 from pytest_fwloop.core.outcomes import Outcome
+from pytest_fwloop.core.policy import PatchPolicy, test_modules
 from pytest_fwloop.core.records import (
     AnalysisRecord,
     DecisionRecord,
@@ -312,3 +313,12 @@ def written_by(iterations: Iterable[Iteration]) -> list[str]:
     """The paths the patches of these iterations wrote: what a continuation or `fwloop apply`
     puts back, and checks the operator has not changed since."""
     return sorted({p for it in iterations if it.patch.strip() for p in touched_paths(it.patch)})
+
+
+def suite_policy(policy: PatchPolicy, iterations: list[Iteration]) -> PatchPolicy:
+    """`policy` with every file the baseline collected a test from protected (DESIGN.md §6):
+    whatever its name, a module the suite takes tests from is a test file."""
+    baseline = iterations[0].results if iterations else None
+    if baseline is None:
+        return policy
+    return policy.with_test_files(test_modules(t.nodeid for t in baseline.tests))
