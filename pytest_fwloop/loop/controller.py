@@ -288,7 +288,7 @@ class Controller:
         result = outcome.result
         notes += [*outcome.notes, *self.child.take_notes()]  # how children started: trace only
         self.loop.current.notes += outcome.notes
-        self.loop.flaky, self.loop.partial_results = outcome.flaky, outcome.carried
+        self.loop.reruns, self.loop.partial_results = outcome.reruns, outcome.carried
         self.loop.test_run_result = ChildOutput(
             outcome.attempt.results, outcome.attempt.log, result.returncode
         )
