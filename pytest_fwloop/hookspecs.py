@@ -55,11 +55,12 @@ def pytest_fwloop_device_logs(item: pytest.Item) -> dict[str, str | os.PathLike[
     """Return the logs a device writes while `item` runs, as {name: path}, or None.
 
     Called in each child pytest of the loop (never in a plain run) when the test's setup starts
-    and again when one of its phases fails; every implementation's logs are taken (not
-    firstresult). The loop reads what each file gained since the test started (all of it when
-    the path was first named later, or the file shrank): its tail goes into the failure the
-    coder is sent, and the whole of it into the round's `console/<node id>.<name>.log`.
-    pytest-embedded's DUT logs and labgrid's console logs (`--lg-log`) are built in; a conftest
-    hands over any other fixture's log by returning it here, from `item.funcargs` once the
-    fixture is set up (docs/environments.md).
+    and after each of its phases; every implementation's logs are taken (not firstresult), and
+    a path once named stays the test's (a fixture torn down no longer names its own). For a
+    test that failed, the loop reads what each file gained from the start of its setup to the
+    end of its teardown (all of it when the path was first named later, or the file shrank):
+    its tail goes into the failure the coder is sent, and the whole of it into the round's
+    `console/<node id>.<name>.log`. pytest-embedded's DUT logs and labgrid's console logs
+    (`--lg-log`) are built in; a conftest hands over any other fixture's log by returning it
+    here, from `item.funcargs` once the fixture is set up (docs/environments.md).
     """
