@@ -54,7 +54,7 @@ class Reruns:
     flaky: dict[str, int] = field(default_factory=dict)
     #: Tests that failed every rerun: node id -> how many reruns they had.
     failed: dict[str, int] = field(default_factory=dict)
-    #: Their latest failure the firmware's own (an environment failure on a rerun says
+    #: Their latest failure that is the firmware's own (an environment failure on a rerun says
     #: nothing of the code): node id -> its record.
     latest: dict[str, TestRecord] = field(default_factory=dict)
 
