@@ -12,10 +12,17 @@ pytest_plugins = ["pytester"]
 collect_ignore = ["examples"]
 
 
+#: Test dependencies whose plugins change every run they load in: pytest-randomly (orders,
+#: seeds) and pytest-embedded (autouse fixtures, a multiprocessing manager per session). Only
+#: the stories written for them load them.
+INTRUSIVE_PLUGINS = "-p no:randomly -p no:pytest_embedded"
+
+
 @pytest.fixture
 def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    """pytest-randomly is a test dependency (tests/test_plugin_compat.py runs the loop under
-    it); every other pytest a test starts runs without it, as this one does (pyproject's
-    addopts), so their orders and seeds are the ones the stories were written against."""
-    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:randomly")
+    """pytest-randomly and pytest-embedded are test dependencies (tests/test_plugin_compat.py
+    runs the loop under the one, tests/test_examples.py under the other); every other pytest a
+    test starts runs without them, as this one does (pyproject's addopts), so their orders,
+    seeds and fixtures are the ones the stories were written against."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", INTRUSIVE_PLUGINS)
     return pytester

@@ -128,13 +128,13 @@ def main() -> None:
         workspace.snapshot("baseline of the timing")
         snapshot = time.perf_counter() - started
 
-        cold_localizer = Localizer(workspace, SOURCE_BYTES, lambda text: text, policy)
+        cold_localizer = Localizer(workspace, SOURCE_BYTES, lambda text: text, lambda: policy)
         cold_request, cold = localize(cold_localizer, request, failing)
         for index in range(3):  # a patch touches three files
             path = root / "firmware" / "src" / f"drv{index}.c"
             path.write_text(path.read_text().replace("* 7;", "* 9;"))
         _, warm = localize(cold_localizer, request, failing)
-        fresh = Localizer(workspace, SOURCE_BYTES, lambda text: text, policy)
+        fresh = Localizer(workspace, SOURCE_BYTES, lambda text: text, lambda: policy)
         _, new_run = localize(fresh, request, failing)
 
         sent = cold_request.to_wire()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -47,4 +48,19 @@ def pytest_fwloop_iteration_done(
     run (None: the loop goes on) and `reason` the checker's reason. For dashboards and
     notifications; what it returns or raises does not steer the loop (an exception ends the run
     as `internal_error`).
+    """
+
+
+def pytest_fwloop_device_logs(item: pytest.Item) -> dict[str, str | os.PathLike[str]] | None:
+    """Return the logs a device writes while `item` runs, as {name: path}, or None.
+
+    Called in each child pytest of the loop (never in a plain run) when the test's setup starts
+    and after each of its phases; every implementation's logs are taken (not firstresult), and
+    a path once named stays the test's (a fixture torn down no longer names its own). For a
+    test that failed, the loop reads what each file gained from the start of its setup to the
+    end of its teardown (all of it when the path was first named later, or the file shrank):
+    its tail goes into the failure the coder is sent, and the whole of it into the round's
+    `console/<node id>.<name>.log`. pytest-embedded's DUT logs and labgrid's console logs
+    (`--lg-log`) are built in; a conftest hands over any other fixture's log by returning it
+    here, from `item.funcargs` once the fixture is set up (docs/environments.md).
     """

@@ -96,7 +96,8 @@ class FakeProvider:
 class FakeChild:
     """Stands in for `ChildRunner`: each run's results are the words of FIRMWARE (only the
     selected tests' when a selection is given), except that a `flake` fails unless it is a
-    flaky rerun; test_0 records the METRICS. Its flaky reruns are the real ones
+    flaky rerun and a `hang` (a board that hung) fails as a `defect` on a flaky rerun (a fresh
+    board); test_0 records the METRICS. Its flaky reruns are the real ones
     (`ChildRunner.rerun_failures`), starting their runs through this fake."""
 
     rerun_failures = ChildRunner.rerun_failures
@@ -134,8 +135,9 @@ class FakeChild:
         if timed_out:
             return ProcessResult(returncode=None, timed_out=True, aborted=False, duration=timeout)
         words = (self.root / FIRMWARE).read_text(encoding="utf-8").split()
+        rerun = log.name.startswith("flaky")
         words = [
-            "ok" if word == "flake" and log.name.startswith("flaky") else word for word in words
+            {"flake": "ok", "hang": "defect"}.get(word, word) if rerun else word for word in words
         ]
         select = next(
             (a.split("=", 1)[1] for a in args if a.startswith(f"{CHILD_SELECT_FLAG}=")), ""

@@ -564,3 +564,33 @@ def test_pack_never_exceeds_the_cap_and_keeps_every_signature_it_promises(
         assert failure.nodeid in nodeids or any(
             nodeid.startswith(shortened[0]) and nodeid.endswith(shortened[2]) for nodeid in nodeids
         )
+
+
+def test_a_device_log_is_part_of_the_excerpt_scrubbed_and_within_the_cap() -> None:
+    """A failing test's device log (the child's `fwloop device log` section, issue 33) comes
+    after its traceback in the excerpt, its timestamps and paths normalised, its tail kept: the
+    assert a board printed last is what the coder must see."""
+    boot = "".join(
+        f"[2026-11-27 14:0{n % 10}:00.{n:06d}] I ({n}) wifi: scan done in 12 ms\n"
+        for n in range(400)
+    )
+    device = (
+        f"--- fwloop device log ---\n[dut]\n{boot}"
+        f"[2026-11-27 14:09:59.000001] E (9981) assert: assert failed: filter_push "
+        f"{ROOT}/main/filter.c:17 (next < FILTER_WINDOW)\nsensor> "
+    )
+    record = failing(
+        "pytest_sensor_hub.py::test_filter_window_slides[linux]",
+        crash='…/pytest_embedded/dut.py:93: pexpect.exceptions.TIMEOUT: Not found "filt = 35"',
+        longrepr='E   pexpect.exceptions.TIMEOUT: Not found "filt = 35"\n' * 20,
+        sections=device,
+    )
+    cap = 4096
+    [packed] = pack_failures([record], cap, ROOT)
+    assert packed_size([packed]) <= cap
+    assert packed.excerpt.rstrip().endswith(
+        "<ts>] E (9981) assert: assert failed: filter_push main/filter.c:17 (next < FILTER_WINDOW)"
+        "\nsensor>"
+    )
+    assert "2026-11-27" not in packed.excerpt
+    assert 'Not found "filt = 35"' in packed.excerpt

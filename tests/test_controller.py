@@ -306,6 +306,20 @@ def test_a_flaky_test_is_rerun_counted_by_the_policy_and_never_sent_to_the_coder
     assert (outcome is Outcome.SUCCESS) is (policy != "fail")
 
 
+def test_a_test_failing_every_rerun_is_sent_with_its_latest_failure(kit: ControllerKit) -> None:
+    """A board that hung on the first attempt, then the real defect on both reruns (fresh
+    boards): the coder is sent the defect, and results.json counts the reruns (issue 33)."""
+    kit.coder.answers = [fixing("ok hang", "ok ok")]
+    kit.build("ok hang", "fwloop_max_iter = 4")
+    assert kit.run() is Outcome.SUCCESS
+    [failure] = kit.coder.requests[0].failures
+    assert "'defect'" in failure.excerpt
+    assert "'hang'" not in failure.excerpt
+    record = _results(kit, 1)["tests/test_fw.py::test_1"]
+    assert (record["outcome"], record["reruns"], record.get("flaky", False)) == ("failed", 2, False)
+    assert "'defect'" in record["longrepr"]
+
+
 def _timeline(kit: ControllerKit) -> list[dict[str, Any]]:
     path = kit.controller.recorder.path / "task-timeline.json"
     return json.loads(path.read_text(encoding="utf-8"))["iterations"]  # type: ignore[no-any-return]

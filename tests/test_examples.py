@@ -23,10 +23,10 @@ from envs_support.browser import open_page
 from envs_support.examples import EXAMPLES, ConsoleServer, copy_example, recorded_answers
 from envs_support.procs import running_under
 from envs_support.tools import require
-from loopkit import LoopProject
+from loopkit import LoopProject, coder_answer, unified_diff
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 pytestmark = pytest.mark.slow
 
@@ -44,7 +44,11 @@ TOOLS = {
         ("sshd", "openssh-server"),
         ("ssh-keygen", "openssh-client"),
     ],
+    "pytest-embedded": [("gcc", "gcc"), ("make", "make")],
 }
+#: Examples written for a test dependency's plugin that the project's own runs leave out
+#: (conftest.py's INTRUSIVE_PLUGINS): they run with it loaded.
+WITH_PLUGINS = {"pytest-embedded"}
 
 
 @pytest.fixture
@@ -58,6 +62,12 @@ def example(project: LoopProject, name: str) -> Path:
     for program, package in TOOLS[name]:
         require(program, package)
     return copy_example(name, project.root)
+
+
+def load_its_plugins(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pytest runs of an example written for a plugin load it."""
+    if name in WITH_PLUGINS:
+        monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:randomly")
 
 
 def assert_converged(project: LoopProject, result: pytest.RunResult) -> None:
@@ -109,15 +119,81 @@ def assert_one_cluster_per_bug(root: Path, run_dir: Path) -> None:
     assert with_excerpt == set(bugs.values())
 
 
-@pytest.mark.parametrize("name", ["uart-console", "qemu-cortex-m", "ssh-bmc"])
-def test_example_converges(tidy_project: LoopProject, name: str) -> None:
+def assert_device_log_sent(run_dir: Path) -> None:
+    """pytest-embedded's DUT log, the failing test's part of it, is in the coder's request:
+    the assert and reboot the exception's few buffered bytes do not show (issue 33)."""
+    request = json.loads((run_dir / "rounds" / "02" / "coder-1.request.json").read_text())
+    [failure] = [f for f in request["failures"] if "test_filter_window_slides" in f["nodeid"]]
+    assert "--- fwloop device log ---\n[dut]\n" in failure["excerpt"]
+    assert (
+        "assert failed: filter_push main/filter.c:17 (next < FILTER_WINDOW)" in (failure["excerpt"])
+    )
+    kept = run_dir / "rounds" / "01" / "console"
+    logs = [p.read_text() for p in kept.glob("*test_filter_window_slides*.dut.log")]
+    assert logs
+    assert all("abort() was called; rebooting..." in log for log in logs)
+
+
+#: What each example's run shows beyond converging.
+EXTRA_CHECKS: dict[str, Callable[[Path], None]] = {"pytest-embedded": assert_device_log_sent}
+
+
+@pytest.mark.parametrize("name", ["uart-console", "qemu-cortex-m", "ssh-bmc", "pytest-embedded"])
+def test_example_converges(
+    tidy_project: LoopProject, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    load_its_plugins(name, monkeypatch)
     root = example(tidy_project, name)
     assert_converged(tidy_project, tidy_project.run())
     assert_one_cluster_per_bug(root, tidy_project.run_dirs()[0])
+    check = EXTRA_CHECKS.get(name)
+    if check is not None:
+        check(tidy_project.run_dirs()[0])
     replayed = tidy_project.replay()
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert "every decision reproduces" in replayed.stdout
     assert_report_opens(tidy_project)
+
+
+def test_a_coder_that_loosens_the_pytest_embedded_script_is_refused(
+    tidy_project: LoopProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ESP-IDF keeps its `pytest_<name>.py` beside the firmware, where no default glob looks: a
+    coder that loosens one of its `expect`s is refused by the patch policy, the patch is never
+    applied, never in best.patch, and `fwloop apply` puts back only the firmware fix (issue 33)."""
+    load_its_plugins("pytest-embedded", monkeypatch)
+    root = example(tidy_project, "pytest-embedded")
+    script = root / "pytest_sensor_hub.py"
+    seeded = script.read_text(encoding="utf-8")
+    loosened = seeded.replace('"temp 495", "temp = -0.5 C"', '"temp 495", "0.-5 C"')
+    hostile = coder_answer(
+        unified_diff("pytest_sensor_hub.py", seeded, loosened), "accept the board's reading"
+    )
+    answers = root / "fwloop-answers" / "coder"
+    fixes = recorded_answers(root)
+    for number, answer in enumerate([hostile, *fixes], 1):
+        (answers / f"{number:02d}.json").write_text(json.dumps(answer), encoding="utf-8")
+
+    result = tidy_project.run("--max-iter=2")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    [run_dir] = tidy_project.run_dirs()
+    result.stdout.fnmatch_lines(["*PATCH_GENERATION -> *pytest_sensor_hub.py: protected path*"])
+    assert result.stdout.str().count("policy passed; reviewer approved") == 1  # the fix only
+    [rejected] = (run_dir / "rounds" / "02").glob("rejected-1-policy.diff")
+    assert "pytest_sensor_hub.py" in rejected.read_text(encoding="utf-8")
+    assert tidy_project.summary()["pass_counts"] == [3, 4]
+    best = (run_dir / "best.patch").read_text(encoding="utf-8")
+    assert "main/filter.c" in best
+    assert "pytest_sensor_hub.py" not in best
+    assert script.read_text(encoding="utf-8") == seeded  # the baseline is back
+    assert f"fwloop apply {run_dir.name}" in result.stdout.str()
+
+    applied = tidy_project.fwloop("apply", run_dir.name)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert "main/filter.c" in applied.stdout
+    assert "pytest_sensor_hub.py" not in applied.stdout
+    assert script.read_text(encoding="utf-8") == seeded
+    assert "next >= FILTER_WINDOW" in (root / "main" / "filter.c").read_text(encoding="utf-8")
 
 
 def assert_report_opens(project: LoopProject) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_fwloop.core.flaky import rerun_candidates, with_flaky
+from pytest_fwloop.core.flaky import Reruns, rerun_candidates, with_flaky
 from pytest_fwloop.core.results import IterationResults, TestRecord
 
 
@@ -47,9 +47,25 @@ def test_a_flaky_test_counts_as_the_policy_says(
 ) -> None:
     counted = with_flaky(
         results(record("t.py::a", "passed"), record("t.py::flake")),
-        {"t.py::flake": 1},
+        Reruns(flaky={"t.py::flake": 1}),
         policy,  # type: ignore[arg-type]
     )
     flake = counted.tests[1]
     assert (flake.outcome, flake.flaky, flake.reruns) == (outcome, True, 1)
     assert (counted.pass_count, counted.total_count) == counts
+
+
+def test_a_test_failing_every_rerun_keeps_its_latest_own_failure_and_counts_its_reruns() -> None:
+    """A hung board's empty buffer first, then the defect, then the environment down: the
+    defect is what the coder gets, and both reruns are counted (issue 33)."""
+    first = results(record("t.py::a", crash="t.py:3: TIMEOUT: ''"), record("t.py::b"))
+    reruns = Reruns()
+    failing = reruns.take(
+        1, ["t.py::a", "t.py::b"], results(record("t.py::a"), record("t.py::b", "passed"))
+    )
+    assert failing == ["t.py::a"]
+    down = record("t.py::a", crash="", env_failure="ConnectionRefusedError: down")
+    assert reruns.take(2, failing, results(down)) == ["t.py::a"]
+    a, b = with_flaky(first, reruns, "fail").tests
+    assert (a.crash, a.reruns, a.flaky) == ("t.py:3: AssertionError: t.py::a", 2, False)
+    assert (b.flaky, b.reruns) == (True, 1)

@@ -619,3 +619,77 @@ def test_the_knowledge_base_is_found_as_the_loop_finds_it(
     assert path_violations("Off", policy) == []
     excluded = snapshot_exclude(options, config.rootpath, None)
     assert excluded == ("/.fwloop/runs/",)  # the default run records only
+
+
+def test_the_files_the_baseline_collected_tests_from_are_protected() -> None:
+    """ESP-IDF keeps its `pytest_<name>.py` beside the firmware: no default glob names it, the
+    baseline's node ids do (issue 33)."""
+    from pytest_fwloop.core.policy import path_violations, test_modules
+
+    collected = test_modules(
+        [
+            "components/uart/pytest_uart.py::test_echo[esp32]",
+            "components/uart/pytest_uart.py::TestBoot::test_banner",
+            "checks/boot.yaml::boot",
+            "broken/pytest_broken.py",  # a collection error's node id is its file
+            "tester::make check",
+            "../elsewhere/pytest_x.py::test_y",
+        ]
+    )
+    assert collected == {
+        "components/uart/pytest_uart.py",
+        "checks/boot.yaml",
+        "broken/pytest_broken.py",
+    }
+    policy = PatchPolicy().with_test_files(collected)
+    assert rules(modify("components/uart/pytest_uart.py"), policy) == ["protected"]
+    [violation] = path_violations("./components//uart/pytest_uart.py", policy)
+    assert "the suite collects tests from it" in violation.message
+    assert rules(modify("components/uart/uart.c"), policy) == []
+    assert rules(modify("components/uart/pytest_uart.py")) == []  # no default glob names it
+
+
+@pytest.mark.parametrize(
+    ("args", "protected", "free"),
+    [
+        # ESP-IDF's shape: `python_files = pytest_*.py`, the scripts beside the firmware.
+        ((), ["components/uart/pytest_uart.py", "pytest_top.py"], ["components/uart/uart.c"]),
+        (
+            ("components",),
+            ["components/uart/pytest_uart.py"],
+            ["pytest_top.py", "components/uart/uart.c"],
+        ),
+        (("components/uart/pytest_uart.py::test_echo",), ["components/uart/pytest_uart.py"], []),
+    ],
+)
+def test_the_ini_python_files_are_protected_in_the_collection_roots(
+    pytester: pytest.Pytester, args: tuple[str, ...], protected: list[str], free: list[str]
+) -> None:
+    from pytest_fwloop.config.loop_options import read_options
+    from pytest_fwloop.config.tree_rules import patch_policy
+    from pytest_fwloop.core.policy import path_violations
+
+    pytester.makeini("[pytest]\npython_files = pytest_*.py\n")
+    pytester.mkdir("components")
+    pytester.mkdir("components/uart")
+    config = pytester.parseconfig(*args)
+    policy = patch_policy(config, read_options(config))
+    for path in protected:
+        assert [v.rule for v in path_violations(path, policy)] == ["protected"], path
+    for path in free:
+        assert path_violations(path, policy) == [], path
+
+
+def test_pytests_default_python_files_are_protected_under_testpaths(
+    pytester: pytest.Pytester,
+) -> None:
+    from pytest_fwloop.config.loop_options import read_options
+    from pytest_fwloop.config.tree_rules import patch_policy
+    from pytest_fwloop.core.policy import path_violations
+
+    pytester.makeini("[pytest]\ntestpaths = checks\npython_files = check_*.py *_test.py\n")
+    pytester.mkdir("checks")
+    config = pytester.parseconfig()
+    policy = patch_policy(config, read_options(config))
+    assert [v.rule for v in path_violations("checks/uart/check_uart.py", policy)] == ["protected"]
+    assert path_violations("src/check_sum.py", policy) == []  # outside the collection root

@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from pytest_fwloop.child.device_logs import REPORT_SECTION as DEVICE_LOG_SECTION
+from pytest_fwloop.child.device_logs import BuiltinDeviceLogs, DeviceLogs
 from pytest_fwloop.child.files import progress_path
 from pytest_fwloop.child.metrics import COVERAGE, coverage_total, read_metrics
 from pytest_fwloop.core.env_classify import ENVIRONMENT_FAILURE, environment_error_name
@@ -187,7 +189,11 @@ class ResultsRecorder:
         previous = self.records.get(report.nodeid)
         duration = report.duration + (previous["duration"] if previous else 0.0)
         if previous is not None and previous["outcome"] in ("failed", "error"):
-            self.records[report.nodeid] = {**previous, "duration": duration}
+            self.records[report.nodeid] = {
+                **previous,
+                "duration": duration,
+                **_device_output(previous, report),
+            }
             return
         outcome = _outcome(report)
         if report.when == "teardown" and outcome == "passed" and previous is not None:
@@ -281,6 +287,18 @@ def _crash(report: pytest.TestReport | pytest.CollectReport) -> str:
     return f"{crash.path}:{crash.lineno}: {crash.message}"[:500]
 
 
+def _device_output(previous: Record, report: pytest.TestReport) -> Record:
+    """A failed test's `sections` with the device's logs its teardown report brings
+    (`child/device_logs.py`) at their end, bounded as before; nothing when it brings none."""
+    logs = [
+        f"--- {title} ---\n{text}" for title, text in report.sections if title == DEVICE_LOG_SECTION
+    ]
+    if not logs:
+        return {}
+    text = "\n".join([previous.get("sections", ""), *logs]).lstrip("\n")
+    return {"sections": bounded(text, 0, SECTIONS_TAIL)}
+
+
 def _sections(report: pytest.TestReport) -> str:
     text = "\n".join(f"--- {title} ---\n{content}" for title, content in report.sections)
     return bounded(text, 0, SECTIONS_TAIL)
@@ -292,6 +310,8 @@ def register_child_plugins(
     """Called from the main plugin's pytest_configure when this process is a loop child."""
     manager = config.pluginmanager
     manager.register(ReportTags(), "fwloop-report-tags")
+    manager.register(DeviceLogs(), "fwloop-device-logs")
+    manager.register(BuiltinDeviceLogs(), "fwloop-builtin-device-logs")
     if select_path:
         wanted = set(Path(select_path).read_text(encoding="utf-8").split("\n")) - {""}
         manager.register(Selection(wanted), "fwloop-selection")

@@ -1,7 +1,9 @@
 """What of the tree the loop may write and what it snapshots, from the options.
 
 The patch policy protects the defaults (tests, their configuration, CI, version control), the
-configuration file in use and the files the loop's own options name; the snapshots leave out
+configuration file in use, the files the ini's `python_files` names in the collection roots and
+the files the loop's own options name (the controller adds the modules the baseline collected
+tests from: `loop/state.suite_policy`); the snapshots leave out
 build output (`fwloop_snapshot_exclude`, a build command's output directory) and the loop's own
 records where they lie inside the tree.
 """
@@ -22,12 +24,13 @@ from pytest_fwloop.workspace import DEFAULT_PROTECTED, PatchPolicy
 
 
 def patch_policy(config: pytest.Config, options: LoopOptions) -> PatchPolicy:
-    """What a patch may touch: the defaults, the configuration file in use, the files the
-    loop's options name, and fwloop_protect."""
+    """What a patch may touch: the defaults, the configuration file in use, the suite's test
+    files by its `python_files`, the files the loop's options name, and fwloop_protect."""
     return PatchPolicy(
         protected=(
             DEFAULT_PROTECTED
             + _inifile(config)
+            + _test_file_patterns(config)
             + _named_by_options(options, config.rootpath)
             + options.protect
         ),
@@ -43,6 +46,28 @@ def _inifile(config: pytest.Config) -> tuple[str, ...]:
     if inipath is None or not inipath.is_relative_to(config.rootpath):
         return ()
     return (inipath.relative_to(config.rootpath).as_posix(),)
+
+
+def _test_file_patterns(config: pytest.Config) -> tuple[str, ...]:
+    """Every file the suite would take tests from, whatever its name: the ini's `python_files`
+    (ESP-IDF's `pytest_*.py`, beside the firmware) under each collection root (the arguments,
+    else `testpaths`, else the invocation directory), and a file named as an argument. Roots
+    outside the rootdir are left out: no patch reaches them."""
+    base = (
+        config.invocation_params.dir
+        if config.args_source is pytest.Config.ArgsSource.ARGS
+        else config.rootpath
+    )
+    names = [str(name) for name in config.getini("python_files")]
+    found: list[str] = []
+    for arg in config.args:
+        path = Path(os.path.normpath(base / arg.split("::", 1)[0]))
+        if path == config.rootpath:
+            found += [f"**/{name}" for name in names]
+        elif path.is_relative_to(config.rootpath):
+            relative = path.relative_to(config.rootpath).as_posix()
+            found += [f"{relative}/**/{name}" for name in names] if path.is_dir() else [relative]
+    return tuple(dict.fromkeys(found))
 
 
 def knowledge_path(rootdir: Path, value: str) -> Path | None:

@@ -7,9 +7,11 @@ git write another. Pure: no subprocess, no file I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 
 from pytest_fwloop.core.posix_paths import glob_match, normalize_path, show_path
+from pytest_fwloop.core.results import COMMAND_NODEID_PREFIX
 from pytest_fwloop.core.unified_diff import FileChange, PatchParseError, parse_patch, touched_paths
 
 # Modules that `python -m pytest` would import from the root before the user's own code (the
@@ -65,12 +67,42 @@ _GITLINK_MODE = "160000"
 
 @dataclass(frozen=True)
 class PatchPolicy:
-    """What the coder may change: protected globs win over `allow_paths` (empty = anything)."""
+    """What the coder may change: protected globs and test files win over `allow_paths`
+    (empty = anything)."""
 
     protected: tuple[str, ...] = DEFAULT_PROTECTED
     allow_paths: tuple[str, ...] = ()
     max_files: int = 20
     max_changed_lines: int = 500
+    #: Files the suite collected tests from (the baseline's node ids), as normalised paths:
+    #: matched exactly, since a file's own name is no glob.
+    test_files: frozenset[str] = frozenset()
+
+    def with_test_files(self, paths: Iterable[str]) -> PatchPolicy:
+        """This policy with `paths` protected as test files too."""
+        return replace(self, test_files=self.test_files | {normalize_path(p) for p in paths})
+
+
+def test_modules(nodeids: Iterable[str]) -> frozenset[str]:
+    """The files these node ids were collected from (`dir/pytest_x.py::test_y[p]` names
+    `dir/pytest_x.py`), inside the root: whatever its name, a file pytest takes tests from is a
+    test file. A tester command's record (`tester::…`) names none."""
+    files = {
+        normalize_path(nodeid.split("::", 1)[0])
+        for nodeid in nodeids
+        if not nodeid.startswith(COMMAND_NODEID_PREFIX)
+    }
+    return frozenset(path for path in files if root_problem(path) is None)
+
+
+def protection(path: str, policy: PatchPolicy) -> str | None:
+    """Why `path` is protected (the glob it matches, or that tests are collected from it), or
+    None when it is not."""
+    normal = normalize_path(path)
+    if normal in policy.test_files:
+        return "the suite collects tests from it"
+    glob = next((g for g in policy.protected if glob_match(normal, g)), None)
+    return None if glob is None else f"matches {glob!r}"
 
 
 @dataclass(frozen=True)
@@ -166,13 +198,13 @@ def path_violations(path: str, policy: PatchPolicy) -> list[Violation]:
             )
         ]
     normal = normalize_path(path)
-    glob = next((g for g in policy.protected if glob_match(normal, g)), None)
-    if glob is not None:
+    why = protection(normal, policy)
+    if why is not None:
         return [
             Violation(
                 path,
                 "protected",
-                f"{shown}: protected path (matches {glob!r}); the coder may not edit tests, "
+                f"{shown}: protected path ({why}); the coder may not edit tests, "
                 "test or CI configuration, or other protected paths",
             )
         ]

@@ -42,7 +42,11 @@ class TestRecord(BaseModel):
     strict_xpass: bool = Field(default=False, description="an xpass under `strict=True`")
     longrepr: str = Field(default="", description="the failure text, bounded")
     crash: str = Field(default="", description="the crash line (`file:line: message`)")
-    sections: str = Field(default="", description="captured output, bounded")
+    sections: str = Field(
+        default="",
+        description="captured output, then the device logs of a failure (`fwloop device log`), "
+        "bounded",
+    )
     env_failure: str | None = Field(
         default=None, description="the transport error, when the environment failed the test"
     )

@@ -303,7 +303,11 @@ _ROUND_FILES: tuple[tuple[str, str], ...] = (
     ),
     (
         "`console/`",
-        "per-test console transcripts written by the environment fixtures",
+        (
+            "per-test console transcripts written by the environment fixtures (`<node id>.log`), "
+            "and each failing test's part of the device logs of pytest-embedded, labgrid or a "
+            "`pytest_fwloop_device_logs` hook (`<node id>.<log name>.log`; environments.md)"
+        ),
     ),
     (
         "`convergence.json`",

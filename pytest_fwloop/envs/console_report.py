@@ -7,16 +7,14 @@ none runs no hook of ours at all.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import pytest
 
-from pytest_fwloop.core.child_env import CONSOLE_LOG_DIR_ENV
+from pytest_fwloop.core.child_env import CONSOLE_LOG_DIR_ENV, log_file_name
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -25,7 +23,6 @@ if TYPE_CHECKING:
 
 REPORT_SECTION = "fwloop console"
 REPORT_TAIL_CHARS = 2048
-_LOG_NAME_MAX = 200
 _PLUGIN_NAME = "fwloop-console-report"
 
 
@@ -78,15 +75,6 @@ class _ConsoleReport:
         if call.when == "teardown" and log_dir:
             _write_console_log(Path(log_dir), item.nodeid, segments)
         return report
-
-
-def log_file_name(nodeid: str) -> str:
-    """A file name for a node id: unsafe characters become `_`, long ids end in a hash."""
-    name = re.sub(r"[^\w.-]+", "_", nodeid).strip("_") or "test"
-    if len(name) > _LOG_NAME_MAX:
-        digest = hashlib.sha256(nodeid.encode()).hexdigest()[:12]
-        name = f"{name[: _LOG_NAME_MAX - 13]}-{digest}"
-    return f"{name}.log"
 
 
 def _write_console_log(log_dir: Path, nodeid: str, segments: list[_Segment]) -> None:

@@ -16,11 +16,12 @@ from pytest_fwloop.core.records import Event, Summary
 from pytest_fwloop.core.run_state import STATE_FILE, StateError
 from pytest_fwloop.loop.continuation import checked_state, saved_iterations
 from pytest_fwloop.loop.rundir import RunRecorder, utc_now
-from pytest_fwloop.loop.state import Iteration, best_kept, written_by
+from pytest_fwloop.loop.state import Iteration, best_kept, suite_policy, written_by
 from pytest_fwloop.workspace import Workspace, WorkspaceError
 
 if TYPE_CHECKING:
     from pytest_fwloop.config.settings import LoopSettings
+    from pytest_fwloop.core.policy import PatchPolicy
     from pytest_fwloop.core.redaction import Redactor
     from pytest_fwloop.core.run_state import RunState
     from pytest_fwloop.loop.continuation import Order
@@ -51,7 +52,7 @@ def apply_best(settings: LoopSettings, order: Order, terminal: Terminal, redact:
             workspace.close(keep_tree=True)
             return int(pytest.ExitCode.OK)
         workspace.check_unchanged(state.left_tree, paths, "applying it")
-        _check_policy(workspace, settings, state, best, paths)
+        _check_policy(workspace, suite_policy(settings.policy, iterations), state, best, paths)
         workspace.adopt(best.checkpoint, paths, state.left_tree, paths)
         _record(settings, state, best, redact)
     except (WorkspaceError, StateError) as exc:
@@ -75,16 +76,16 @@ def written_until(iterations: list[Iteration], number: int) -> list[str]:
 
 def _check_policy(
     workspace: Workspace,
-    settings: LoopSettings,
+    policy: PatchPolicy,
     state: RunState,
     best: Iteration,
     paths: list[str],
 ) -> None:
     """The tree's diff must pass the patch policy in force now (it may be stricter than the
-    run's was)."""
+    run's was), the files the run's baseline collected tests from protected too."""
     workspace.touched.update(paths)
     diff = workspace.diff(state.left_tree, best.checkpoint)
-    violations = workspace.check_patch(diff, settings.policy)
+    violations = workspace.check_patch(diff, policy)
     if violations:
         raise WorkspaceError(
             f"fwloop: the best tree of run {state.run_id} breaks the patch policy in force: "

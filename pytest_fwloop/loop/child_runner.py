@@ -40,6 +40,7 @@ from pytest_fwloop.procs.supervision import (
 
 if TYPE_CHECKING:
     from pytest_fwloop.child.rewrite_cache import RewriteCache
+    from pytest_fwloop.core.flaky import Reruns
     from pytest_fwloop.core.results import IterationResults
 
 
@@ -265,23 +266,24 @@ class ChildRunner:
         attempt: Attempt,
         previous: IterationResults | None,
         run: Callable[[list[str], Path], ProcessResult],
-    ) -> tuple[dict[str, int], str]:
+    ) -> tuple[Reruns, str]:
         """Rerun the attempt's new failures up to `fwloop_flaky_reruns` times with no code change
-        (`flaky-K.log`, `flaky-K-results.json`, `flaky-2-K…` for a second attempt): node id ->
-        the rerun it passed on, and a note."""
+        (`flaky-K.log`, `flaky-K-results.json`, `flaky-2-K…` for a second attempt): what the
+        reruns found, and a note."""
+        from pytest_fwloop.core.flaky import Reruns, rerun_candidates  # pydantic: `read_results`
+
+        reruns = Reruns()
         try:
             first = read_results(attempt.results)
         except (OSError, ValueError):
-            return {}, ""
-        from pytest_fwloop.core.flaky import rerun_candidates  # pydantic: see `read_results`
-
+            return reruns, ""
         known = self.settings.endings.known_failures
         failing = [
             nodeid
             for nodeid in rerun_candidates(first, previous, str(self.settings.rootdir))
             if nodeid not in known
         ]
-        asked, flaky = len(failing), {}
+        asked = len(failing)
         prefix = "flaky" + attempt.log.stem.removeprefix("pytest")
         for k in range(1, self.settings.flaky_reruns + 1):
             if not failing:
@@ -299,12 +301,12 @@ class ChildRunner:
                 rerun = read_results(report)
             except (OSError, ValueError):
                 break
-            passed = {t.nodeid for t in rerun.tests if t.outcome in ("passed", "xfailed")}
-            flaky.update({nodeid: k for nodeid in failing if nodeid in passed})
-            failing = [nodeid for nodeid in failing if nodeid not in passed]
+            failing = reruns.take(k, failing, rerun)
         if not asked:
-            return {}, ""
-        return flaky, f"flaky reruns: {asked} new failure(s) rerun, {len(flaky)} passed (flaky)"
+            return reruns, ""
+        return reruns, (
+            f"flaky reruns: {asked} new failure(s) rerun, {len(reruns.flaky)} passed (flaky)"
+        )
 
     def scrub(self, folder: Path) -> None:
         """Redact what the child runs and commands wrote themselves: logs, results, JUnit XML

@@ -38,6 +38,7 @@ from pytest_fwloop.loop.state import (
     Step,
     TesterRound,
     Verdict,
+    suite_policy,
 )
 from pytest_fwloop.loop.steps.analysis import ask_coder
 from pytest_fwloop.loop.steps.build import BuildStep
@@ -112,13 +113,21 @@ class Controller:
             else None
         )
         self.child = child or ChildRunner(settings, recorder, abort, terminal)
-        self.services = services = Services(config, settings, recorder, workspace, terminal, abort)
+        self.services = services = Services(
+            config,
+            settings,
+            recorder,
+            workspace,
+            terminal,
+            abort,
+            lambda: suite_policy(settings.policy, self.loop.iterations),
+        )
         self.suite = SuiteRun(services, self.child)
         self.build = BuildStep(services)
         panel = ReviewPanel(services, self.calls.record, left) if settings.review_panel else None
         self.gate = PatchGate(services, self.reviewer, panel)
         self.proposals = ProposalDesk(services, self.reviewer, self.tester)
-        self.localizer = Localizer(workspace, settings.source_bytes, redact, settings.policy)
+        self.localizer = Localizer(workspace, settings.source_bytes, redact, services.policy)
         self.end = IterationEnd(services, self.loop, self.clock)
         self.farm = farm_hold(services)
         self.handlers: dict[State, Callable[[], Step]] = {
@@ -292,7 +301,7 @@ class Controller:
         result = outcome.result
         notes += [*outcome.notes, *self.child.take_notes()]  # how children started: trace only
         self.loop.current.notes += outcome.notes
-        self.loop.flaky, self.loop.partial_results = outcome.flaky, outcome.carried
+        self.loop.reruns, self.loop.partial_results = outcome.reruns, outcome.carried
         self.loop.test_run_result = ChildOutput(
             outcome.attempt.results, outcome.attempt.log, result.returncode
         )

@@ -55,12 +55,14 @@ class Localizer:
     workspace: Workspace
     budget: int
     redact: Callable[[str], str]
-    policy: PatchPolicy
+    #: The policy as it stands: after the baseline it protects every module tests came from.
+    policy: Callable[[], PatchPolicy]
     index: CodeIndex = field(init=False)
     tree: TreeMap = field(default_factory=TreeMap)
     _recent: dict[str, tuple[float, str]] | None = None
-    #: Whether a path may be patched and shown: the policy holds for the run, paths recur.
+    #: Whether a path may be patched and shown, under `_judged_by`: paths recur each request.
     _verdicts: dict[str, bool] = field(default_factory=dict)
+    _judged_by: PatchPolicy | None = None
 
     def __post_init__(self) -> None:
         self.index = CodeIndex(self.workspace.shadow.state_dir / "index" / INDEX_NAME)
@@ -77,7 +79,10 @@ class Localizer:
         _, files = self.workspace.source_files()
         symbols = self.index.symbols(files, self.workspace.read_blobs)
         parsed = self.tree.update(symbols)
-        editable = [p for p in symbols if self._editable(p)]
+        policy = self.policy()
+        if policy != self._judged_by:
+            self._verdicts, self._judged_by = {}, policy
+        editable = [p for p in symbols if self._editable(p, policy)]
         nodeids = [t.nodeid for t in failing]
         test_paths = list(dict.fromkeys(n.split("::", 1)[0] for n in nodeids))[:_FILES_READ]
         test_texts = self._texts(files, [p for p in test_paths if p in symbols])
@@ -159,10 +164,10 @@ class Localizer:
                 found.append(function)
         return found
 
-    def _editable(self, path: str) -> bool:
+    def _editable(self, path: str, policy: PatchPolicy) -> bool:
         verdict = self._verdicts.get(path)
         if verdict is None:
-            verdict = not is_secret(path) and not path_violations(path, self.policy)
+            verdict = not is_secret(path) and not path_violations(path, policy)
             self._verdicts[path] = verdict
         return verdict
 

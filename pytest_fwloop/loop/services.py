@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pytest
 
 from pytest_fwloop.config.settings import LoopSettings
+from pytest_fwloop.core.policy import PatchPolicy
 from pytest_fwloop.core.records import Event
 from pytest_fwloop.core.substates import SUBSTATES, SubState
 from pytest_fwloop.loop.rundir import RunRecorder, utc_now
@@ -27,6 +28,9 @@ class Services:
     terminal: Terminal
     #: Set when the operator aborts (SIGINT, SIGTERM, `fwloop cancel`).
     abort: threading.Event
+    #: The patch policy in force: the settings' own, with the files the baseline collected
+    #: tests from once it ran (`state.suite_policy`).
+    policy: Callable[[], PatchPolicy]
 
     def substate(
         self, iteration: int, name: SubState, reason: str, evidence: Sequence[str] = ()

@@ -13,8 +13,10 @@ from pytest_fwloop.agents.rules import triage_line
 from pytest_fwloop.core.agent_protocol import AgentRequest, CoderAnswer, MustFix, TesterAnswer
 from pytest_fwloop.core.allowlist import CommandCheck
 from pytest_fwloop.core.convergence import ConvergenceType
+from pytest_fwloop.core.flaky import Reruns
 from pytest_fwloop.core.fsm import ErrorType, IterationKind, LoopEvent, State, StateBound
 from pytest_fwloop.core.outcomes import Outcome
+from pytest_fwloop.core.policy import PatchPolicy, test_modules
 from pytest_fwloop.core.records import (
     AnalysisRecord,
     DecisionRecord,
@@ -219,8 +221,9 @@ class LoopState:
     #: tree, or the best one kept (--fwloop-keep=best); set when the run ends.
     left_tree: str = ""
     test_run_result: ChildOutput | None = None
-    # The tests of this iteration that failed and then passed on a rerun: node id -> which.
-    flaky: dict[str, int] = field(default_factory=dict)
+    # What this iteration's flaky reruns found: the tests that passed on one, and the latest
+    # failure of those that failed every one.
+    reruns: Reruns = field(default_factory=Reruns)
     review_path: Path | None = None
     tester_due: bool = False
     tester_round: TesterRound | None = None
@@ -312,3 +315,12 @@ def written_by(iterations: Iterable[Iteration]) -> list[str]:
     """The paths the patches of these iterations wrote: what a continuation or `fwloop apply`
     puts back, and checks the operator has not changed since."""
     return sorted({p for it in iterations if it.patch.strip() for p in touched_paths(it.patch)})
+
+
+def suite_policy(policy: PatchPolicy, iterations: list[Iteration]) -> PatchPolicy:
+    """`policy` with every file the baseline collected a test from protected (DESIGN.md §6):
+    whatever its name, a module the suite takes tests from is a test file."""
+    baseline = iterations[0].results if iterations else None
+    if baseline is None:
+        return policy
+    return policy.with_test_files(test_modules(t.nodeid for t in baseline.tests))

@@ -15,8 +15,7 @@ from pytest_fwloop.config.preflight import missing_build_program
 from pytest_fwloop.core.agent_protocol import MustFix
 from pytest_fwloop.core.fsm import ErrorType, IterationKind, LoopEvent
 from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.policy import PatchPolicy
-from pytest_fwloop.core.posix_paths import glob_match
+from pytest_fwloop.core.policy import PatchPolicy, protection
 from pytest_fwloop.core.recovery import ErrorState
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import Iteration, Step, Verdict, failed
@@ -218,7 +217,7 @@ class BuildStep:
             self.baseline_build_products = set(
                 protected_paths(
                     self.services.workspace.shadow.changed_paths(self.services.workspace.baseline),
-                    self.services.settings.policy,
+                    self.services.policy(),
                 )
             )
             return []
@@ -228,8 +227,7 @@ class BuildStep:
         """Protected paths that differ from `snapshot`, the baseline build's products aside."""
         changed = self.services.workspace.shadow.changed_paths(snapshot)
         return sorted(
-            set(protected_paths(changed, self.services.settings.policy))
-            - self.baseline_build_products
+            set(protected_paths(changed, self.services.policy())) - self.baseline_build_products
         )
 
     def _reject_tampering_build(
@@ -267,8 +265,8 @@ def _checked(step: Step, checked: PrecheckReport) -> Step:
 
 
 def protected_paths(paths: list[str], policy: PatchPolicy) -> list[str]:
-    """The paths among `paths` that the policy's protected globs cover."""
-    return [path for path in paths if any(glob_match(path, glob) for glob in policy.protected)]
+    """The paths among `paths` that the policy protects."""
+    return [path for path in paths if protection(path, policy) is not None]
 
 
 #: What marks a line of a build log as an error.

@@ -53,7 +53,7 @@ class PatchGate:
             patch,
             repeat,
             self.repeat_told,
-            lambda: self.services.workspace.check_patch(patch, self.services.settings.policy),
+            lambda: self.services.workspace.check_patch(patch, self.services.policy()),
             lambda: self.services.workspace.check_apply(patch),
             answer,
         )
@@ -171,7 +171,7 @@ class PatchGate:
             self.repeat_told = True
         constraints = None
         if refusal.recorded_as == "policy":
-            policy = self.services.settings.policy
+            policy = self.services.policy()
             constraints = [
                 "touch only firmware source files inside the workspace; tests, test "
                 "configuration, CI files, binaries, symlinks and file modes are off limits",

@@ -162,9 +162,7 @@ class ProposalDesk:
             answer.patch,
             None,
             False,
-            lambda: self.services.workspace.check_patch(
-                answer.patch, self.services.settings.policy
-            ),
+            lambda: self.services.workspace.check_patch(answer.patch, self.services.policy()),
             lambda: self.services.workspace.check_apply(answer.patch),
             answer,
         )

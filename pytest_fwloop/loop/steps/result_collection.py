@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pytest_fwloop.child.files import progress_path
 from pytest_fwloop.core.env_classify import labgrid_refusal
-from pytest_fwloop.core.flaky import with_flaky
+from pytest_fwloop.core.flaky import Reruns, with_flaky
 from pytest_fwloop.core.fsm import ErrorType, LoopEvent
 from pytest_fwloop.core.known_failures import with_known
 from pytest_fwloop.core.recovery import ErrorState
@@ -85,14 +85,16 @@ class ResultCollection:
             self.loop.partial_results = None
         settings = self.services.settings
         results = with_known(
-            with_flaky(results, self.loop.flaky, settings.flaky_policy),
+            with_flaky(results, self.loop.reruns, settings.flaky_policy),
             settings.endings.known_failures,
         )
-        if self.loop.flaky:
-            merged.append(f"{len(self.loop.flaky)} flaky ({settings.flaky_policy})")
+        if self.loop.reruns.flaky:
+            merged.append(f"{len(self.loop.reruns.flaky)} flaky ({settings.flaky_policy})")
+        if self.loop.reruns.failed:
+            merged.append(f"{len(self.loop.reruns.failed)} failing on every rerun (latest kept)")
         known = sum(t.known_failure for t in results.tests)
         merged += [f"{known} known failure(s) (fwloop_known_failures)"] if known else []
-        self.loop.flaky = {}
+        self.loop.reruns = Reruns()
         if self.loop.tester_round is not None and self.loop.tester_round.records:
             commands = IterationResults(
                 exitstatus=results.exitstatus, tests=self.loop.tester_round.records

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_fwloop.child.files import Attempt, next_attempt
-from pytest_fwloop.core.flaky import with_flaky
+from pytest_fwloop.core.flaky import Reruns, with_flaky
 from pytest_fwloop.core.focus import WHOLE_SUITE, FocusPlan, gate_due, plan_iteration
 from pytest_fwloop.core.fsm import IterationKind
 from pytest_fwloop.core.known_failures import with_known
@@ -35,8 +35,8 @@ class SuiteOutcome:
     result: ProcessResult
     #: Records of the tests this iteration did not run (their last full-run outcome).
     carried: IterationResults | None = None
-    #: Tests that failed and passed on a rerun: node id -> which rerun.
-    flaky: dict[str, int] = field(default_factory=dict)
+    #: What the flaky reruns found.
+    reruns: Reruns = field(default_factory=Reruns)
     notes: list[str] = field(default_factory=list)
 
 
@@ -95,7 +95,7 @@ class SuiteRun:
             return focused  # RESULT_COLLECTION reports what the child left
         settings = self.services.settings
         ran = with_known(
-            with_flaky(raw, focused.flaky, settings.flaky_policy), settings.endings.known_failures
+            with_flaky(raw, focused.reruns, settings.flaky_policy), settings.endings.known_failures
         )
         note += f": {ran.pass_count}/{ran.total_count} passed"
         assert plan.carried is not None
@@ -141,7 +141,7 @@ class SuiteRun:
         result = run(args, attempt.log, attempt.results)
         outcome = SuiteOutcome(attempt, result)
         if flaky_reruns and not result.timed_out:
-            outcome.flaky, note = self.child.rerun_failures(
+            outcome.reruns, note = self.child.rerun_failures(
                 folder, attempt, previous, lambda a, log: run(a, log, None)
             )
             if note:
