@@ -54,6 +54,11 @@ PRECHECK_SELECT, PRECHECK_LOG, PRECHECK_RESULTS = (
 PRECHECK_FILES = (PRECHECK_SELECT, PRECHECK_LOG, PRECHECK_RESULTS)
 
 
+def precheck_files(folder: Path) -> list[str]:
+    """The files a tester pre-check wrote in a round's folder: its sub-state's evidence."""
+    return [name for name in PRECHECK_FILES if (folder / name).is_file()]
+
+
 def read_results(path: Path) -> IterationResults:
     """A child's results file, validated. The models are imported on first use: pydantic's
     import is not on the way to a baseline started ahead (`loop_main`), nor does a forked child

@@ -11,6 +11,7 @@ import os
 import shlex
 import threading
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -26,9 +27,9 @@ from pytest_fwloop.core.state_clock import DeadlinePassed, StateClock
 from pytest_fwloop.core.substates import SubState
 from pytest_fwloop.loop.agent_calls import CallLog, role_agent
 from pytest_fwloop.loop.agent_request import agent_request
-from pytest_fwloop.loop.child_runner import PRECHECK_FILES, ChildRunner
+from pytest_fwloop.loop.child_runner import ChildRunner, precheck_files
 from pytest_fwloop.loop.continuation import Past
-from pytest_fwloop.loop.localization import Localizer, localize, review_context
+from pytest_fwloop.loop.localization import Localizer, with_code
 from pytest_fwloop.loop.run_deadline import RunDeadline
 from pytest_fwloop.loop.rundir import RunRecorder
 from pytest_fwloop.loop.services import Services
@@ -38,7 +39,7 @@ from pytest_fwloop.loop.state import (
     Step,
     TesterRound,
     Verdict,
-    suite_policy,
+    policy_in_force,
 )
 from pytest_fwloop.loop.steps.analysis import ask_coder
 from pytest_fwloop.loop.steps.build import BuildStep
@@ -113,14 +114,9 @@ class Controller:
             else None
         )
         self.child = child or ChildRunner(settings, recorder, abort, terminal)
+        policy = partial(policy_in_force, settings.policy, self.loop)
         self.services = services = Services(
-            config,
-            settings,
-            recorder,
-            workspace,
-            terminal,
-            abort,
-            lambda: suite_policy(settings.policy, self.loop.iterations),
+            config, settings, recorder, workspace, terminal, abort, policy
         )
         self.suite = SuiteRun(services, self.child)
         self.build = BuildStep(services)
@@ -217,10 +213,7 @@ class Controller:
 
     def build_setup(self) -> Step:
         verdict = self.build.setup(self.loop.current, self.loop.pre_patch_checkpoint)
-        if verdict.error is not None and verdict.error.type is ErrorType.TIMEOUT:
-            # The pre-check ran out of time: the patch was rolled back unjudged, so the same
-            # patch again is another try of it, not a repeat that would hide the timeout.
-            self.gate.forget(self.loop.current.number, self.loop.current.patch)
+        self.gate.forget_if_timed_out(verdict, self.loop.current)
         return self._take(verdict)
 
     def build_run(self) -> Step:
@@ -279,23 +272,16 @@ class Controller:
         return plan_tests(self.services, self.loop, self.tester, request, self.runner)
 
     def test_run(self) -> Step:
-        folder = self.recorder.round_path(self.loop.current.number)
-        tester = (
-            self.loop.tester_round
-            if self.loop.tester_round and not self.loop.tester_round.done
-            else None
-        )
+        number = self.loop.current.number
+        folder = self.recorder.round_path(number)
+        pending = self.loop.tester_round
+        tester = pending if pending and not pending.done else None
         notes: list[str] = []
         if tester is not None and tester.plan.select:
             notes.append(self.child.precheck(folder, tester.plan.select, self._run_child))
             self.loop.current.notes.append(notes[-1])
-            written = [folder / name for name in PRECHECK_FILES if (folder / name).is_file()]
-            self.services.substate(
-                self.loop.current.number,
-                SubState.TESTER_PRECHECK,
-                notes[-1],
-                [self.recorder.relative(path) for path in written],
-            )
+            written = [self.recorder.relative(folder / n) for n in precheck_files(folder)]
+            self.services.substate(number, SubState.TESTER_PRECHECK, notes[-1], written)
         picked = tester.plan.select if tester is not None else []
         outcome = self.suite.iteration(folder, self.loop, picked, self._run_child)
         result = outcome.result
@@ -354,13 +340,7 @@ class Controller:
 
     def _request(self, role: str, patch: str = "", **extra: object) -> AgentRequest:
         request = agent_request(self.loop, self.settings, role, patch, **extra)
-        if self.settings.source_bytes <= 0:
-            return request
-        if role == "coder":
-            return localize(self.services, self.loop, self.localizer, request)
-        if role == "reviewer" and patch:
-            return review_context(self.services, self.loop, self.localizer, request)
-        return request
+        return with_code(self.services, self.loop, self.localizer, request)
 
     def code_analysis(self) -> Step:
         ended = only_declined_left(self.loop, str(self.settings.rootdir))

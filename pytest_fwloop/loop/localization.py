@@ -279,6 +279,20 @@ def _inside(inner: Symbol, outer: Symbol) -> bool:
 _LOCALIZATION_ERRORS = (WorkspaceError, OSError, sqlite3.Error, ValueError, RecursionError)
 
 
+def with_code(
+    services: Services, loop: LoopState, localizer: Localizer, request: AgentRequest
+) -> AgentRequest:
+    """`request` with the tree's code a model of its role is sent (DESIGN.md §16): the coder's
+    ranked sources, the reviewer's changed functions; as it was with `fwloop_source_bytes=0`."""
+    if services.settings.source_bytes <= 0:
+        return request
+    if request.role == "coder":
+        return localize(services, loop, localizer, request)
+    if request.role == "reviewer" and request.patch:
+        return review_context(services, loop, localizer, request)
+    return request
+
+
 def localize(
     services: Services, loop: LoopState, localizer: Localizer, request: AgentRequest
 ) -> AgentRequest:

@@ -324,3 +324,9 @@ def suite_policy(policy: PatchPolicy, iterations: list[Iteration]) -> PatchPolic
     if baseline is None:
         return policy
     return policy.with_test_files(test_modules(t.nodeid for t in baseline.tests))
+
+
+def policy_in_force(policy: PatchPolicy, loop: LoopState) -> PatchPolicy:
+    """`suite_policy` of the loop's iterations as they are when asked (a continued run fills
+    them after the controller is made)."""
+    return suite_policy(policy, loop.iterations)

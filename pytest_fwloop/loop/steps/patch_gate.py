@@ -93,10 +93,12 @@ class PatchGate:
             refusal = _naming(refusal, said)
         return self._refuse(refusal, patch, current, repeat is not None)
 
-    def forget(self, iteration: int, patch: str) -> None:
-        """Take back the applied `patch` of `iteration`: it was undone before anything judged
-        it, so proposing it again is no repeat."""
-        if self.tried and self.tried[-1] == (iteration, patch):
+    def forget_if_timed_out(self, verdict: Verdict, current: Iteration) -> None:
+        """Take back the applied patch of `current` when its pre-check ran out of time: it was
+        rolled back unjudged, so the same patch again is another try of it, not a repeat that
+        would hide the timeout."""
+        timed_out = verdict.error is not None and verdict.error.type is ErrorType.TIMEOUT
+        if timed_out and self.tried and self.tried[-1] == (current.number, current.patch):
             self.tried.pop()
 
     def _review(self, request: AgentRequest, iteration: int) -> tuple[ReviewerAnswer, str]:
