@@ -228,7 +228,14 @@ def test_uart_console_over_a_serial_line_converges(tidy_project: LoopProject) ->
 def test_recorded_answers_verify(name: str, tmp_path: Path) -> None:
     for program, package in TOOLS[name]:
         require(program, package)
-    env = {**os.environ, "PYTHON": sys.executable, "TMPDIR": str(tmp_path)}
+    # pytest-embedded, in this venv for its own example, would write its session logs there.
+    addopts = f"{os.environ.get('PYTEST_ADDOPTS', '')} -p no:pytest_embedded".strip()
+    env = {
+        **os.environ,
+        "PYTHON": sys.executable,
+        "TMPDIR": str(tmp_path),
+        "PYTEST_ADDOPTS": addopts,
+    }
     verify = subprocess.run(
         [EXAMPLES / name / "verify_answers.sh"], env=env, capture_output=True, text=True
     )

@@ -50,7 +50,8 @@ def test_the_work_inside_each_state_is_traced_as_sub_states(kit: ControllerKit) 
     found = substates(events)
     collection = ["FETCH_LOGS", "NORMALIZE", "ATTACH_ARTIFACTS"]
     assert [s for n, _, s in found if n == 1] == ["FLAKY_RERUN", *collection]
-    coder = ["LOG_TRIAGE", "ROOT_CAUSE_HYPOTHESIS", "CHANGE_IMPACT_ESTIMATE"]
+    # The request is localized as it is built, before its failures are traced as triaged.
+    coder = ["LOCALIZATION", "LOG_TRIAGE", "ROOT_CAUSE_HYPOTHESIS", "CHANGE_IMPACT_ESTIMATE"]
     # Iteration 2 reruns only what did not pass, one of which still fails: no gate.
     focus = ["FLAKY_RERUN", "FOCUS_RUN"]
     assert [s for n, _, s in found if n == 2] == [*coder, *focus, *collection]
@@ -58,6 +59,9 @@ def test_the_work_inside_each_state_is_traced_as_sub_states(kit: ControllerKit) 
     gate = ["FLAKY_RERUN", "GATE_RUN"]
     assert [s for n, _, s in found if n == 3] == [*coder, *focus, *gate, *collection]
     by_name = {(e["iteration"], e["event"]): e for e in events if e["kind"] == "substate"}
+    localized = by_name[2, "LOCALIZATION"]["reason"]
+    assert "file(s) indexed" in localized
+    assert "within fwloop_source_bytes=40960" in localized
     triage = by_name[2, "LOG_TRIAGE"]["reason"]
     assert triage.startswith("2 failing test(s) packed as 2 record(s) of 2 signature(s)")
     hypothesis = by_name[2, "ROOT_CAUSE_HYPOTHESIS"]
