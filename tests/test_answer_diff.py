@@ -228,7 +228,7 @@ def test_a_diff_whose_context_matches_nowhere_names_the_nearest_lines() -> None:
     diff = "--- a/src/uart.c\n+++ b/src/uart.c\n@@ -5,2 +5,2 @@\n-    uart_clk(1);\n+    x;\n"
     refused = unmatched(build_from_diff(read_loose_diff(diff) or [], {"src/uart.c": UART}))
     [item] = refused.must_fix
-    assert item.issue.startswith("the patch does not apply: src/uart.c: hunk 1 `@@ -5,2 +5,2 @@`")
+    assert item.issue.startswith("src/uart.c: hunk 1 `@@ -5,2 +5,2 @@`: its old side")
     assert "5|     uart_clock(1);" in item.issue
     assert item.line == 5
 
@@ -282,7 +282,7 @@ def test_any_diff_with_wrong_numbers_and_no_prefixes_rebuilds_the_same_change(
     if isinstance(result, Unmatched):
         # Only a quote that is ambiguous in the file may be refused, and it says so.
         assert not unique
-        assert all("does not apply" in item.issue for item in result.must_fix)
+        assert all("matches more than one place" in item.issue for item in result.must_fix)
         return
     # Where a hunk matches one place it is that place: the change is the one meant, or (an
     # ambiguous hunk placed elsewhere being impossible) the diff says exactly where it goes.

@@ -192,8 +192,10 @@ def test_quotes_that_miss_are_refused_naming_the_nearest_lines_then_converge(
     assert told[2][0]["issue"].startswith(
         "edits[1] (fw/calc.py): the search matches more than one place (lines 5, 9)"
     )
-    assert told[4][0]["issue"].startswith("the patch does not apply: fw/calc.py: hunk 1")
-    assert "9|     return value * factor + 1" in told[4][0]["issue"]
+    assert told[4][0]["issue"].startswith("the patch does not apply: git apply --check:")
+    assert told[4][1]["issue"].startswith("fw/calc.py: hunk 1 `@@ -6,7 +6,7 @@`: its old side")
+    assert "9|     return value * factor + 1" in told[4][1]["issue"]
+    assert told[4][1]["line"] == 8  # `def scale`, the first line the hunk quotes
     # Nothing refused reached the reviewer.
     assert [r["patch"] for r in reviewer.requests("reviewer")] == patches
 

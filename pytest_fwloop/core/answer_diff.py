@@ -143,7 +143,7 @@ def build_from_diff(sections: Sequence[LooseFile], files: Files) -> Built | Unma
         return Unmatched(tuple(problems))
     diff = render_diff(files, {p: t for p, t in texts.items() if t is not None})
     if not diff:
-        return _unmatched("the patch does not apply: it changes nothing")
+        return _unmatched("the patch changes nothing once placed; send a diff with changes")
     return Built(diff, tuple(notes))
 
 
@@ -313,7 +313,7 @@ def _quoted(name: str) -> str:
 
 
 def _apply_issue(path: str, what: str, line: int | None = None) -> MustFix:
-    return MustFix(issue=f"the patch does not apply: {path}: {what}", file=path, line=line)
+    return MustFix(issue=f"{path}: {what}", file=path, line=line)
 
 
 def _unmatched(issue: str) -> Unmatched:

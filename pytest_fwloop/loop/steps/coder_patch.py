@@ -82,35 +82,49 @@ def _from_edits(answer: CoderAnswer, workspace: Workspace, policy: PatchPolicy) 
         files = {path: read_tree_text(workspace.root, path) for path in paths}
     except PathRefused as exc:
         return _refused(ErrorType.POLICY_VIOLATION, [MustFix(issue=str(exc))])
-    return _formed(answer, build_from_edits(answer.edits, files))
+    built = build_from_edits(answer.edits, files)
+    if isinstance(built, Unmatched):
+        return _refused(ErrorType.PATCH_APPLY_FAILURE, list(built.must_fix))
+    return Formed(answer.model_copy(update={"patch": built.diff, "edits": []}), built.notes)
 
 
-def _repaired(answer: CoderAnswer, workspace: Workspace, policy: PatchPolicy) -> Formed | Refused:
-    """The patch as written when git takes it or it is none of ours; else rebuilt."""
-    sections = read_loose_diff(answer.patch)
-    if sections is None:
+def _repaired(answer: CoderAnswer, workspace: Workspace, policy: PatchPolicy) -> Formed:
+    """The patch rebuilt where git would not take it as written and its hunks all find their
+    place; else as written, for the gate to judge in its order (a repeat before a patch that
+    does not apply), naming the nearest lines then (`unplaced`)."""
+    placed = _placed(answer.patch, workspace, policy)
+    if not isinstance(placed, Built):
         return Formed(answer)
+    return Formed(answer.model_copy(update={"patch": placed.diff}), placed.notes)
+
+
+def unplaced(patch: str, workspace: Workspace, policy: PatchPolicy) -> list[MustFix]:
+    """For a patch git would not apply: each hunk that finds no single place, with the nearest
+    lines of its file; [] when that cannot be told (a path refused, not a text diff)."""
+    placed = _placed(patch, workspace, policy)
+    return list(placed.must_fix) if isinstance(placed, Unmatched) else []
+
+
+def _placed(patch: str, workspace: Workspace, policy: PatchPolicy) -> Built | Unmatched | None:
+    """The diff rebuilt from its hunks' places; None when it is git's to judge as written."""
+    sections = read_loose_diff(patch)
+    if sections is None:
+        return None
     paths = diff_paths(sections)
     try:
-        strict = touched_paths(answer.patch)
+        strict = touched_paths(patch)
     except PatchParseError:
         strict = None
     # Only paths the policy accepts are looked up, by git or by the reader.
     if any(path_violations(p, policy) for p in [*paths, *(strict or ())]):
-        return Formed(answer)
-    if strict is not None and workspace.check_apply(answer.patch) is None:
-        return Formed(answer)
+        return None
+    if strict is not None and workspace.check_apply(patch) is None:
+        return None
     try:
         files = {path: read_tree_text(workspace.root, path) for path in paths}
     except PathRefused:
-        return Formed(answer)
-    return _formed(answer, build_from_diff(sections, files))
-
-
-def _formed(answer: CoderAnswer, built: Built | Unmatched) -> Formed | Refused:
-    if isinstance(built, Unmatched):
-        return _refused(ErrorType.PATCH_APPLY_FAILURE, list(built.must_fix))
-    return Formed(answer.model_copy(update={"patch": built.diff, "edits": []}), built.notes)
+        return None
+    return build_from_diff(sections, files)
 
 
 def _refused(kind: ErrorType, must_fix: list[MustFix]) -> Refused:
