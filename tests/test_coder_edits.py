@@ -102,7 +102,6 @@ def misnumbered(patch: str, shift: int = 3) -> str:
 def with_edits(*edits: tuple[str, str], summary: str = "fix") -> dict[str, object]:
     """A coder answer carrying search/replace edits of fw/calc.py and no patch."""
     answer: dict[str, object] = coder_answer("", summary)
-    del answer["patch"]
     answer["edits"] = [{"path": "fw/calc.py", "search": s, "replace": r} for s, r in edits]
     return answer
 

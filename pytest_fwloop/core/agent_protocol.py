@@ -216,7 +216,7 @@ class CoderAnswer(BaseModel):
     `next_action` "abort" asks the run to stop (DESIGN.md §15)."""
 
     analysis: Analysis
-    patch: str = ""
+    patch: str
     summary: str
     edits: list[FileEdit] = Field(default_factory=list)
     declined: list[DeclinedTest] = Field(default_factory=list)
