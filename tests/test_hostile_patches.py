@@ -616,3 +616,27 @@ def test_an_outside_diff_is_left_unrepaired_for_the_gate_to_refuse(
     assert formed.notes == ()
     assert workspace.check_patch(formed.answer.patch, PatchPolicy())
     workspace.close(keep_tree=False)
+
+
+@pytest.mark.parametrize("path", ["fw/.env", "fw/keys/device.pem", "fw/.svn/entries"])
+def test_an_edit_of_a_secret_file_is_refused_and_its_lines_never_shown(
+    edit_root: Path, path: str
+) -> None:
+    """The nearest lines of a miss go back to the model: a file the read-only tools may not
+    read is not read for an edit either, and a diff of one is left to the gate unrepaired."""
+    secret = edit_root / path
+    secret.parent.mkdir(parents=True, exist_ok=True)
+    secret.write_text("API_TOKEN=hunter2\n")
+    workspace = _open(edit_root)
+    formed = form_patch(
+        edits_answer({"path": path, "search": "API_TOKEN=x", "replace": "y"}),
+        workspace,
+        PatchPolicy(),
+    )
+    assert isinstance(formed, Refused)
+    assert formed.error.type is ErrorType.POLICY_VIOLATION
+    assert "hunter2" not in str(formed.must_fix)
+    stale = f"--- {path}\n+++ {path}\n@@ -1 +1 @@\n-API_TOKEN=x\n+API_TOKEN=y\n"
+    answer = CoderAnswer.model_validate(coder_answer(stale))
+    assert form_patch(answer, workspace, PatchPolicy()) == Formed(answer)
+    workspace.close(keep_tree=False)

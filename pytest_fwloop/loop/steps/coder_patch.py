@@ -25,6 +25,7 @@ from pytest_fwloop.core.answer_diff import (
 from pytest_fwloop.core.fsm import ErrorType, LoopEvent
 from pytest_fwloop.core.loose_diff import read_loose_diff
 from pytest_fwloop.core.policy import path_violations
+from pytest_fwloop.core.read_tools import path_refusal
 from pytest_fwloop.core.recovery import ErrorState
 from pytest_fwloop.core.unified_diff import PatchParseError, touched_paths
 from pytest_fwloop.workspace import PathRefused
@@ -76,6 +77,10 @@ def _from_edits(answer: CoderAnswer, workspace: Workspace, policy: PatchPolicy) 
     paths = edit_paths(answer.edits)
     violations = [v for path in paths for v in path_violations(path, policy)]
     refused = [MustFix(issue=v.message, file=v.path or None) for v in violations]
+    # What is read may come back to the model (the nearest lines of a miss): never a file the
+    # read-only tools may not read either (a secret, another version control's folder).
+    unreadable = [(path, path_refusal(path)) for path in paths]
+    refused += [MustFix(issue=why, file=path) for path, why in unreadable if why is not None]
     if refused:
         return _refused(ErrorType.POLICY_VIOLATION, refused)
     try:
@@ -115,8 +120,10 @@ def _placed(patch: str, workspace: Workspace, policy: PatchPolicy) -> Built | Un
         strict = touched_paths(patch)
     except PatchParseError:
         strict = None
-    # Only paths the policy accepts are looked up, by git or by the reader.
-    if any(path_violations(p, policy) for p in [*paths, *(strict or ())]):
+    # Only paths the policy accepts are looked up, by git or by the reader, and only files
+    # the read-only tools could read are read (their lines may go back to the model).
+    named = [*paths, *(strict or ())]
+    if any(path_violations(p, policy) or path_refusal(p) for p in named):
         return None
     if strict is not None and workspace.check_apply(patch) is None:
         return None
