@@ -230,3 +230,28 @@ def test_hostile_edits_are_policy_violations_and_nothing_is_read_or_written(
     assert tree_state(calc_project.root) == before
     assert secret.read_text() == "TOKEN=hunter2\n"
     assert calc_project.replay().returncode == 0
+
+
+def test_an_edit_of_a_module_the_suite_collects_from_is_refused(project: LoopProject) -> None:
+    """ESP-IDF keeps its `pytest_*.py` beside the firmware: a file the suite takes tests from is
+    a test file for edits as for a patch, whatever its name, and is refused before it is read."""
+    project.write("fw/__init__.py", "")
+    project.write("fw/calc.py", CALC)
+    project.write("fw/pytest_calc.py", CALC_TESTS)
+    project.write(
+        "pytest.ini", "[pytest]\ntestpaths = fw\npythonpath = .\npython_files = pytest_*.py\n"
+    )
+    before = tree_state(project.root)
+    hostile = with_edits(("x", "y"))
+    # A search that matches nowhere: refused for its path before the file is read, it is never
+    # answered with the file's nearest lines.
+    hostile["edits"] = [{"path": "fw/pytest_calc.py", "search": "== 555", "replace": "!= 5"}]
+    coder = project.agent("coder", [hostile])
+    reviewer = project.agent("reviewer", [])
+    result = project.run(f"--fwloop-coder={coder.spec}", f"--fwloop-reviewer={reviewer.spec}")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    assert project.summary()["outcome"] == "policy_violation"
+    assert "fw/pytest_calc.py: protected path" in coder.requests()[1]["must_fix"][0]["issue"]
+    assert "calc.add" not in json.dumps(coder.requests()[1]["must_fix"])
+    assert reviewer.requests("reviewer") == []
+    assert tree_state(project.root) == before

@@ -59,7 +59,7 @@ def ask_coder(
         reason += f"; {note}"
     answers = call_files(services.recorder.round_path(number), "coder", "answer.json")
     evidence = [services.recorder.relative(answers[-1])] if answers else []
-    formed = form_patch(answer, workspace, services.settings.policy)
+    formed = form_patch(answer, workspace, services.policy())
     if isinstance(formed, Refused):
         # The coder's next request names each quote that found no single place.
         loop.must_fix = formed.must_fix
