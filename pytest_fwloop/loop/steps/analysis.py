@@ -61,7 +61,8 @@ def ask_coder(
     evidence = [services.recorder.relative(answers[-1])] if answers else []
     formed = form_patch(answer, workspace, services.policy())
     if isinstance(formed, Refused):
-        # The coder's next request names each quote that found no single place.
+        # Its next request says why: each edit that found no single place (with the nearest
+        # lines), each path refused, or that it sent both a patch and edits.
         loop.must_fix = formed.must_fix
         return loop.fail(formed.error, LoopEvent.ANALYSIS_FAILED)
     answer = formed.answer
