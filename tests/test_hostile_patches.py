@@ -16,6 +16,9 @@ from pathlib import Path
 import pytest
 
 from loopkit import APPROVE, CALC, LoopProject, coder_answer, tree_state
+from pytest_fwloop.core.agent_protocol import CoderAnswer
+from pytest_fwloop.core.fsm import ErrorType
+from pytest_fwloop.loop.steps.coder_patch import Formed, Refused, form_patch
 from pytest_fwloop.workspace import (
     DEFAULT_PROTECTED,
     PatchApplyError,
@@ -504,3 +507,136 @@ def test_an_outside_path_after_a_refusal_ends_in_policy_violation(
     assert victim.read_text() == VICTIM
     assert [p.name for p in victim.parent.iterdir()] == ["victim.txt"]
     assert not (project.root.parent / "x").exists()
+
+
+# -- hostile edits (DESIGN.md §16): judged by the patch's path rules before any file is read --
+
+HOSTILE_EDITS = {
+    "outside": "../outside/victim.txt",
+    "climbs out from inside": "fw/../../outside/victim.txt",
+    "backslashes": "fw\\..\\..\\outside\\victim.txt",
+    "symlinked file": "fw/link.py",
+    "through a symlinked folder": "fw/out/victim.txt",
+    "the user's .git": ".git/config",
+    "the loop's .fwloop": ".fwloop/journal.json",
+    "a test file": "tests/test_calc.py",
+    "test configuration": "pytest.ini",
+    "a new conftest": "conftest.py",
+}
+
+
+def edits_answer(*edits: dict[str, str], patch: str = "") -> CoderAnswer:
+    return CoderAnswer.model_validate({**coder_answer(patch), "edits": list(edits)})
+
+
+@pytest.fixture
+def edit_root(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    root.mkdir()
+    make_tree(root)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    victim = plant_victim(root)
+    os.symlink(victim, root / "fw" / "link.py")
+    os.symlink(victim.parent, root / "fw" / "out")
+    return root
+
+
+@pytest.mark.parametrize("name", HOSTILE_EDITS)
+@pytest.mark.parametrize("search", ["victim\n", ""], ids=["edit", "create"])
+def test_a_hostile_edit_is_refused_before_any_file_is_read(
+    edit_root: Path, name: str, search: str
+) -> None:
+    workspace = _open(edit_root)
+    before = files(edit_root)
+    answer = edits_answer({"path": HOSTILE_EDITS[name], "search": search, "replace": "owned\n"})
+    formed = form_patch(answer, workspace, PatchPolicy())
+    workspace.close(keep_tree=False)
+    assert isinstance(formed, Refused), formed
+    assert formed.error.type is ErrorType.POLICY_VIOLATION
+    told = "\n".join(item.issue for item in formed.must_fix)
+    assert "victim" not in told.replace("victim.txt", "")  # nothing of the file came back
+    assert files(edit_root) == before
+    assert (edit_root.parent / "outside" / "victim.txt").read_text() == VICTIM
+
+
+def test_an_absolute_edit_path_is_refused(edit_root: Path) -> None:
+    workspace = _open(edit_root)
+    victim = str(edit_root.parent / "outside" / "victim.txt")
+    formed = form_patch(
+        edits_answer({"path": victim, "search": "victim", "replace": "x"}),
+        workspace,
+        PatchPolicy(),
+    )
+    workspace.close(keep_tree=False)
+    assert isinstance(formed, Refused)
+    assert "absolute path" in formed.must_fix[0].issue
+
+
+def test_a_huge_search_is_refused_with_a_bounded_must_fix(edit_root: Path) -> None:
+    workspace = _open(edit_root)
+    huge = ("def add(a, b):\n    return a - c\n" * 200_000) + "x" * 1_000_000
+    formed = form_patch(
+        edits_answer({"path": "fw/calc.py", "search": huge, "replace": "y"}),
+        workspace,
+        PatchPolicy(),
+    )
+    workspace.close(keep_tree=False)
+    assert isinstance(formed, Refused)
+    assert formed.error.type is ErrorType.PATCH_APPLY_FAILURE
+    [item] = formed.must_fix
+    assert len(item.issue) < 2000
+    assert "matches no place" in item.issue
+
+
+def test_patch_and_edits_together_are_refused_unread(edit_root: Path) -> None:
+    workspace = _open(edit_root)
+    formed = form_patch(
+        edits_answer(
+            {"path": "fw/calc.py", "search": "a - b", "replace": "a + b"},
+            patch=OUTSIDE["modify"],
+        ),
+        workspace,
+        PatchPolicy(),
+    )
+    workspace.close(keep_tree=False)
+    assert isinstance(formed, Refused)
+    assert formed.error.type is ErrorType.MODEL_FAILURE
+    assert "both `patch` and `edits`" in formed.must_fix[0].issue
+
+
+@pytest.mark.parametrize("name", OUTSIDE)
+def test_an_outside_diff_is_left_unrepaired_for_the_gate_to_refuse(
+    edit_root: Path, name: str
+) -> None:
+    workspace = _open(edit_root)
+    answer = CoderAnswer.model_validate(coder_answer(OUTSIDE[name]))
+    formed = form_patch(answer, workspace, PatchPolicy())
+    assert isinstance(formed, Formed)
+    assert formed.answer.patch == OUTSIDE[name]
+    assert formed.notes == ()
+    assert workspace.check_patch(formed.answer.patch, PatchPolicy())
+    workspace.close(keep_tree=False)
+
+
+@pytest.mark.parametrize("path", ["fw/.env", "fw/keys/device.pem", "fw/.svn/entries"])
+def test_an_edit_of_a_secret_file_is_refused_and_its_lines_never_shown(
+    edit_root: Path, path: str
+) -> None:
+    """The nearest lines of a miss go back to the model: a file the read-only tools may not
+    read is not read for an edit either, and a diff of one is left to the gate unrepaired."""
+    secret = edit_root / path
+    secret.parent.mkdir(parents=True, exist_ok=True)
+    secret.write_text("API_TOKEN=hunter2\n")
+    workspace = _open(edit_root)
+    formed = form_patch(
+        edits_answer({"path": path, "search": "API_TOKEN=x", "replace": "y"}),
+        workspace,
+        PatchPolicy(),
+    )
+    assert isinstance(formed, Refused)
+    assert formed.error.type is ErrorType.POLICY_VIOLATION
+    assert "hunter2" not in str(formed.must_fix)
+    stale = f"--- {path}\n+++ {path}\n@@ -1 +1 @@\n-API_TOKEN=x\n+API_TOKEN=y\n"
+    answer = CoderAnswer.model_validate(coder_answer(stale))
+    assert form_patch(answer, workspace, PatchPolicy()) == Formed(answer)
+    workspace.close(keep_tree=False)

@@ -201,14 +201,24 @@ class DeclinedTest(BaseModel):
     reason: str
 
 
+class FileEdit(BaseModel):
+    """One search/replace edit (DESIGN.md §16): `search` must match exactly one place of the
+    file `path` (relative to the workspace); an empty `search` creates a file not there yet."""
+
+    path: str = Field(min_length=1)
+    search: str
+    replace: str
+
+
 class CoderAnswer(BaseModel):
-    """`patch` is a `git apply` diff relative to the workspace, or "" when the coder edited it.
-    An empty patch with `declined` declines those tests; `next_action` "abort" asks the run to
-    stop (DESIGN.md §15)."""
+    """`patch` is a unified diff relative to the workspace, or "" when the coder edited it or
+    sent `edits` instead (never both). An empty patch with `declined` declines those tests;
+    `next_action` "abort" asks the run to stop (DESIGN.md §15)."""
 
     analysis: Analysis
     patch: str
     summary: str
+    edits: list[FileEdit] = Field(default_factory=list)
     declined: list[DeclinedTest] = Field(default_factory=list)
     next_action: Literal["continue", "abort"] = "continue"
 

@@ -214,6 +214,13 @@ _ROUND_FILES: tuple[tuple[str, str], ...] = (
         "the raw answer, the parsed JSON (when it parsed), and the call's `CallMeta`",
     ),
     (
+        "`coder-K.built.diff`",
+        "the one diff the loop built from the K-th coder answer, when that answer sent `edits` or "
+        "a diff `git apply` would not take as written (hunk numbers, `a/` `b/`); the answer "
+        'itself stays as it came in `coder-K.answer.*` (docs/providers.md, "The forms of a '
+        'change")',
+    ),
+    (
         "`rejected-K-WHY.diff`",
         "a patch that was refused (`policy`, `apply`, `review`, `risk`, `repeat`)",
     ),
@@ -236,7 +243,8 @@ _ROUND_FILES: tuple[tuple[str, str], ...] = (
         (
             "the patch applied in this iteration (for a coder that edited the workspace "
             "itself, the "
-            "diff of its edits)"
+            "diff of its edits; for one that sent `edits` or a diff to repair, the diff "
+            "built from them)"
         ),
     ),
     (

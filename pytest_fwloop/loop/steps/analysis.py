@@ -9,6 +9,7 @@ until the gate passes them.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from pytest_fwloop.agents.errors import ProviderError
 from pytest_fwloop.agents.role import RoleAgent
@@ -19,6 +20,7 @@ from pytest_fwloop.core.substates import SubState
 from pytest_fwloop.core.unified_diff import PatchParseError, parse_patch
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import LoopState, Step, coder_failed
+from pytest_fwloop.loop.steps.coder_patch import Refused, form_patch
 from pytest_fwloop.loop.steps.decline import open_failures
 
 
@@ -48,7 +50,7 @@ def ask_coder(
         edits = workspace.take_agent_edits(before)
     assert isinstance(answer, CoderAnswer)
     reason = f"coder: {answer.summary[:120]} (confidence {answer.analysis.confidence:.2f})"
-    if edits and not answer.patch.strip():
+    if edits and not answer.patch.strip() and not answer.edits:
         answer = answer.model_copy(update={"patch": edits})
         reason += "; its edits of the workspace are the proposed patch, undone until approved"
     elif edits:
@@ -57,6 +59,15 @@ def ask_coder(
         reason += f"; {note}"
     answers = call_files(services.recorder.round_path(number), "coder", "answer.json")
     evidence = [services.recorder.relative(answers[-1])] if answers else []
+    formed = form_patch(answer, workspace, services.policy())
+    if isinstance(formed, Refused):
+        # Its next request says why: each edit that found no single place (with the nearest
+        # lines), each path refused, or that it sent both a patch and edits.
+        loop.must_fix = formed.must_fix
+        return loop.fail(formed.error, LoopEvent.ANALYSIS_FAILED)
+    answer = formed.answer
+    if formed.notes:
+        reason += "; " + _record_built(services, number, answers, formed.notes, answer.patch)
     analysis = answer.analysis
     services.substate(
         number,
@@ -68,6 +79,16 @@ def ask_coder(
     services.substate(number, SubState.CHANGE_IMPACT_ESTIMATE, _impact(answer), evidence)
     loop.coder_answer = answer
     return Step(LoopEvent.ANALYSIS_READY, reason)
+
+
+def _record_built(
+    services: Services, number: int, answers: list[Path], notes: tuple[str, ...], diff: str
+) -> str:
+    """Keep the diff built from the answer beside its raw answer; the trace's words for it."""
+    stem = answers[-1].name.split(".")[0] if answers else "coder"
+    folder = services.recorder.relative(services.recorder.round_path(number))
+    path = services.recorder.write_patch(f"{folder}/{stem}.built.diff", diff)
+    return f"built the one diff ({services.recorder.relative(path)}): {'; '.join(notes)[:400]}"
 
 
 def _triage(loop: LoopState, services: Services, request: AgentRequest) -> str:

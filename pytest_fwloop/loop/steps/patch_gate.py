@@ -24,6 +24,7 @@ from pytest_fwloop.core.risky import find_risky, raised_risk
 from pytest_fwloop.core.unified_diff import parse_patch
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import Iteration, Step, Verdict, failed, provider_error
+from pytest_fwloop.loop.steps.coder_patch import unplaced
 from pytest_fwloop.loop.steps.review_panel import ReviewPanel
 from pytest_fwloop.workspace import PatchApplyError
 
@@ -49,14 +50,20 @@ class PatchGate:
     ) -> Verdict:
         patch = answer.patch
         repeat = find_repeat(patch, self.tried) if patch.strip() else None
+        policy = self.services.policy()
         refusal = first_refusal(
             patch,
             repeat,
             self.repeat_told,
-            lambda: self.services.workspace.check_patch(patch, self.services.policy()),
+            lambda: self.services.workspace.check_patch(patch, policy),
             lambda: self.services.workspace.check_apply(patch),
             answer,
         )
+        if refusal is not None and refusal.recorded_as == "apply" and refusal.must_fix:
+            # git names the first line it could not match; the coder also gets the file's
+            # nearest lines for each hunk, to quote right next time.
+            nearest = unplaced(patch, self.services.workspace, policy)
+            refusal = dataclasses.replace(refusal, must_fix=[*refusal.must_fix, *nearest])
         if refusal is None:
             try:
                 review, said = self._review(reviewer_request(patch), current.number)
