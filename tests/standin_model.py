@@ -112,14 +112,19 @@ def find(bug: Bug, sources: Sequence[dict[str, Any]]) -> Sighting | None:
     return None
 
 
-def diff_for(sightings: Sequence[Sighting]) -> str:
-    """An exact unified diff of every sighting, from the chunks' text and line numbers."""
+def diff_for(sightings: Sequence[Sighting], form: str = "exact") -> str:
+    """A unified diff of every sighting, from the chunks' text and line numbers: exact, or
+    as models often write them ("sloppy": hunk numbers off by three, no `a/` `b/`)."""
+    sloppy = form == "sloppy"
     by_path: dict[str, list[Sighting]] = {}
     for sighting in sightings:
         by_path.setdefault(sighting.path, []).append(sighting)
     parts: list[str] = []
     for path, found in by_path.items():
-        parts += [f"diff --git a/{path} b/{path}", f"--- a/{path}", f"+++ b/{path}"]
+        if sloppy:
+            parts += [f"--- {path}", f"+++ {path}"]
+        else:
+            parts += [f"diff --git a/{path} b/{path}", f"--- a/{path}", f"+++ b/{path}"]
         shift = 0
         for s in sorted(found, key=lambda s: s.line):
             first, end = s.bug.removed
@@ -129,7 +134,7 @@ def diff_for(sightings: Sequence[Sighting]) -> str:
             high = min(s.index + len(removed) + 3, len(s.chunk_lines))
             head = s.chunk_lines[low : s.index]
             tail = s.chunk_lines[s.index + len(removed) : high]
-            old_start = s.chunk_start + low
+            old_start = s.chunk_start + low + (3 if sloppy else 0)
             old_count = len(head) + len(removed) + len(tail)
             new_count = len(head) + len(added) + len(tail)
             parts.append(f"@@ -{old_start},{old_count} +{old_start + shift},{new_count} @@")
@@ -139,6 +144,22 @@ def diff_for(sightings: Sequence[Sighting]) -> str:
             parts += [f" {x}" for x in tail]
             shift += len(added) - len(removed)
     return "\n".join(parts) + "\n"
+
+
+def edits_for(sightings: Sequence[Sighting]) -> list[dict[str, str]]:
+    """Search/replace edits of every sighting: the changed lines with one neighbour each side,
+    as the chunk showed them, and what they become."""
+    edits = []
+    for s in sightings:
+        first, end = s.bug.removed
+        removed = s.bug.old[first:end]
+        added = s.bug.new[first : len(s.bug.new) - (len(s.bug.old) - end)]
+        before = s.chunk_lines[s.index - 1 : s.index] if s.index > 0 else []
+        after = s.chunk_lines[s.index + len(removed) : s.index + len(removed) + 1]
+        search = "".join(f"{x}\n" for x in [*before, *removed, *after])
+        replace = "".join(f"{x}\n" for x in [*before, *added, *after])
+        edits.append({"path": s.path, "search": search, "replace": replace})
+    return edits
 
 
 @dataclass
@@ -241,6 +262,9 @@ class StandinModel:
 
     bugs: list[Bug]
     mode: str = "plain"
+    #: How its fixes are written: "exact" diffs, "sloppy" diffs (numbers off by three, no
+    #: prefixes) or "edits" (search/replace).
+    form: str = "exact"
     seen: list[Seen] = field(default_factory=list)
     url: str = ""
     fixed: set[str] = field(default_factory=set)
@@ -314,7 +338,8 @@ class StandinModel:
                 "hypotheses": [f"{s.path}:{s.line}" for s in sightings],
                 "confidence": 0.9,
             },
-            "patch": diff_for(sightings),
+            "patch": "" if self.form == "edits" else diff_for(sightings, self.form),
+            **({"edits": edits_for(sightings)} if self.form == "edits" else {}),
             "summary": f"fix {names}",
         }
 

@@ -161,3 +161,26 @@ def test_a_hostile_model_using_the_tools_gets_nothing_from_outside_and_ends_hone
     assert (root / "firmware" / "src" / "crc8.c").read_text() == (
         Path(__file__).parents[1] / "examples" / "uart-console" / "firmware" / "src" / "crc8.c"
     ).read_text()
+
+
+@pytest.mark.parametrize("form", ["sloppy", "edits"])
+def test_a_model_writing_sloppy_diffs_or_edits_converges(project: LoopProject, form: str) -> None:
+    """What the model writes as models do (issue 32): hunk numbers off by three and no `a/` `b/`,
+    or search/replace edits. The loop builds one git diff; that diff is what was reviewed,
+    applied and recorded, and replay reproduces the run."""
+    require("gcc", "gcc")
+    root = copy_example("uart-console", project.root)
+    with StandinModel(bugs_of_answers(root / "fwloop-answers"), form=form) as model:
+        result = project.run(f"--fwloop-coder={model.spec}", "--max-iter=6")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert project.summary()["outcome"] == "success"
+    assert project.summary()["coder_calls"] == 1
+    [run_dir] = project.run_dirs()
+    answer = json.loads((run_dir / "rounds" / "02" / "coder-1.answer.json").read_text())
+    applied = (run_dir / "rounds" / "02" / "patch.diff").read_text()
+    assert applied.startswith("diff --git a/")
+    assert applied != answer["patch"]
+    [review] = sorted(run_dir.glob("rounds/02/reviewer-*.request.json"))
+    assert json.loads(review.read_text())["patch"] == applied
+    replayed = project.replay()
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr

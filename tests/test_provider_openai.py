@@ -636,13 +636,13 @@ CODER_ANSWER = {
 
 
 def coder_with_tools(server: ChatServer, tmp_path: Path) -> tuple[OpenAIProvider, AgentRequest]:
-    from pytest_fwloop.agents.tree_reader import WorkspaceReader
+    from pytest_fwloop.workspace.tree_reader import ToolReader
 
     root = tmp_path / "fw"
     (root / "src").mkdir(parents=True)
     (root / "src" / "crc8.c").write_text("#define CRC8_INIT 0xFFu\n")
     (tmp_path / "victim.txt").write_text("outside")
-    chat = OpenAIProvider("qwen2.5-coder", server.url, reader=WorkspaceReader(root))
+    chat = OpenAIProvider("qwen2.5-coder", server.url, reader=ToolReader(root))
     return chat, make_request(tmp_path, "coder").model_copy(update={"patch": ""})
 
 

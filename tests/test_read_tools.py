@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from pytest_fwloop.agents.tree_reader import WorkspaceReader
 from pytest_fwloop.core.read_tools import (
     MAX_MATCHES,
     MAX_READ_BYTES,
@@ -18,6 +17,7 @@ from pytest_fwloop.core.read_tools import (
     run_tool,
     tool_specs,
 )
+from pytest_fwloop.workspace.tree_reader import ToolReader
 
 OUTSIDE = "the victim's secret, outside the tree"
 
@@ -44,7 +44,7 @@ def tree(tmp_path: Path) -> Path:
 
 
 def call(root: Path, name: str, room: int = 1 << 20, **arguments: Any) -> str:
-    result = run_tool(WorkspaceReader(root), name, json.dumps(arguments), room)
+    result = run_tool(ToolReader(root), name, json.dumps(arguments), room)
     return result.text
 
 
@@ -123,7 +123,7 @@ def test_search_is_literal_and_capped(tree: Path) -> None:
 def test_a_bad_call_is_refused_with_a_reason_the_model_can_act_on(
     tree: Path, name: str, arguments: str
 ) -> None:
-    result = run_tool(WorkspaceReader(tree), name, arguments, 4096)
+    result = run_tool(ToolReader(tree), name, arguments, 4096)
     assert result.refused
     assert result.text.startswith("error: ")
     assert len(result.text) < 400
@@ -139,7 +139,7 @@ def test_the_tool_specs_are_what_the_chat_api_takes() -> None:
 
 
 def test_the_reader_refuses_a_link_swapped_in_after_the_check(tree: Path) -> None:
-    reader = WorkspaceReader(tree)
+    reader = ToolReader(tree)
     target = tree / "src" / "main.c"
     target.unlink()
     os.symlink(tree.parent / "outside" / "victim.txt", target)

@@ -19,6 +19,7 @@ from pytest_fwloop.agents.errors import SpecError
 if TYPE_CHECKING:
     from pytest_fwloop.agents.base import Provider
     from pytest_fwloop.core.agent_protocol import Role
+    from pytest_fwloop.core.read_tools import TreeReader
 
 
 @dataclass(frozen=True)
@@ -32,8 +33,8 @@ class ProviderOptions:
     api_key_env: str | None = None
     permission_mode: str | None = None
     max_turns: int | None = None
-    #: Whether an `openai:` coder is offered the read-only tools (`fwloop_read_tools`).
-    read_tools: bool = True
+    #: The tree an `openai:` coder's read-only tools read (`fwloop_read_tools`); None: none.
+    reader: TreeReader | None = None
 
 
 #: Builds a provider from the text after `prefix:` ("" when there is none), the rootdir and the
@@ -90,13 +91,11 @@ def _codex(argument: str, _rootdir: Path, _options: ProviderOptions) -> Provider
     return CodexProvider(cli_model(argument) if argument else "")
 
 
-def _openai(argument: str, rootdir: Path, options: ProviderOptions) -> Provider:
+def _openai(argument: str, _rootdir: Path, options: ProviderOptions) -> Provider:
     from pytest_fwloop.agents.openai import OpenAIProvider, parse_openai_argument
-    from pytest_fwloop.agents.tree_reader import WorkspaceReader
 
     model, url = parse_openai_argument(argument)
-    reader = WorkspaceReader(rootdir) if options.read_tools else None
-    return OpenAIProvider(model, url, api_key_env=options.api_key_env, reader=reader)
+    return OpenAIProvider(model, url, api_key_env=options.api_key_env, reader=options.reader)
 
 
 def _command(argument: str, rootdir: Path, _options: ProviderOptions) -> Provider:

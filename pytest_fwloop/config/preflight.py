@@ -25,6 +25,7 @@ from pytest_fwloop.agents.base import Provider
 from pytest_fwloop.agents.errors import ProviderError, SpecError
 from pytest_fwloop.agents.registry import ProviderOptions, parse_role_specs
 from pytest_fwloop.config.loop_options import LoopOptions
+from pytest_fwloop.workspace.tree_reader import ToolReader
 
 if TYPE_CHECKING:
     from pytest_fwloop.core.agent_protocol import Role
@@ -36,7 +37,7 @@ def checked_providers(
     """Each role's providers (a role with no spec has none), and a line for each provider that
     failed its check while others of its list passed; UsageError for a spec that does not parse
     or a role none of whose providers passes."""
-    provider_options = _provider_options(options)
+    provider_options = _provider_options(options, config.rootpath)
     providers: dict[str, list[Provider]] = {}
     notes: list[str] = []
     for role, spec in specs.items():
@@ -84,7 +85,7 @@ def checked_panel(
             text,
             "reviewer",
             config.rootpath,
-            _provider_options(options),
+            _provider_options(options, config.rootpath),
             _hook_providers(config, "reviewer"),
             origin,
             "review panel's members",
@@ -102,12 +103,12 @@ def checked_panel(
     return tuple(members), tuple(role_warnings(members))
 
 
-def _provider_options(options: LoopOptions) -> ProviderOptions:
+def _provider_options(options: LoopOptions, rootdir: Path) -> ProviderOptions:
     return ProviderOptions(
         api_key_env=options.api_key_env or None,
         permission_mode=options.claude_permission_mode or None,
         max_turns=options.claude_max_turns,
-        read_tools=options.read_tools,
+        reader=ToolReader(rootdir) if options.read_tools else None,
     )
 
 

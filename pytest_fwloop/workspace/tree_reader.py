@@ -13,9 +13,11 @@ import stat
 from typing import TYPE_CHECKING
 
 from pytest_fwloop.core.posix_paths import normalize_path, show_path
+from pytest_fwloop.core.read_tools import HIDDEN_PARTS, is_secret
 from pytest_fwloop.workspace.shadow import PathRefused
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
 #: Largest file read for an edit: a firmware source or generated header, not an image.
@@ -66,3 +68,60 @@ def read_tree_text(root: Path, path: str, limit: int = MAX_READ_BYTES) -> str | 
     if b"\0" in data:
         raise PathRefused(f"{shown}: a binary file; the coder may change text files only")
     return data.decode("utf-8", "surrogateescape")
+
+
+#: A larger file is not shown by a read-only tool (generated tables, images): it reads as missing.
+MAX_TOOL_FILE_BYTES = 1024 * 1024
+
+
+class ToolReader:
+    """The tree as an `openai:` coder's read-only tools see it (`core.read_tools.TreeReader`):
+    files through `read_tree_text` (no link followed, regular text files only), folders and the
+    walk without links, version control, the loop's records or secret-named files."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+
+    def text(self, path: str) -> str | None:
+        if is_secret(path):
+            return None
+        try:
+            text = read_tree_text(self.root, path, MAX_TOOL_FILE_BYTES)
+        except PathRefused:
+            return None
+        # What a model reads is UTF-8; bytes that are not read as U+FFFD.
+        return (
+            None
+            if text is None
+            else text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        )
+
+    def entries(self, path: str) -> list[str] | None:
+        target = self.root
+        for part in (p for p in path.split("/") if p):
+            target = target / part
+            if target.is_symlink():
+                return None
+        if not target.is_dir():
+            return None
+        found = sorted(os.scandir(target), key=lambda entry: entry.name)
+        return [
+            f"{entry.name}/" if entry.is_dir() else entry.name
+            for entry in found
+            if not entry.is_symlink() and entry.name not in HIDDEN_PARTS
+        ]
+
+    def files(self) -> Iterator[str]:
+        for directory, folders, names in os.walk(self.root):
+            here = os.path.relpath(directory, self.root).replace(os.sep, "/")
+            folders[:] = sorted(
+                f
+                for f in folders
+                if f not in HIDDEN_PARTS and not os.path.islink(os.path.join(directory, f))
+            )
+            for name in sorted(names):
+                if os.path.islink(os.path.join(directory, name)):
+                    continue
+                path = name if here == "." else f"{here}/{name}"
+                if not is_secret(path):
+                    yield path
