@@ -42,6 +42,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest import mock
+
+from pytest_fwloop.core.agent_protocol import AgentRequest
+from pytest_fwloop.core.localize import Ranked, rank
+from pytest_fwloop.core.policy import PatchPolicy
+from pytest_fwloop.core.results import TestRecord
+from pytest_fwloop.loop import localization
+from pytest_fwloop.workspace import DEFAULT_PROTECTED, Workspace
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -51,6 +59,7 @@ from standin_model import Bug, StandinModel  # noqa: E402
 MAX_ITER = 6
 CONTEXT = 3  # lines either side of a seed in the bug the stand-in knows
 RUN_TIMEOUT = 900.0
+SOURCE_BYTES = 40960  # the fwloop_source_bytes default
 
 
 @dataclass(frozen=True)
@@ -237,6 +246,8 @@ class Outcome:
     loc_times: list[float] = field(default_factory=list)
     loc_lines: list[str] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    #: Per seed: where its function stood in the full ranking of the first request, re-made.
+    standing: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     build_seconds: float = 0.0
     exit_code: int = 0
@@ -298,7 +309,88 @@ def run(project: Project, scratch: Path) -> Outcome:
     result.requests = [
         json.loads(p.read_text()) for p in sorted(run_dir.glob("rounds/*/coder-*.request.json"))
     ]
+    result.standing = rerank(tree, run_dir, seeded)
     return result
+
+
+def rerank(tree: Path, run_dir: Path, seeded: list[Seeded]) -> dict[str, str]:
+    """The first request's localization made again on the tree the run left (the seeded one,
+    restored), this time keeping the whole ranking (the request holds only what fit): where
+    each seed's function stood in it, and with which score and reasons."""
+    results = json.loads((run_dir / "rounds" / "01" / "results.json").read_text())["tests"]
+    failing = [TestRecord.model_validate(t) for t in results if t["outcome"] in ("failed", "error")]
+    captured: list[list[Ranked]] = []
+
+    def keep(*args: Any, **kwargs: Any) -> list[Ranked]:
+        ranked = rank(*args, **kwargs)
+        captured.append(ranked)
+        return ranked
+
+    workspace = Workspace(tree)
+    workspace.take_baseline("released-suites-rerank")
+    localizer = localization.Localizer(
+        workspace, SOURCE_BYTES, lambda text: text, PatchPolicy(protected=DEFAULT_PROTECTED)
+    )
+    request = AgentRequest(role="coder", iteration=2, goal="g", workspace=str(tree), failures=[])
+    try:
+        with mock.patch.object(localization, "rank", side_effect=keep):
+            localizer.coder_request(request, failing, [])
+    finally:
+        workspace.close(keep_tree=True)
+    [ranked] = captured
+    standing: dict[str, str] = {}
+    for s in seeded:
+        key = (
+            localizer.tree.enclosing(s.seed.path, s.line)
+            if s.seed.path in localizer.tree.files
+            else None
+        )
+        if key is None:
+            standing[s.seed.name] = "its line is in no indexed symbol"
+            continue
+        symbol = localizer.tree.symbol(key)
+        place = next(((i, r) for i, r in enumerate(ranked) if (r.path, r.index) == key), None)
+        if place is None:
+            standing[s.seed.name] = (
+                f"{symbol.name} not ranked (no evidence reached it) of {len(ranked)}"
+            )
+            continue
+        at, found = place
+        standing[s.seed.name] = (
+            f"{symbol.name} ranked #{at + 1} of {len(ranked)}, score {found.score:.2f}"
+            f" (#1 scores {ranked[0].score:.2f}): {'; '.join(found.reasons)}"
+        )
+    return standing
+
+
+def top(sources: list[dict[str, Any]]) -> list[str]:
+    """The five best-ranked chunks of a request, each with why it was chosen."""
+    return [
+        f"{c.get('path')}:{c.get('start_line')}-{c.get('end_line')} {c.get('symbol') or ''}"
+        f" <- {' '.join(str(c.get('reason')).split())[:150]}"
+        for c in sources[:5]
+    ]
+
+
+def whereabouts(result: Outcome, s: Seeded) -> list[str]:
+    """Where a missed bug was, and how close each request came to it."""
+    function = enclosing(result.tree, s)
+    name = m.group(1) if (m := re.search(r"(\w+)\s*\(", function)) else function
+    lines = [f"in: {function}", f"offline re-rank: {result.standing.get(s.seed.name, '?')}"]
+    for number, request in enumerate(result.requests, 1):
+        sources = request.get("sources") or []
+        same = [f"{c['start_line']}-{c['end_line']}" for c in sources if c["path"] == s.seed.path]
+        mapped = [m["path"] for m in request.get("repo_map") or []]
+        failures = json.dumps(request.get("failures", ""))
+        rank = f"#{mapped.index(s.seed.path) + 1}" if s.seed.path in mapped else "no"
+        lines.append(
+            f"request {number}: file in sources {', '.join(same) or 'no'};"
+            f" in repo_map {rank}"
+            f" of {len(mapped)} (+{request.get('repo_map_more', 0)} unlisted);"
+            f" failures name the file {failures.count(Path(s.seed.path).name)}x,"
+            f" the function {failures.count(name)}x"
+        )
+    return lines
 
 
 def report(result: Outcome) -> None:
@@ -316,34 +408,29 @@ def report(result: Outcome) -> None:
         f" coder calls {result.coder_calls}, wall {result.seconds:.0f} s"
         + (f" (+ first build {result.build_seconds:.0f} s)" if result.build_seconds else "")
     )
-    print(f"  largest coder request: {result.largest:,} bytes")
+    recorded = max((len(json.dumps(r).encode()) for r in result.requests), default=0)
+    print(
+        f"  largest coder request: {result.largest:,} bytes on the wire (HTTP body: instructions,"
+        f" schema, the request JSON-quoted), {recorded:,} bytes as the run's request.json"
+    )
     print(f"  localization per request ({len(times)}): {spread}")
     for line in result.loc_lines:
         print(f"    {line}")
+    for number, request in enumerate(result.requests, 1):
+        sources = request.get("sources") or []
+        earlier = result.requests[number - 2].get("sources") if number > 1 else None
+        if earlier is not None and top(earlier) == top(sources):
+            print(f"  request {number}: the same top 5 as request {number - 1}")
+            continue
+        print(f"  request {number}: {len(sources)} chunk(s), top 5:")
+        for line in top(sources):
+            print(f"    {line}")
     for s in seeded:
         state = "reached" if s.seed.name in result.reached else "MISSED"
         print(f"  [{state}] {s.seed.name} ({s.seed.kind}) {s.seed.path}:{s.line}")
-        if state == "reached":
-            continue
-        print(f"    in: {enclosing(result.tree, s)}")
-        for number, request in enumerate(result.requests, 1):
-            sources = request.get("sources") or []
-            same = [c for c in sources if c.get("path") == s.seed.path]
-            print(
-                f"    request {number}: {len(sources)} chunk(s),"
-                f" {len(same)} from {s.seed.path}"
-                + (
-                    " (lines " + ", ".join(f"{c['start_line']}-{c['end_line']}" for c in same) + ")"
-                    if same
-                    else ""
-                )
-                + "; top 5:"
-            )
-            for chunk in sources[:5]:
-                print(
-                    f"      {chunk.get('path')}:{chunk.get('start_line')}-{chunk.get('end_line')}"
-                    f" {chunk.get('symbol') or ''} <- {str(chunk.get('reason'))[:160]}"
-                )
+        if state == "MISSED":
+            for line in whereabouts(result, s):
+                print(f"    {line}")
     if result.exit_code not in (0, 1):
         print("  pytest said:\n" + result.tail)
 
