@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import os
 import re
 import shutil
@@ -44,6 +45,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+from pytest_fwloop.codemap.parse import language_of, parse_source
 from pytest_fwloop.core.agent_protocol import AgentRequest
 from pytest_fwloop.core.localize import Ranked, rank
 from pytest_fwloop.core.policy import PatchPolicy
@@ -248,6 +250,8 @@ class Outcome:
     requests: list[dict[str, Any]] = field(default_factory=list)
     #: Per seed: where its function stood in the full ranking of the first request, re-made.
     standing: dict[str, str] = field(default_factory=dict)
+    parsing: list[str] = field(default_factory=list)
+    coverage: list[str] = field(default_factory=list)
     seconds: float = 0.0
     build_seconds: float = 0.0
     exit_code: int = 0
@@ -310,6 +314,8 @@ def run(project: Project, scratch: Path) -> Outcome:
         json.loads(p.read_text()) for p in sorted(run_dir.glob("rounds/*/coder-*.request.json"))
     ]
     result.standing = rerank(tree, run_dir, seeded)
+    result.parsing = parse_health(tree, seeded)
+    result.coverage = spectrum(tree, seeded)
     return result
 
 
@@ -361,6 +367,159 @@ def rerank(tree: Path, run_dir: Path, seeded: list[Seeded]) -> dict[str, str]:
             f" (#1 scores {ranked[0].score:.2f}): {'; '.join(found.reasons)}"
         )
     return standing
+
+
+COVERAGE_RUN = (sys.executable, "-m", "coverage", "run")
+SUITE = ("-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:fwloop", "-rfE")
+_DIRECTIVE = re.compile(r"\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b")
+
+
+def first_branches(text: str) -> str:
+    """C text with every `#elif`/`#else` branch and the conditional directives blanked, line
+    numbers kept: one configuration of the code, which a C grammar can read whole."""
+    kept: list[str] = []
+    skipping: list[bool] = []
+    for line in text.split("\n"):
+        match = _DIRECTIVE.match(line)
+        if match is None:
+            kept.append("" if any(skipping) else line)
+            continue
+        kept.append("")
+        if match.group(1).startswith("if"):
+            skipping.append(False)
+        elif match.group(1) == "endif":
+            if skipping:
+                skipping.pop()
+        elif skipping:
+            skipping[-1] = True
+    return "\n".join(kept)
+
+
+def parse_health(tree: Path, seeded: list[Seeded]) -> list[str]:
+    """Per seeded C file: the lines tree-sitter could not read (inside ERROR nodes) and whether
+    the seed's function is an indexed symbol, as the file is and with `first_branches`."""
+    lines: list[str] = []
+    for path in dict.fromkeys(s.seed.path for s in seeded):
+        if language_of(path) not in ("c", "cpp"):
+            continue
+        text = (tree / path).read_text()
+        for label, version in (("as is", text), ("#else branches blanked", first_branches(text))):
+            found = parse_source(path, version.encode())
+            symbols = found.symbols if found is not None else []
+            unread = error_lines(path, version)
+            held = [
+                s.seed.name
+                for s in seeded
+                if s.seed.path == path
+                and any(x.start_line <= s.line <= x.end_line and x.kind != "lines" for x in symbols)
+            ]
+            lines.append(
+                f"{path} {label}: {unread:,} of {version.count(chr(10)) + 1:,} lines in"
+                f" tree-sitter ERROR nodes, {len(symbols)} symbols; seeds inside a symbol:"
+                f" {', '.join(held) or 'none'}"
+            )
+    return lines
+
+
+def error_lines(path: str, text: str) -> int:
+    import tree_sitter
+
+    grammar = importlib.import_module(
+        "tree_sitter_c" if path.endswith((".c", ".h")) else "tree_sitter_cpp"
+    )
+    root = (
+        tree_sitter.Parser(tree_sitter.Language(grammar.language())).parse(text.encode()).root_node
+    )
+    unread: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.type == "ERROR":
+            unread.update(range(node.start_point[0], node.end_point[0] + 1))
+        else:
+            stack.extend(node.children)
+    return len(unread)
+
+
+def spectrum(tree: Path, seeded: list[Seeded]) -> list[str]:
+    """Where per-test coverage (coverage.py's test contexts) would put each Python seed's line by
+    Ochiai: over all failing tests, and over the one failing test that ranks it best (the other
+    failures left out: their cause may be another bug)."""
+    python = [s for s in seeded if s.seed.path.endswith(".py")]
+    if not python or importlib.util.find_spec("coverage") is None:
+        return []
+    import coverage
+
+    rc = tree / ".released-suites-coveragerc"
+    rc.write_text("[run]\ndynamic_context = test_function\nbranch = false\n")
+    data_file = tree / ".released-suites-coverage"
+    package = python[0].seed.path.split("/", 1)[0]  # the library's folder: its tests are not ranked
+    done = subprocess.run(
+        [
+            *COVERAGE_RUN,
+            f"--rcfile={rc}",
+            f"--data-file={data_file}",
+            f"--source={package}",
+            *SUITE,
+        ],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    failed = {
+        line.split(" ")[1].rsplit("::", 1)[-1]
+        for line in done.stdout.splitlines()
+        if line.startswith(("FAILED ", "ERROR "))
+    }
+    data = coverage.CoverageData(str(data_file))
+    data.read()
+    covered: dict[tuple[str, int], set[str]] = {}
+    for measured in data.measured_files():
+        relative = str(Path(measured).relative_to(tree.resolve()))
+        for number, contexts in data.contexts_by_lineno(measured).items():
+            covered[(relative, number)] = {c.rsplit(".", 1)[-1] for c in contexts if c}
+    total = len(failed)
+    lines = [f"per-test coverage: {len(covered):,} lines run, {total} failing tests"]
+    for s in python:
+        tests = covered.get((s.seed.path, s.line), set())
+        overall = {k: ochiai(v, failed, total) for k, v in covered.items()}
+        place = standing_of(overall, (s.seed.path, s.line))
+        best = min(
+            (
+                (
+                    standing_of(
+                        {
+                            k: ochiai(v - failed | {test}, {test}, 1)
+                            for k, v in covered.items()
+                            if test in v
+                        },
+                        (s.seed.path, s.line),
+                    ),
+                    test,
+                )
+                for test in tests & failed
+            ),
+            default=None,
+        )
+        lines.append(
+            f"{s.seed.name}: run by {len(tests & failed)} failing and {len(tests - failed)}"
+            f" passing tests; Ochiai over all failures: {place}"
+            + (f"; over {best[1]} alone: {best[0]}" if best else "")
+        )
+    return lines
+
+
+def ochiai(tests: set[str], failed: set[str], total: int) -> float:
+    hit = len(tests & failed)
+    return hit / math.sqrt(total * len(tests)) if hit and total else 0.0
+
+
+def standing_of(scores: dict[tuple[str, int], float], key: tuple[str, int]) -> str:
+    mine = scores.get(key, 0.0)
+    above = sum(1 for v in scores.values() if v > mine)
+    ties = sum(1 for v in scores.values() if v == mine) - 1
+    return f"line #{above + 1} of {len(scores):,} (tied with {ties})"
 
 
 def top(sources: list[dict[str, Any]]) -> list[str]:
@@ -431,6 +590,8 @@ def report(result: Outcome) -> None:
         if state == "MISSED":
             for line in whereabouts(result, s):
                 print(f"    {line}")
+    for line in [*result.parsing, *result.coverage]:
+        print(f"  {line}")
     if result.exit_code not in (0, 1):
         print("  pytest said:\n" + result.tail)
 
