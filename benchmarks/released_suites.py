@@ -14,8 +14,13 @@ coder request's `sources` show its line with one neighbour on each side.
 Printed per project: bugs whose code reached the model in any coder request / bugs seeded, the
 outcome, iterations, coder calls, the largest coder request (HTTP body bytes), the localization
 time per request (the LOCALIZATION sub-state lines of the run's task-events.jsonl), and for each
-bug never shown: where it is and the top five `sources` each request ranked instead, with
-their reasons.
+bug never shown: where it is, the top five `sources` each request ranked instead (with their
+reasons), and where its function stood in the whole ranking (the first request's localization
+made again on the seeded tree, keeping what the request had no room for). Then, to say which
+signals would have found the bugs: per seeded C file, the lines tree-sitter could not read, as
+the file is and with its `#else` branches blanked; per Python seed, where per-test coverage
+(coverage.py contexts, Ochiai) would have put its line. Before the run, each seed is checked
+to be one the stand-in would fix if it were shown the whole file.
 
 Needs, in the venv that runs it (the projects' build and test requirements; pip downloads the
 sdists without build isolation, so their build backends must be importable):
@@ -56,7 +61,7 @@ from pytest_fwloop.workspace import DEFAULT_PROTECTED, Workspace
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from standin_model import Bug, StandinModel  # noqa: E402
+from standin_model import Bug, StandinModel, find  # noqa: E402
 
 MAX_ITER = 6
 CONTEXT = 3  # lines either side of a seed in the bug the stand-in knows
@@ -222,6 +227,9 @@ def plant(tree: Path, seed: Seed) -> Seeded:
     before = lines[max(at - CONTEXT, 0) : at]
     after = lines[at + 1 : at + 1 + CONTEXT]
     bug = Bug(seed.name, (*before, seed.new, *after), (*before, seed.old, *after))
+    # The stand-in must be able to fix the seed when shown its file: else 0/3 would mean nothing.
+    if find(bug, [{"path": seed.path, "start_line": 1, "text": "\n".join(lines)}]) is None:
+        raise SystemExit(f"released_suites: the stand-in could not see seed {seed.name}; fix it")
     return Seeded(seed, at + 1, bug)
 
 
