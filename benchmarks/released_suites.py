@@ -39,6 +39,7 @@ import json
 import math
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -288,7 +289,7 @@ def run(project: Project, scratch: Path) -> Outcome:
             [sys.executable, *project.build], cwd=tree, env=env, check=True, capture_output=True
         )
         result.build_seconds = time.perf_counter() - started
-        args.append("--fwloop-build=" + " ".join([sys.executable, *project.build]))
+        args.append("--fwloop-build=" + shlex.join([sys.executable, *project.build]))
     with StandinModel([s.bug for s in seeded]) as model:
         started = time.perf_counter()
         done = subprocess.run(
