@@ -117,10 +117,26 @@ _FRAME_PATTERNS = (
 )
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 _FORMAT = re.compile(r"%[-+ #0]*\d*(?:\.\d+)?[hlLqjzt]*[a-zA-Z%]|\\[nrt0]|[{}]")
+_CAMEL = re.compile(r"[A-Z]+(?![a-z])[0-9]*|[A-Z]?[a-z]+[0-9]*|[0-9]+[a-z0-9]*")
+#: Parts of names too common to tie a test to a symbol.
+_COMMON_PARTS = frozenset({"test", "tests", "get", "set", "init", "new", "the", "and", "with"})
+
+
+def name_parts(name: str) -> frozenset[str]:
+    """The words of an identifier or a file stem, lower-cased: `lfs_file_seek_` and
+    `LfsFileSeek` give {lfs, file, seek}; `j1939` stays whole. Words under three letters and
+    the commonest ones say too little."""
+    words = (w.lower() for chunk in name.split("_") for w in (_CAMEL.findall(chunk) or [chunk]))
+    return frozenset(w for w in words if len(w) >= 3 and w not in _COMMON_PARTS)
+
+
 #: Shortest literal fragment worth matching; shorter ones ("OK", "%d") are everywhere.
 MIN_FRAGMENT = 3
 #: At most this many definitions of one name count; a name defined more often says little.
 MAX_DEFINITIONS = 20
+#: Failing test names that vote, and how many symbols a name word may point at to count.
+MAX_TEST_NAMES = 200
+MAX_PART_SYMBOLS = 60
 
 
 @dataclass(frozen=True)
@@ -145,6 +161,10 @@ class Evidence:
     #: Files named for other reasons (earlier patches, similar fixes, recent commits) → weight.
     files: dict[str, float] = field(default_factory=dict)
     file_reasons: dict[str, str] = field(default_factory=dict)
+    #: Identifiers on the lines the frames point at (what the failing line called), → weight.
+    frame_words: dict[str, tuple[float, str]] = field(default_factory=dict)
+    #: The failing tests' function names (parameters dropped), each counted once.
+    test_names: list[str] = field(default_factory=list)
 
 
 def frames_in(
@@ -203,6 +223,9 @@ class TreeMap:
     literals: defaultdict[str, list[_LiteralSite]] = field(
         default_factory=lambda: defaultdict(list)
     )
+    #: Word of a symbol's name → the symbols (`name_parts`), and of a file's stem → the files.
+    parts: defaultdict[str, set[tuple[str, int]]] = field(default_factory=lambda: defaultdict(set))
+    stems: defaultdict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
 
     def update(self, files: Mapping[str, FileSymbols]) -> int:
         """Make the map hold exactly `files`; how many files were (re)read into it."""
@@ -220,9 +243,13 @@ class TreeMap:
 
     def _learn(self, path: str, symbols: FileSymbols) -> None:
         self.files[path] = symbols
+        for part in _stem_parts(path):
+            self.stems[part].add(path)
         for index, symbol in enumerate(symbols.symbols):
             if symbol.kind != "lines":
                 self.definitions[symbol.name].add((path, index))
+                for part in name_parts(symbol.name):
+                    self.parts[part].add((path, index))
             for callee in symbol.calls:
                 self.callers[callee].add((path, index))
         for literal in symbols.literals:
@@ -234,8 +261,12 @@ class TreeMap:
 
     def _forget(self, path: str) -> None:
         old = self.files.pop(path)
+        for part in _stem_parts(path):
+            self.stems[part].discard(path)
         for index, symbol in enumerate(old.symbols):
             self.definitions[symbol.name].discard((path, index))
+            for part in name_parts(symbol.name):
+                self.parts[part].discard((path, index))
             for callee in symbol.calls:
                 self.callers[callee].discard((path, index))
         for literal in old.literals:
@@ -259,6 +290,11 @@ class TreeMap:
             ):
                 best, span = (path, index), symbol.end_line - symbol.start_line
         return best
+
+
+def _stem_parts(path: str) -> frozenset[str]:
+    stem = path.rsplit("/", 1)[-1].split(".", 1)[0]
+    return name_parts(stem)
 
 
 @dataclass
@@ -317,6 +353,11 @@ def rank(tree: TreeMap, evidence: Evidence, candidates: Iterable[str]) -> list[R
         if defined and 0 < len(users) <= MAX_DEFINITIONS:
             for key in users:
                 scored.add(key, 1.0 / len(users), f"calls {word}")
+    for word, (weight, where) in evidence.frame_words.items():
+        defined = scored.definitions(word)
+        for key in defined:
+            scored.add(key, 6.0 * weight / len(defined), f"named on the failing line {where}")
+    _name_matches(scored, evidence)
     _literal_matches(scored, evidence)
     _spread(scored)
     for key in list(scored.scores):
@@ -336,6 +377,44 @@ def rank(tree: TreeMap, evidence: Evidence, candidates: Iterable[str]) -> list[R
     ]
     ranked.sort(key=lambda r: (-r.score, r.path, tree.files[r.path].symbols[r.index].start_line))
     return ranked
+
+
+def _name_matches(scored: _Scores, evidence: Evidence) -> None:
+    """Each failing test's name votes for the symbols and files named with its words
+    (`test_file_seek` for `lfs_file_seek_`, `test_dump_j1939` for `j1939.py`): three points per
+    test, shared among its best matches."""
+    tree = scored.tree
+    for test in evidence.test_names[:MAX_TEST_NAMES]:
+        wanted = name_parts(test)
+        if not wanted:
+            continue
+        overlap: dict[tuple[str, int], int] = defaultdict(int)
+        for part in wanted:
+            found = tree.parts.get(part, ())
+            if len(found) <= MAX_PART_SYMBOLS:
+                for key in found:
+                    overlap[key] += 1
+        # A file whose stem the test's name spells out whole (`test_dump_j1939`, `j1939.py`).
+        chosen_files = [
+            path
+            for part in wanted
+            for path in tree.stems.get(part, ())
+            if _stem_parts(path) <= wanted
+        ]
+        chosen_files = list(dict.fromkeys(chosen_files))
+        best = max(overlap.values(), default=0)
+        chosen = (
+            [key for key, n in overlap.items() if n == best] if best >= min(2, len(wanted)) else []
+        )
+        if not chosen and not chosen_files:
+            continue
+        share = 3.0 / (len(chosen) + len(chosen_files))
+        for key in chosen:
+            scored.add(key, share, f"named like the failing {test}")
+        for path in chosen_files:
+            symbols = tree.files[path].symbols
+            for index in range(len(symbols)):
+                scored.add((path, index), share, f"in a file named like the failing {test}")
 
 
 def _literal_matches(scored: _Scores, evidence: Evidence) -> None:
@@ -373,7 +452,7 @@ def _spread(scored: _Scores, hops: int = 2) -> None:
     """Along the code, `hops` steps: what the found symbols call (a third of their score) and
     the macros, types and tables they use (a fifth); each hop starts from what the last one
     reached, so a handler's callee's macro is found too."""
-    frontier = dict(sorted(scored.scores.items(), key=lambda item: -item[1])[:40])
+    frontier = dict(sorted(scored.scores.items(), key=lambda item: -item[1])[:80])
     for _ in range(hops):
         reached: dict[tuple[str, int], float] = defaultdict(float)
         for key, score in frontier.items():
@@ -388,7 +467,7 @@ def _spread(scored: _Scores, hops: int = 2) -> None:
                         points = share * score / len(defined)
                         scored.add(target, points, f"{how} {symbol.name}")
                         reached[target] += points
-        frontier = dict(sorted(reached.items(), key=lambda item: -item[1])[:40])
+        frontier = dict(sorted(reached.items(), key=lambda item: -item[1])[:80])
 
 
 def _reasons(said: dict[str, float]) -> list[str]:
@@ -415,26 +494,37 @@ def gather_evidence(
     root: str,
     known: Mapping[str, object],
     named_files: Mapping[str, tuple[float, str]],
+    frame_texts: Mapping[str, str] | None = None,
 ) -> Evidence:
     """The evidence of the current failures: `test_code` is the failing tests' own source,
     `diagnostics` the build's and the pre-check's, `named_files` files named for other reasons
-    (path → weight, why)."""
+    (path → weight, why), `frame_texts` the text of files the frames point into (read by the
+    caller from `frame_paths`). A frame many failures share counts once: a hundred tests
+    failing through one wrapper say no more about it than one."""
     evidence = Evidence()
     texts: list[str] = []
+    frames: dict[tuple[str, int], Frame] = {}
     for failure in failures:
-        text = failure.text
-        if len(text) > _TEXT_PER_TEST:  # the head says where it began, the tail what failed
-            text = text[: _TEXT_PER_TEST // 4] + "\n" + text[-(_TEXT_PER_TEST * 3 // 4) :]
+        text = _sample(failure.text)
         texts.append(text)
-        # The innermost frame inside the tree is the likeliest place; outer ones count less.
-        found = frames_in(text, root, known, 0.6, "in the traceback at")
-        if found:
-            last = found[-1]
-            found[-1] = Frame(last.path, last.line, 1.0, last.what)
-        evidence.frames += found
+        evidence.test_names.append(failure.nodeid.rpartition("::")[2].split("[", 1)[0])
+        for frame in _weighted_frames(text, root, known):
+            kept = frames.get((frame.path, frame.line))
+            if kept is None or kept.weight < frame.weight:
+                frames[(frame.path, frame.line)] = frame
         if sum(len(t) for t in texts) > _TEXT_TOTAL:
             break
-    evidence.frames += frames_in(diagnostics, root, known, 1.0, "a build diagnostic at")
+    for frame in frames_in(diagnostics, root, known, 1.0, "a build diagnostic at"):
+        frames.setdefault((frame.path, frame.line), frame)
+    evidence.frames = list(frames.values())
+    evidence.test_names = list(dict.fromkeys(evidence.test_names))
+    for frame in evidence.frames:
+        lines = (frame_texts or {}).get(frame.path, "").splitlines()
+        if 0 < frame.line <= len(lines):
+            for word in words_in(lines[frame.line - 1]):
+                where = f"{frame.path}:{frame.line}"
+                if evidence.frame_words.get(word, (0.0, ""))[0] < frame.weight:
+                    evidence.frame_words[word] = (frame.weight, where)
     texts += test_code
     texts.append(diagnostics[:_TEXT_PER_TEST])
     joined = "\n".join(texts)
@@ -445,3 +535,31 @@ def gather_evidence(
             evidence.files[path] = weight
             evidence.file_reasons[path] = why
     return evidence
+
+
+def frame_paths(
+    failures: Sequence[FailureText], root: str, known: Mapping[str, object]
+) -> list[str]:
+    """The files of the tree the failures' frames point into, most named first."""
+    counts: dict[str, int] = defaultdict(int)
+    for failure in failures:
+        for frame in frames_in(_sample(failure.text), root, known, 1.0, ""):
+            counts[frame.path] += 1
+    return sorted(counts, key=lambda path: -counts[path])
+
+
+def _sample(text: str) -> str:
+    if len(text) <= _TEXT_PER_TEST:
+        return text
+    # The head says where it began, the tail what failed.
+    return text[: _TEXT_PER_TEST // 4] + "\n" + text[-(_TEXT_PER_TEST * 3 // 4) :]
+
+
+def _weighted_frames(text: str, root: str, known: Mapping[str, object]) -> list[Frame]:
+    """The frames of one failure: the innermost inside the tree is the likeliest place, the
+    outer ones count less."""
+    found = frames_in(text, root, known, 0.6, "in the traceback at")
+    if found:
+        last = found[-1]
+        found[-1] = Frame(last.path, last.line, 1.0, last.what)
+    return found

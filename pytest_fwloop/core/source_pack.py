@@ -22,8 +22,10 @@ SMALL_FILE_BYTES = 4096
 MAX_CHUNK_BYTES = 8192
 #: The longest test function sent; the head carries the calls and the assertions.
 MAX_TEST_BYTES = 3072
-#: Signatures listed for a file no evidence points at.
-UNRANKED_SIGNATURES = 12
+#: Files of the repo map shown with their signatures (the best-ranked); the rest by path.
+DETAILED_FILES = 10
+#: Signatures listed for a file the evidence points at.
+RANKED_SIGNATURES = 40
 _SIGNATURE_CHARS = 120
 
 
@@ -127,7 +129,8 @@ def repo_map(
     entries: list[MapEntry] = []
     spent = 0
     for count, path in enumerate(order):
-        entry = MapEntry(path=path, symbols=_signatures(tree.files[path], scores.get(path, {})))
+        ranked_here = scores.get(path, {}) if count < DETAILED_FILES else {}
+        entry = MapEntry(path=path, symbols=_signatures(tree.files[path], ranked_here))
         size = wire_size(entry)
         if spent + size > budget:
             return entries, len(order) - count
@@ -137,15 +140,20 @@ def repo_map(
 
 
 def _signatures(file: FileSymbols, scores: Mapping[int, float]) -> list[str]:
+    """A ranked file's signatures, best first; none for a file no evidence points at, whose
+    path alone tells the model it exists (so every editable file fits before any detail)."""
+    if not scores:
+        return []
     listed = [
         (index, symbol)
         for index, symbol in enumerate(file.symbols)
         if symbol.kind not in ("lines", "variable") or index in scores
     ]
     listed.sort(key=lambda pair: (-scores.get(pair[0], 0.0), pair[1].start_line))
-    if not scores:
-        listed = listed[:UNRANKED_SIGNATURES]
-    return [f"{symbol.start_line}: {symbol.signature[:_SIGNATURE_CHARS]}" for _, symbol in listed]
+    return [
+        f"{symbol.start_line}: {symbol.signature[:_SIGNATURE_CHARS]}"
+        for _, symbol in listed[:RANKED_SIGNATURES]
+    ]
 
 
 def failing_test_code(

@@ -18,10 +18,11 @@ from pytest_fwloop.codemap.index import INDEX_NAME, CodeIndex
 from pytest_fwloop.codemap.parse import parse_source
 from pytest_fwloop.core.agent_protocol import AgentRequest, PatchFunction
 from pytest_fwloop.core.code_symbols import FileSymbols, Symbol
-from pytest_fwloop.core.localize import FailureText, TreeMap, gather_evidence, rank
+from pytest_fwloop.core.localize import FailureText, TreeMap, frame_paths, gather_evidence, rank
 from pytest_fwloop.core.policy import PatchPolicy, path_violations
 from pytest_fwloop.core.read_tools import is_secret
 from pytest_fwloop.core.results import TestRecord
+from pytest_fwloop.core.signature import signature
 from pytest_fwloop.core.source_pack import failing_test_code, pack_sources, repo_map
 from pytest_fwloop.core.substates import SubState
 from pytest_fwloop.core.unified_diff import PatchParseError, parse_patch, touched_paths
@@ -33,6 +34,8 @@ from pytest_fwloop.workspace.git_run import WorkspaceError, git_env, run_git, us
 
 #: Files whose text is read to pick chunks from: the best-ranked ones only.
 _FILES_READ = 48
+#: Files the frames point into whose lines are read for the names they call.
+_FRAME_FILES = 20
 #: Commits of the user's history whose files count as recently changed.
 _RECENT_COMMITS = 20
 
@@ -83,20 +86,26 @@ class Localizer:
         if policy != self._judged_by:
             self._verdicts, self._judged_by = {}, policy
         editable = [p for p in symbols if self._editable(p, policy)]
-        nodeids = [t.nodeid for t in failing]
+        nodeids = _one_per_signature(failing, str(self.workspace.root))
         test_paths = list(dict.fromkeys(n.split("::", 1)[0] for n in nodeids))[:_FILES_READ]
         test_texts = self._texts(files, [p for p in test_paths if p in symbols])
         tests = failing_test_code(self.tree, nodeids, test_texts, self.budget // 8)
         named = {**self._recent_files(), **_patched(earlier_patches, "patched earlier in this run")}
         for fix in request.similar_fixes:
             named.update(_patched([fix.patch], f"fixed before in run {fix.run_id}"))
+        texts_of_failures = [
+            FailureText(t.nodeid, "\n".join((t.longrepr, t.crash, t.sections))) for t in failing
+        ]
+        root = str(self.workspace.root)
+        framed = frame_paths(texts_of_failures, root, symbols)[:_FRAME_FILES]
         evidence = gather_evidence(
-            [FailureText(t.nodeid, "\n".join((t.longrepr, t.crash, t.sections))) for t in failing],
+            texts_of_failures,
             [chunk.text for chunk in tests],
             request.build_diagnostics,
-            str(self.workspace.root),
+            root,
             symbols,
             named,
+            self._texts(files, framed),
         )
         ranked = rank(self.tree, evidence, editable)
         best = list(dict.fromkeys(r.path for r in ranked))[:_FILES_READ]
@@ -203,6 +212,16 @@ class Localizer:
                 if line and line not in self._recent:
                     self._recent[line] = (0.5, "changed in a recent commit")
         return self._recent
+
+
+def _one_per_signature(failing: Sequence[TestRecord], root: str) -> list[str]:
+    """The failing tests' node ids, one of each failure signature first: the test code sent
+    shows every kind of failure before a second test of one kind."""
+    first: dict[str, str] = {}
+    for test in failing:
+        first.setdefault(signature(test, root), test.nodeid)
+    leaders = list(first.values())
+    return [*leaders, *(t.nodeid for t in failing if t.nodeid not in set(leaders))]
 
 
 def _patched(patches: Sequence[str], why: str) -> dict[str, tuple[float, str]]:
