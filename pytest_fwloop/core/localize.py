@@ -137,6 +137,8 @@ MAX_DEFINITIONS = 20
 #: Failing test names that vote, and how many symbols a name word may point at to count.
 MAX_TEST_NAMES = 200
 MAX_PART_SYMBOLS = 60
+#: What one failing test's name gives the symbols named like it, shared among them.
+NAME_VOTE = 8.0
 
 
 @dataclass(frozen=True)
@@ -246,7 +248,7 @@ class TreeMap:
         for part in _stem_parts(path):
             self.stems[part].add(path)
         for index, symbol in enumerate(symbols.symbols):
-            if symbol.kind != "lines":
+            if symbol.kind not in ("lines", "prototype"):  # a declaration points at the body
                 self.definitions[symbol.name].add((path, index))
                 for part in name_parts(symbol.name):
                     self.parts[part].add((path, index))
@@ -311,22 +313,37 @@ class Ranked:
 
 @dataclass
 class _Scores:
+    """Points per symbol and per kind of evidence. Within a kind the best counts and the rest
+    a quarter (at most as much again), so twenty weak matches of one kind do not outweigh one
+    strong one; the failing tests' name votes add up, one per test."""
+
     tree: TreeMap
-    scores: dict[tuple[str, int], float] = field(default_factory=lambda: defaultdict(float))
+    points: dict[tuple[str, int], dict[str, list[float]]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(list))
+    )
     reasons: dict[tuple[str, int], dict[str, float]] = field(
         default_factory=lambda: defaultdict(dict)
     )
-
     lines: dict[tuple[str, int], tuple[float, int]] = field(default_factory=dict)
 
     def add(
-        self, key: tuple[str, int], points: float, reason: str, line: int | None = None
+        self,
+        key: tuple[str, int],
+        points: float,
+        reason: str,
+        kind: str,
+        line: int | None = None,
     ) -> None:
-        self.scores[key] += points
+        self.points[key][kind].append(points)
         if line is not None and points > self.lines.get(key, (0.0, 0))[0]:
             self.lines[key] = (points, line)
         said = self.reasons[key]
         said[reason] = max(said.get(reason, 0.0), points)
+
+    def totals(self) -> dict[tuple[str, int], float]:
+        return {
+            key: sum(_combine(k, v) for k, v in kinds.items()) for key, kinds in self.points.items()
+        }
 
     def definitions(self, name: str) -> list[tuple[str, int]]:
         found = self.tree.definitions.get(name)
@@ -343,27 +360,31 @@ def rank(tree: TreeMap, evidence: Evidence, candidates: Iterable[str]) -> list[R
     for frame in evidence.frames:
         key = tree.enclosing(frame.path, frame.line) if frame.path in tree.files else None
         if key is not None:
-            scored.add(key, 10.0 * frame.weight, f"{frame.what} line {frame.line}", frame.line)
+            scored.add(
+                key, 10.0 * frame.weight, f"{frame.what} line {frame.line}", "frame", frame.line
+            )
     for word, count in evidence.words.items():
         defined = scored.definitions(word)
         for key in defined:
             weight = (1.0 + min(count, 4) / 4) / len(defined)
-            scored.add(key, 3.0 * weight, f"named by the failing tests: {word}")
+            scored.add(key, 3.0 * weight, f"named by the failing tests: {word}", "word")
         users = tree.callers.get(word, set())
         if defined and 0 < len(users) <= MAX_DEFINITIONS:
             for key in users:
-                scored.add(key, 1.0 / len(users), f"calls {word}")
+                scored.add(key, 1.0 / len(users), f"calls {word}", "caller")
     for word, (weight, where) in evidence.frame_words.items():
         defined = scored.definitions(word)
         for key in defined:
-            scored.add(key, 6.0 * weight / len(defined), f"named on the failing line {where}")
+            scored.add(
+                key, 8.0 * weight / len(defined), f"named on the failing line {where}", "frame_word"
+            )
     _name_matches(scored, evidence)
     _literal_matches(scored, evidence)
     _spread(scored)
-    for key in list(scored.scores):
+    for key in list(scored.points):
         boost = evidence.files.get(key[0])
         if boost:
-            scored.add(key, boost, evidence.file_reasons.get(key[0], "named by the run"))
+            scored.add(key, boost, evidence.file_reasons.get(key[0], "named by the run"), "file")
     ranked = [
         Ranked(
             path,
@@ -372,7 +393,7 @@ def rank(tree: TreeMap, evidence: Evidence, candidates: Iterable[str]) -> list[R
             _reasons(scored.reasons[(path, index)]),
             scored.lines.get((path, index), (0.0, None))[1],
         )
-        for (path, index), score in scored.scores.items()
+        for (path, index), score in scored.totals().items()
         if path in allowed and score > 0
     ]
     ranked.sort(key=lambda r: (-r.score, r.path, tree.files[r.path].symbols[r.index].start_line))
@@ -381,19 +402,22 @@ def rank(tree: TreeMap, evidence: Evidence, candidates: Iterable[str]) -> list[R
 
 def _name_matches(scored: _Scores, evidence: Evidence) -> None:
     """Each failing test's name votes for the symbols and files named with its words
-    (`test_file_seek` for `lfs_file_seek_`, `test_dump_j1939` for `j1939.py`): three points per
-    test, shared among its best matches."""
+    (`test_file_seek` for `lfs_file_seek_`, `test_dump_j1939` for `j1939.py`): `NAME_VOTE` per
+    test (as much as a traceback frame), shared among its best matches."""
     tree = scored.tree
     for test in evidence.test_names[:MAX_TEST_NAMES]:
         wanted = name_parts(test)
         if not wanted:
             continue
         overlap: dict[tuple[str, int], int] = defaultdict(int)
+        rare: set[tuple[str, int]] = set()
         for part in wanted:
             found = tree.parts.get(part, ())
-            if len(found) <= MAX_PART_SYMBOLS:
-                for key in found:
-                    overlap[key] += 1
+            for key in found:
+                overlap[key] += 1
+                if len(found) <= MAX_PART_SYMBOLS:
+                    rare.add(key)
+        overlap = {key: n for key, n in overlap.items() if key in rare}
         # A file whose stem the test's name spells out whole (`test_dump_j1939`, `j1939.py`).
         chosen_files = [
             path
@@ -408,13 +432,13 @@ def _name_matches(scored: _Scores, evidence: Evidence) -> None:
         )
         if not chosen and not chosen_files:
             continue
-        share = 3.0 / (len(chosen) + len(chosen_files))
+        share = NAME_VOTE / (len(chosen) + len(chosen_files))
         for key in chosen:
-            scored.add(key, share, f"named like the failing {test}")
+            scored.add(key, share, f"named like the failing {test}", "name")
         for path in chosen_files:
             symbols = tree.files[path].symbols
             for index in range(len(symbols)):
-                scored.add((path, index), share, f"in a file named like the failing {test}")
+                scored.add((path, index), share, f"in a file named like the failing {test}", "name")
 
 
 def _literal_matches(scored: _Scores, evidence: Evidence) -> None:
@@ -436,7 +460,9 @@ def _literal_matches(scored: _Scores, evidence: Evidence) -> None:
         for site in sites:
             key = scored.tree.enclosing(site.path, site.line)
             if key is not None:
-                scored.add(key, 4.0 * specific, f'holds "{shown}" (line {site.line})', site.line)
+                scored.add(
+                    key, 4.0 * specific, f'holds "{shown}" (line {site.line})', "literal", site.line
+                )
             for name in site.line_names:
                 defined = scored.definitions(name)
                 for target in defined:
@@ -445,29 +471,41 @@ def _literal_matches(scored: _Scores, evidence: Evidence) -> None:
                             target,
                             6.0 * specific / len(defined),
                             f'named beside "{shown}" on line {site.line}',
+                            "beside",
                         )
 
 
 def _spread(scored: _Scores, hops: int = 2) -> None:
-    """Along the code, `hops` steps: what the found symbols call (a third of their score) and
-    the macros, types and tables they use (a fifth); each hop starts from what the last one
-    reached, so a handler's callee's macro is found too."""
-    frontier = dict(sorted(scored.scores.items(), key=lambda item: -item[1])[:80])
-    for _ in range(hops):
-        reached: dict[tuple[str, int], float] = defaultdict(float)
+    """Along the code, `hops` steps: what the found symbols call (half their score) and the
+    macros, types and tables they use (a quarter); each hop starts from what the last one
+    reached, so a handler's callee's macro is found too. A symbol reached from many takes the
+    best of them, not their sum: a helper that every failing test calls is not the defect for
+    being called a hundred times."""
+    frontier = dict(sorted(scored.totals().items(), key=lambda item: -item[1])[:80])
+    for hop in range(1, hops + 1):
+        reached: dict[tuple[str, int], tuple[float, str]] = {}
         for key, score in frontier.items():
             symbol = scored.tree.symbol(key)
             for name, share, how in (
-                *((callee, 0.33, "called by") for callee in symbol.calls),
-                *((name, 0.2, "used by") for name in symbol.names - symbol.calls),
+                *((callee, 0.5, "called by") for callee in symbol.calls),
+                *((name, 0.25, "used by") for name in symbol.names - symbol.calls),
             ):
                 defined = scored.definitions(name)
                 for target in defined:
-                    if target != key:
-                        points = share * score / len(defined)
-                        scored.add(target, points, f"{how} {symbol.name}")
-                        reached[target] += points
-        frontier = dict(sorted(reached.items(), key=lambda item: -item[1])[:80])
+                    points = share * score / len(defined)
+                    if target != key and points > reached.get(target, (0.0, ""))[0]:
+                        reached[target] = (points, f"{how} {symbol.name}")
+        for target, (points, reason) in reached.items():
+            scored.add(target, points, reason, f"hop{hop}")
+        best = sorted(reached.items(), key=lambda item: -item[1][0])[:80]
+        frontier = {target: points for target, (points, _) in best}
+
+
+def _combine(kind: str, values: list[float]) -> float:
+    if kind == "name":
+        return sum(values)
+    best = max(values)
+    return best + min(0.25 * (sum(values) - best), best)
 
 
 def _reasons(said: dict[str, float]) -> list[str]:
@@ -559,7 +597,10 @@ def _weighted_frames(text: str, root: str, known: Mapping[str, object]) -> list[
     """The frames of one failure: the innermost inside the tree is the likeliest place, the
     outer ones count less."""
     found = frames_in(text, root, known, 0.6, "in the traceback at")
-    if found:
-        last = found[-1]
-        found[-1] = Frame(last.path, last.line, 1.0, last.what)
+    # The innermost is often a helper that raises; the one that called it weighs almost as
+    # much (`lfs.pyx:309` calls `lfs_mount`, then `_raise_on_error` raises at line 81).
+    for depth, weight in ((-1, 1.0), (-2, 0.8)):
+        if len(found) >= -depth:
+            frame = found[depth]
+            found[depth] = Frame(frame.path, frame.line, weight, frame.what)
     return found
