@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pytest_fwloop.core.code_symbols import FileSymbols, Symbol
@@ -542,16 +542,13 @@ def gather_evidence(
     evidence = Evidence()
     texts: list[str] = []
     frames: dict[tuple[str, int], Frame] = {}
-    for failure in failures:
-        text = _sample(failure.text)
+    for _, text in _samples(failures):
         texts.append(text)
-        evidence.test_names.append(failure.nodeid.rpartition("::")[2].split("[", 1)[0])
         for frame in _weighted_frames(text, root, known):
             kept = frames.get((frame.path, frame.line))
             if kept is None or kept.weight < frame.weight:
                 frames[(frame.path, frame.line)] = frame
-        if sum(len(t) for t in texts) > _TEXT_TOTAL:
-            break
+    evidence.test_names = [f.nodeid.rpartition("::")[2].split("[", 1)[0] for f in failures]
     for frame in frames_in(diagnostics, root, known, 1.0, "a build diagnostic at"):
         frames.setdefault((frame.path, frame.line), frame)
     evidence.frames = list(frames.values())
@@ -580,10 +577,22 @@ def frame_paths(
 ) -> list[str]:
     """The files of the tree the failures' frames point into, most named first."""
     counts: dict[str, int] = defaultdict(int)
-    for failure in failures:
-        for frame in frames_in(_sample(failure.text), root, known, 1.0, ""):
+    for _, text in _samples(failures):
+        for frame in frames_in(text, root, known, 1.0, ""):
             counts[frame.path] += 1
     return sorted(counts, key=lambda path: -counts[path])
+
+
+def _samples(failures: Sequence[FailureText]) -> Iterator[tuple[FailureText, str]]:
+    """Each failure with its sample, until the samples total `_TEXT_TOTAL`: the evidence is
+    read from a bounded part of a thousand failures' logs."""
+    total = 0
+    for failure in failures:
+        if total > _TEXT_TOTAL:
+            return
+        text = _sample(failure.text)
+        total += len(text)
+        yield failure, text
 
 
 def _sample(text: str) -> str:
