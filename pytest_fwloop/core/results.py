@@ -187,11 +187,13 @@ def executed_in(folder: Path) -> int:
 
 
 def read_progress(path: Path) -> list[ProgressLine]:
-    """The stream's complete lines; a line cut off by the child's death is left out."""
+    """The stream's complete lines; a line cut off by the child's death is left out, and so
+    are the zero bytes a stream the child never closed ends in (`child.progress_stream`)."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        data = path.read_bytes()
     except OSError:
         return []
+    text = data.split(b"\0", 1)[0].decode("utf-8", errors="replace")
     lines = []
     for raw in text.splitlines():
         try:
