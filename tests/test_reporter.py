@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import signal
 from pathlib import Path
 
 import pytest
 
 from pytest_fwloop.child.files import progress_path
+from pytest_fwloop.child.plugin import _encoded
 from pytest_fwloop.core.results import IterationResults, read_progress, results_from_progress
 
 SUITE = """
@@ -112,6 +114,23 @@ def test_the_progress_stream_holds_each_record_the_results_file_holds(
     finished = [line.finished for line in lines if line.finished is not None]
     assert finished == results.tests
     assert progress_path(pytester.path / "out" / "results.json").read_bytes().endswith(b"}\n")
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {
+            "nodeid": 'a.py::t["x\\\\y é\n"]',
+            "outcome": "passed",
+            "phase": "call",
+            "duration": 1e-05,
+        },
+        {"nodeid": "a.py::t", "outcome": "passed", "phase": "setup", "duration": 0.1 + 0.2},
+        {"nodeid": "a.py::t", "outcome": "failed", "phase": "call", "duration": 3.0, "crash": "x"},
+    ],
+)
+def test_a_record_is_encoded_as_json_dumps_encodes_it(record: dict[str, object]) -> None:
+    assert _encoded(record) == json.dumps(record)
 
 
 KILLED_MID_RUN = """
