@@ -204,8 +204,8 @@ def read_progress(path: Path) -> list[ProgressLine]:
 
 
 class ProgressLine(BaseModel):
-    """One line of the child's progress stream, written and flushed as it happens: the test ids it
-    collected, a test it started, or a test's final record."""
+    """One line of the child's progress stream, in the file as soon as it happens: the test ids
+    it collected, a test it started, or a test's final record."""
 
     collected: list[str] | None = Field(default=None, description="node ids, once collected")
     started: str | None = Field(default=None, description="the node id of a test starting")
