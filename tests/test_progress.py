@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import mmap
 import time
 from pathlib import Path
 
@@ -66,6 +67,21 @@ def test_a_stream_still_open_is_read_to_its_last_line_as_it_grows(tmp_path: Path
     assert [p.finished.outcome for p in read_progress(path) if p.finished] == ["passed", "failed"]
     stream.close()
     assert path.read_bytes().endswith(line(finished("t::b", "failed")))
+
+
+def test_where_no_file_can_be_mapped_each_line_is_written_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*args: object) -> mmap.mmap:
+        raise OSError(19, "No such device")  # what mmap says on a file system that cannot
+
+    monkeypatch.setattr(mmap, "mmap", refuse)
+    path = tmp_path / "results-1.jsonl"
+    stream = ProgressStream(path)
+    stream.write(line(ProgressLine(started="t::a")))
+    assert path.read_bytes() == line(ProgressLine(started="t::a"))
+    stream.close()
+    assert [p.started for p in read_progress(path)] == ["t::a"]
 
 
 class FakeTty(io.StringIO):

@@ -12,7 +12,8 @@ the process dies; readers see it at once, as they saw a flushed line.
 Until the stream is closed the file is longer than its lines, zero bytes after the last one:
 a reader stops at the first zero byte (`core.results.read_progress`, `ProgressWatcher`); a JSON
 line never holds one (`json.dumps` escapes control characters). Closing cuts the file to its
-lines.
+lines. Where no file can be mapped (some network or FUSE file systems), each line is written
+at once instead, with a system call, as before.
 """
 
 from __future__ import annotations
@@ -31,13 +32,20 @@ class ProgressStream:
     def __init__(self, path: Path) -> None:
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         self._end = 0
-        self._map = self._mapped(CHUNK)
+        self._map: mmap.mmap | None = None
+        try:
+            self._map = self._mapped(CHUNK)
+        except (OSError, ValueError):  # a file system that maps no file: a write a line
+            os.ftruncate(self._fd, 0)
 
     def _mapped(self, size: int) -> mmap.mmap:
         os.ftruncate(self._fd, size)
         return mmap.mmap(self._fd, size)
 
     def write(self, line: bytes) -> None:
+        if self._map is None:
+            os.write(self._fd, line)  # unbuffered: in the file, as a flushed line was
+            return
         end = self._end + len(line)
         if end > len(self._map):
             # A new mapping of the longer file rather than `resize`, which some systems lack.
@@ -50,7 +58,8 @@ class ProgressStream:
     def close(self) -> None:
         if self._fd < 0:
             return
-        self._map.close()
-        os.ftruncate(self._fd, self._end)
+        if self._map is not None:
+            self._map.close()
+            os.ftruncate(self._fd, self._end)
         os.close(self._fd)
         self._fd = -1
