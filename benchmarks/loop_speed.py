@@ -1,6 +1,6 @@
 """What the loop costs next to plain pytest, and what focus reruns save: P2, P3, P6 of issue 11.
 
-    python benchmarks/loop_speed.py [--rounds N] [--only P2,P3,P6] [--cache private|as-is]
+    python benchmarks/loop_speed.py [--rounds N] [--only P2,P3,P3c,P6] [--cache private|as-is]
 
 Every figure is a ratio of two sides measured in the same run, in interleaved rounds (A, B, A,
 B, ...; default 3 each), after one untimed run of each side (first-run costs: the loop's shadow
@@ -14,12 +14,18 @@ caller's environment, e.g. PYTHONDONTWRITEBYTECODE=1 as in CI containers, where 
 and compiles every plugin module (the loop's own among them) in every process.
 
 - P2: `pytest --fwloop --fwloop-confirm-runs=0` on a green suite of 1,000 trivial tests ÷ plain
-  `pytest` on it (goal ≤ 1.15): the loop's own cost when there is nothing to repair.
+  `pytest` on it (goal ≤ 1.10, issue 35; was ≤ 1.15): the loop's own cost when there is
+  nothing to repair.
 - P3: a suite of 2,000 tests taking 2 ms each (`--test-ms`), with 5 seeded bugs (each failing
   20 tests spread over the 20 files), repaired by a coder that fixes one bug per call: time to
-  green with `--fwloop-focus=on` ÷ `off` (goal ≤ 0.40, issue 25; was ≤ 0.5), and test
-  executions, from `summary.json`'s `executed_counts` (goal ≤ 0.30; was ≤ 0.4). Both goals lie
-  below the floor DESIGN.md §13 sets on this suite: benchmarks/README.md.
+  green with `--fwloop-focus=on` ÷ `off` (goal ≤ 0.45, issue 35), and test
+  executions, from `summary.json`'s `executed_counts`, in total (floor 0.344: DESIGN.md §13's
+  full baseline and full gate, benchmarks/README.md) and after the baseline, which both sides
+  run alike (goal 0.45 for the time, issue 35).
+- P3c: one focused child as the loop starts it (`--fwloop-child-select` with the 100 failing
+  tests of P3's suite, handed their files: `core/collection.py`) ÷ plain `pytest` given the
+  same 100 node ids, both spawned (goal ≤ 2, issue 35); the child collecting the whole suite
+  and keeping the selection (the fallback) is shown beside it.
 - P6: the loop's `-n 2` speed-up (pytest-xdist in each child) ÷ plain pytest's `-n 2` speed-up,
   on a green suite of 400 tests taking 10 ms each (goal ≥ 0.95).
 """
@@ -146,7 +152,7 @@ def p2(scratch: Path, rounds: int) -> None:
     folder = green_suite(scratch / "p2", 1_000, 500)
     loop = (*LOOP, "--fwloop-coder=rules", "--fwloop-confirm-runs=0")
     a, b = interleaved(rounds, lambda: pytest_wall(folder, *loop), lambda: pytest_wall(folder))
-    ratio("wall-clock ratio", a, b, "<= 1.15")
+    ratio("wall-clock ratio", a, b, "<= 1.10")
 
 
 def p3(scratch: Path, rounds: int, test_ms: float = 2.0) -> None:
@@ -156,6 +162,7 @@ def p3(scratch: Path, rounds: int, test_ms: float = 2.0) -> None:
     )
     folder = seeded_suite(scratch / "p3", test_ms)
     executions: dict[str, list[int]] = {"on": [], "off": []}
+    after: dict[str, list[int]] = {"on": [], "off": []}
 
     def repair(focus: str) -> float:
         reset(folder)
@@ -170,12 +177,46 @@ def p3(scratch: Path, rounds: int, test_ms: float = 2.0) -> None:
         if summary["outcome"] != "success":
             sys.exit(f"P3 focus={focus} ended {summary['outcome']}: {summary['reason']}")
         executions[focus].append(sum(summary["executed_counts"]))
+        after[focus].append(sum(summary["executed_counts"][1:]))
         return seconds
 
     a, b = interleaved(rounds, lambda: repair("on"), lambda: repair("off"))
-    ratio("time-to-green ratio", a, b, "<= 0.40, below the floor: benchmarks/README.md")
-    on, off = statistics.median(executions["on"]), statistics.median(executions["off"])
-    print(f"  test executions: {on:.0f} / {off:.0f} = {on / off:.3f} (goal <= 0.30; floor 0.344)")
+    ratio("time-to-green ratio", a, b, "<= 0.45")
+    for label, counts, floor in (
+        ("in total", executions, " (floor 0.344)"),
+        ("after the baseline", after, ""),
+    ):
+        on, off = statistics.median(counts["on"]), statistics.median(counts["off"])
+        print(f"  test executions {label}: {on:.0f} / {off:.0f} = {on / off:.3f}{floor}")
+
+
+def p3c(scratch: Path, rounds: int, test_ms: float = 2.0) -> None:
+    print("P3c: a focused child of 100 tests (A), collecting the whole suite (C) / plain pytest")
+    print("     given the same 100 node ids (B), P3's suite")
+    from pytest_fwloop.core.collection import Collection, collection_paths
+
+    folder = seeded_suite(scratch / "p3c", test_ms)
+    select = [f"test_{n // 100:02d}.py::test_{n}" for n in range(2000) if n % 100 < BUGS]
+    listed = folder / "select.txt"
+    listed.write_text("\n".join(select) + "\n")
+    inifile = str(folder / "pytest.ini")
+    files, why = collection_paths(select, Collection(inifile=inifile), ["."])
+    assert not why, why
+    child = (
+        f"--fwloop-child-report={folder / 'out' / 'results.json'}",
+        f"--fwloop-child-select={listed}",
+    )
+    handed = (*child, f"--rootdir={folder}", "-c", inifile, *(str(folder / f) for f in files))
+    ok = (0, 1)
+    sides: tuple[list[float], list[float], list[float]] = ([], [], [])
+    for timed in (False, *([True] * rounds)):  # the first round untimed, as `interleaved`
+        for side, args in zip(sides, (handed, select, child), strict=True):
+            seconds = pytest_wall(folder, *args, ok=ok)
+            if timed:
+                side.append(seconds)
+    a, b, c = sides
+    ratio("focused child / plain pytest on its node ids", a, b, "<= 2")
+    print(f"  C: {spread(c)} s; C / B: {statistics.median(c) / statistics.median(b):.3f}")
 
 
 def p6(scratch: Path, rounds: int) -> None:
@@ -198,7 +239,7 @@ def p6(scratch: Path, rounds: int) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--only", default="P2,P3,P6")
+    parser.add_argument("--only", default="P2,P3,P3C,P6")
     parser.add_argument("--test-ms", type=float, default=2.0, help="P3: each test's duration")
     parser.add_argument("--cache", choices=("private", "as-is"), default="private")
     options = parser.parse_args()
@@ -215,6 +256,8 @@ def main() -> int:
             p2(Path(scratch), options.rounds)
         if "P3" in chosen:
             p3(Path(scratch), options.rounds, options.test_ms)
+        if "P3C" in chosen:
+            p3c(Path(scratch), options.rounds, options.test_ms)
         if "P6" in chosen:
             p6(Path(scratch), options.rounds)
     return 0

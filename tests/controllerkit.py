@@ -109,6 +109,9 @@ class FakeChild:
     def take_notes(self) -> list[str]:
         return []  # nothing to say about how a fake run started
 
+    def selection_args(self, selection: Path) -> list[str]:
+        return [f"{CHILD_SELECT_FLAG}={selection}"]  # a fake run reads the list, nothing else
+
     def __init__(self, root: Path, settings: LoopSettings, recorder: RunRecorder) -> None:
         self.root = root
         self.settings = settings

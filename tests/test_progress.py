@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import io
+import mmap
 import time
 from pathlib import Path
 
 import pytest
 
 from pytest_fwloop.child.progress import ProgressWatcher, Tally
-from pytest_fwloop.core.results import ProgressLine, TestRecord
+from pytest_fwloop.child.progress_stream import CHUNK, ProgressStream
+from pytest_fwloop.core.results import ProgressLine, TestRecord, read_progress
 from pytest_fwloop.loop.terminal import Terminal
 
 
@@ -38,6 +40,48 @@ def test_the_watcher_reads_what_the_child_appends(tmp_path: Path) -> None:
         child.write(finished("t::a", "passed").model_dump_json() + "\n")
         child.write('{"started": "t::b"')  # cut off: the child is still writing it
     assert shown[-1].startswith("1 passed (1 of 2) | ")
+
+
+def line(progress: ProgressLine) -> bytes:
+    return (progress.model_dump_json(exclude_defaults=True) + "\n").encode()
+
+
+def test_a_stream_still_open_is_read_to_its_last_line_as_it_grows(tmp_path: Path) -> None:
+    """The child's stream is longer than its lines until it closes (zero bytes, room for the
+    next lines): the watcher shows each line as it lands, and so does a stream the child
+    never closed (it died) when the results are rebuilt from it."""
+    path = tmp_path / "results-1.jsonl"
+    stream = ProgressStream(path)
+    stream.write(line(ProgressLine(collected=["t::a", "t::b"])))
+    shown: list[str] = []
+    with ProgressWatcher(path, shown.append) as watcher:
+        watcher._read()
+        stream.write(line(finished("t::a", "passed")))
+        watcher._read()
+        assert shown[-1].startswith("1 passed (1 of 2) | ")
+        stream.write(line(ProgressLine(started="t::b")))
+        stream.write(b"x" * CHUNK + b"\n")  # not a line of the stream: past its first size
+        stream.write(line(finished("t::b", "failed")))
+    assert shown[-1].startswith("1 failed, 1 passed (2 of 2) | ")
+    assert path.stat().st_size > CHUNK  # still open: its room for more lines included
+    assert [p.finished.outcome for p in read_progress(path) if p.finished] == ["passed", "failed"]
+    stream.close()
+    assert path.read_bytes().endswith(line(finished("t::b", "failed")))
+
+
+def test_where_no_file_can_be_mapped_each_line_is_written_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*args: object) -> mmap.mmap:
+        raise OSError(19, "No such device")  # what mmap says on a file system that cannot
+
+    monkeypatch.setattr(mmap, "mmap", refuse)
+    path = tmp_path / "results-1.jsonl"
+    stream = ProgressStream(path)
+    stream.write(line(ProgressLine(started="t::a")))
+    assert path.read_bytes() == line(ProgressLine(started="t::a"))
+    stream.close()
+    assert [p.started for p in read_progress(path)] == ["t::a"]
 
 
 class FakeTty(io.StringIO):

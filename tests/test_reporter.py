@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import signal
 from pathlib import Path
 
 import pytest
 
-from pytest_fwloop.core.results import IterationResults
+from pytest_fwloop.child.files import progress_path
+from pytest_fwloop.child.plugin import _encoded
+from pytest_fwloop.core.results import IterationResults, read_progress, results_from_progress
 
 SUITE = """
 import pytest
@@ -100,6 +104,78 @@ def test_every_outcome_and_phase_is_recorded(
     assert results.pass_count == 2
     assert results.total_count == 2 + 2 + 3 + 1
     assert results.exitstatus == pytest.ExitCode.TESTS_FAILED
+
+
+def test_the_progress_stream_holds_each_record_the_results_file_holds(
+    pytester: pytest.Pytester,
+) -> None:
+    results = _run(pytester)
+    lines = read_progress(progress_path(pytester.path / "out" / "results.json"))
+    finished = [line.finished for line in lines if line.finished is not None]
+    assert finished == results.tests
+    assert progress_path(pytester.path / "out" / "results.json").read_bytes().endswith(b"}\n")
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {
+            "nodeid": 'a.py::t["x\\\\y é\n"]',
+            "outcome": "passed",
+            "phase": "call",
+            "duration": 1e-05,
+        },
+        {"nodeid": "a.py::t", "outcome": "passed", "phase": "setup", "duration": 0.1 + 0.2},
+        {"nodeid": "a.py::t", "outcome": "failed", "phase": "call", "duration": 3.0, "crash": "x"},
+    ],
+)
+def test_a_record_is_encoded_as_json_dumps_encodes_it(record: dict[str, object]) -> None:
+    assert _encoded(record) == json.dumps(record)
+
+
+KILLED_MID_RUN = """
+import os
+import signal
+
+
+def test_one():
+    pass
+
+
+def test_two():
+    assert 0, "wrong checksum"
+
+
+def test_three():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_four():
+    pass
+"""
+
+
+def test_a_child_killed_mid_run_leaves_every_finished_tests_record(
+    pytester: pytest.Pytester,
+) -> None:
+    """SIGKILL leaves the process no moment to write anything: every line of the progress
+    stream must be in the file once written, as the controller rebuilds the results from it."""
+    pytester.makepyfile(test_board=KILLED_MID_RUN)
+    report = pytester.path / "out" / "results.json"
+    result = pytester.runpytest_subprocess(f"--fwloop-child-report={report}", "-p", "no:randomly")
+    assert result.ret == -signal.SIGKILL
+    assert not report.exists()
+    rebuilt = results_from_progress(read_progress(progress_path(report)), "killed")
+    assert rebuilt is not None
+    records = {t.nodeid.split("::")[1]: t for t in rebuilt.tests}
+    assert {name: t.outcome for name, t in records.items()} == {
+        "test_one": "passed",
+        "test_two": "failed",
+        "test_three": "failed",
+        "test_four": "error",
+    }
+    assert "wrong checksum" in records["test_two"].longrepr
+    assert "died while this test ran" in records["test_three"].crash
 
 
 def test_collection_error_is_an_error_record(pytester: pytest.Pytester) -> None:

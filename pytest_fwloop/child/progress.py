@@ -87,6 +87,8 @@ class ProgressWatcher:
                 chunk = stream.read()
         except OSError:
             return
+        # Zero bytes are the stream's room for lines not written yet (`progress_stream`).
+        chunk = chunk.split(b"\0", 1)[0]
         if not chunk:
             return
         self._offset += len(chunk)

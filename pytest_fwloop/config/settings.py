@@ -33,6 +33,7 @@ from pytest_fwloop.config.preflight import (
 from pytest_fwloop.config.tree_rules import knowledge_path, patch_policy, snapshot_exclude
 from pytest_fwloop.core.allowlist import Argv, parse_prefixes
 from pytest_fwloop.core.budget import Budget
+from pytest_fwloop.core.collection import Collection
 from pytest_fwloop.core.convergence import (
     PRESETS,
     ConvergenceCriteria,
@@ -139,6 +140,8 @@ class LoopSettings:
     endings: Endings = field(default_factory=lambda: Endings())
     #: The failure log of an earlier run (--fwloop-evidence), or None.
     evidence: EvidenceLog | None = None
+    #: What decides whether a child running a selection may be handed its files.
+    collection: Collection = field(default_factory=Collection)
     #: Seconds one notification delivery may take (the channels: plateau.ci_notification_channels).
     notify_timeout: float = 10.0
 
@@ -315,6 +318,21 @@ def risky_patterns(options: LoopOptions) -> tuple[RiskyPattern, ...]:
         raise pytest.UsageError(f"fwloop: {options.origin('risky_patterns')}: line {exc}") from None
 
 
+def collection_of(config: pytest.Config) -> Collection:
+    """How the run collects, as pytest parsed its arguments: paths the user named, or the
+    `testpaths` (relative to the rootdir) or the directory it started in that it walks."""
+    named = config.args_source is pytest.Config.ArgsSource.ARGS
+    testpaths = config.args_source is pytest.Config.ArgsSource.TESTPATHS
+    base = config.rootpath if testpaths else config.invocation_params.dir
+    return Collection(
+        named=tuple(config.args) if named else (),
+        pyargs=bool(config.option.pyargs),
+        inifile=str(config.inipath) if config.inipath is not None else None,
+        roots=() if named else tuple(str(base / arg) for arg in config.args),
+        norecursedirs=tuple(config.getini("norecursedirs")),
+    )
+
+
 def load_settings(config: pytest.Config) -> LoopSettings:
     """The run's settings: the loop's options read once, then each group derived from them, so
     every mistake a user can fix stops the run here, before anything changes."""
@@ -372,6 +390,7 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         command_timeout=options.command_timeout,
         budget=Budget(usd=options.budget_usd, tokens=options.budget_tokens),
         flaky_reruns=options.flaky_reruns,
+        collection=collection_of(config),
         snapshot_exclude=snapshot_exclude(options, rootdir, build),
         flaky_policy=options.flaky_policy,
         metric_tolerance=options.metric_tolerance,

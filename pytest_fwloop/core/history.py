@@ -66,11 +66,13 @@ def open_regressions(measured: Measured, root: str = "") -> list[Regression]:
     if not measured:
         return []
     latest = measured[-1][1]
+    # Each iteration's records by node id, once: a lookup per failing test and iteration.
+    indexed = [(number, _by_nodeid(results)) for number, results in measured]
     regressions = []
     for record in latest.tests:
         if not not_passing(record):
             continue
-        broken_in = _broken_in(measured, record.nodeid)
+        broken_in = _broken_in(indexed, record.nodeid)
         if broken_in is not None:
             regressions.append(
                 Regression(
@@ -83,25 +85,31 @@ def open_regressions(measured: Measured, root: str = "") -> list[Regression]:
     return regressions
 
 
-def _broken_in(measured: Measured, nodeid: str) -> int | None:
+def _by_nodeid(results: IterationResults) -> dict[str, TestRecord]:
+    """A test's first record by its node id."""
+    records: dict[str, TestRecord] = {}
+    for record in results.tests:
+        records.setdefault(record.nodeid, record)
+    return records
+
+
+def _broken_in(indexed: list[tuple[int, dict[str, TestRecord]]], nodeid: str) -> int | None:
     """The first iteration after the test's last pass, or None if it never passed."""
     broken: int | None = None
-    for number, results in measured:
-        record = next((t for t in results.tests if t.nodeid == nodeid), None)
+    for number, records in indexed:
+        record = records.get(nodeid)
         if record is not None and passes(record):
             broken = None
-        elif broken is None and record is not None and _passed_before(measured, number, nodeid):
+        elif broken is None and record is not None and _passed_before(indexed, number, nodeid):
             broken = number
     return broken
 
 
-def _passed_before(measured: Measured, number: int, nodeid: str) -> bool:
+def _passed_before(
+    indexed: list[tuple[int, dict[str, TestRecord]]], number: int, nodeid: str
+) -> bool:
     return any(
-        passes(t)
-        for n, results in measured
-        if n < number
-        for t in results.tests
-        if t.nodeid == nodeid
+        passes(records[nodeid]) for n, records in indexed if n < number and nodeid in records
     )
 
 

@@ -191,11 +191,13 @@ def executed_in(folder: Path) -> int:
 
 
 def read_progress(path: Path) -> list[ProgressLine]:
-    """The stream's complete lines; a line cut off by the child's death is left out."""
+    """The stream's complete lines; a line cut off by the child's death is left out, and so
+    are the zero bytes a stream the child never closed ends in (`child.progress_stream`)."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        data = path.read_bytes()
     except OSError:
         return []
+    text = data.split(b"\0", 1)[0].decode("utf-8", errors="replace")
     lines = []
     for raw in text.splitlines():
         try:
@@ -206,8 +208,8 @@ def read_progress(path: Path) -> list[ProgressLine]:
 
 
 class ProgressLine(BaseModel):
-    """One line of the child's progress stream, written and flushed as it happens: the test ids it
-    collected, a test it started, or a test's final record."""
+    """One line of the child's progress stream, in the file as soon as it happens: the test ids
+    it collected, a test it started, or a test's final record."""
 
     collected: list[str] | None = Field(default=None, description="node ids, once collected")
     started: str | None = Field(default=None, description="the node id of a test starting")

@@ -289,7 +289,8 @@ _ROUND_FILES: tuple[tuple[str, str], ...] = (
             "on. Next to each `results-K.json`, `results-K.jsonl`: the child's progress as it "
             "ran, one `ProgressLine` per line (the loop's live progress; the results are rebuilt "
             "from it when the child dies before writing them, e.g. pytest-timeout's thread "
-            "method)"
+            "method; the file of a child that died may end in zero bytes after its last line, "
+            "which readers skip)"
         ),
     ),
     (

@@ -7,6 +7,7 @@ patched code is imported afresh and a crash cannot take the loop down.
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import os
 import sys
@@ -27,6 +28,7 @@ from pytest_fwloop.config.option_table import (
 )
 from pytest_fwloop.config.settings import LoopSettings
 from pytest_fwloop.core.child_env import CONSOLE_LOG_DIR_ENV, REVIEW_ENV, TEST_PLAN_ENV
+from pytest_fwloop.core.collection import Collection, collection_paths
 from pytest_fwloop.loop.rundir import RunRecorder
 from pytest_fwloop.loop.terminal import Terminal
 from pytest_fwloop.procs.supervision import (
@@ -57,6 +59,25 @@ PRECHECK_FILES = (PRECHECK_SELECT, PRECHECK_LOG, PRECHECK_RESULTS)
 def precheck_files(folder: Path) -> list[str]:
     """The files a tester pre-check wrote in a round's folder: its sub-state's evidence."""
     return [name for name in PRECHECK_FILES if (folder / name).is_file()]
+
+
+def conftest_dirs(collection: Collection, rootdir: Path) -> list[str]:
+    """The folders holding a conftest.py that a whole run could load, relative to the rootdir,
+    found as pytest walks its roots: hidden folders, `norecursedirs` and virtual environments
+    are not entered."""
+    found = set()
+    for root in collection.roots:
+        for folder, subdirs, files in os.walk(root):
+            subdirs[:] = [
+                name
+                for name in subdirs
+                if not name.startswith(".")
+                and not any(fnmatch.fnmatch(name, p) for p in collection.norecursedirs)
+                and not os.path.isfile(os.path.join(folder, name, "pyvenv.cfg"))
+            ]
+            if "conftest.py" in files:
+                found.add(Path(os.path.relpath(folder, rootdir)).as_posix())
+    return sorted(found)
 
 
 def read_results(path: Path) -> IterationResults:
@@ -102,6 +123,8 @@ class ChildRunner:
         self._head: tuple[Attempt, Running] | None = None
         self._said: set[str] = set()
         self._notes: list[str] = []
+        #: The folders holding a conftest.py a whole run could load (`conftest_dirs`), once.
+        self._conftests: list[str] | None = None
 
     def attempt_args(self, folder: Path, attempt: Attempt, selection: Path | None) -> list[str]:
         """The reporting arguments of one attempt: its records, JUnit XML and HTML report.
@@ -118,8 +141,32 @@ class ChildRunner:
             ),
         ]
         if selection is not None:
-            args.append(f"{CHILD_SELECT_FLAG}={selection}")
+            args += self.selection_args(selection)
         return args
+
+    def selection_args(self, selection: Path) -> list[str]:
+        """The arguments of a child that runs only the node ids listed in `selection`: the list
+        and, where the user's arguments allow (`core.collection`), the selected tests' files,
+        so that pytest collects those modules alone; where not, the trace says why, once."""
+        args = [f"{CHILD_SELECT_FLAG}={selection}"]
+        rootdir, collection = self.settings.rootdir, self.settings.collection
+        wanted = [n for n in selection.read_text(encoding="utf-8").split("\n") if n]
+        # A selected test whose file is gone is collected by neither way (`no longer collected`).
+        present = [n for n in wanted if (rootdir / n.partition("::")[0]).is_file()]
+        if self._conftests is None:
+            self._conftests = conftest_dirs(collection, rootdir)
+        files, why = collection_paths(present, collection, self._conftests)
+        if why:
+            self._say_once(f"a child running selected tests collects as a whole run: {why}")
+        if not files or collection.inifile is None:
+            return args
+        pinned = [f"--rootdir={rootdir}", "-c", collection.inifile]
+        return [*args, *pinned, *(str(rootdir / file) for file in files)]
+
+    def _say_once(self, note: str) -> None:
+        if note not in self._said:
+            self._said.add(note)
+            self._notes.append(note)
 
     def start_baseline(self) -> None:
         """Start iteration 1's whole-suite child now, as TEST_RUN will ask for it: for a new run
@@ -215,10 +262,9 @@ class ChildRunner:
         argv = [*self.settings.child_args, *args]
         cwd = self.settings.invocation_dir
         refusal, cache = self.fork_guard.refusal()  # may first import what the last one did
-        if refusal is not None and self.fork_guard.can_fork and refusal not in self._said:
+        if refusal is not None and self.fork_guard.can_fork:
             # A run that could fork and does not is slower: the trace says why, once.
-            self._said.add(refusal)
-            self._notes.append(f"child pytest spawned, not forked: {refusal}")
+            self._say_once(f"child pytest spawned, not forked: {refusal}")
         started = time.monotonic()
         process: Supervised
         if refusal is None:
@@ -254,7 +300,7 @@ class ChildRunner:
         )
         results_path = folder / PRECHECK_RESULTS
         run(
-            [f"{CHILD_REPORT_FLAG}={results_path}", f"{CHILD_SELECT_FLAG}={selection}"],
+            [f"{CHILD_REPORT_FLAG}={results_path}", *self.selection_args(selection)],
             folder / PRECHECK_LOG,
         )
         try:
@@ -299,7 +345,7 @@ class ChildRunner:
             )
             report = folder / f"{prefix}-{k}-results.json"
             run(
-                [f"{CHILD_REPORT_FLAG}={report}", f"{CHILD_SELECT_FLAG}={selection}"],
+                [f"{CHILD_REPORT_FLAG}={report}", *self.selection_args(selection)],
                 folder / f"{prefix}-{k}.log",
             )
             try:

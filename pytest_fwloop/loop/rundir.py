@@ -87,8 +87,11 @@ class RunRecorder:
         os.replace(partial, target)
         return target
 
-    def write_json(self, relpath: str | Path, document: Any) -> Path:
-        return self.write_text(relpath, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    def write_json(self, relpath: str | Path, document: Any, *, indent: bool = True) -> Path:
+        """`document` as JSON, indented for people unless `indent` is False: a round's results
+        (a record a test) are written in one line, by `json`'s C encoder, ~5x faster."""
+        text = json.dumps(document, indent=2 if indent else None, ensure_ascii=False)
+        return self.write_text(relpath, text + "\n")
 
     def append_event(self, event: dict[str, Any]) -> None:
         line = self.redact(json.dumps(event, ensure_ascii=False))

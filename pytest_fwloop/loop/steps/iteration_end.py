@@ -195,7 +195,7 @@ class IterationEnd:
             headline(iteration.analysis, gate.metrics),
             iteration.analysis.recommendation,
         )
-        self._publish_progress(iteration, reason)
+        self._publish_progress(iteration, reason, verdict)
         if verdict is None:
             return self._breaker() or self._next_iteration(reason)
         self.loop.convergence_type = verdict
@@ -259,13 +259,19 @@ class IterationEnd:
             record.model_dump(mode="json"),
         )
 
-    def _publish_progress(self, iteration: Iteration, reason: str) -> None:
-        """The report and the iteration-done hook, so a person or a plugin can follow the run."""
+    def _publish_progress(
+        self, iteration: Iteration, reason: str, verdict: ConvergenceType | None
+    ) -> None:
+        """The report and the iteration-done hook, so a person or a plugin can follow the run.
+        A run that ends now writes its final report at once (`finish.finalize`): not this one,
+        which would be replaced a moment later (a plateau may wait for the operator first)."""
         recorder = self.services.recorder
-        running = f"after iteration {iteration.number}: {reason}"
-        page = report_page(self.loop, recorder.run_id, self.services.settings, "running", running)
-        unwritten = write_html_report(recorder.path, page, recorder.redact)
-        iteration.notes += [unwritten] if unwritten else []
+        if verdict is None or verdict is ConvergenceType.PLATEAUED:
+            running = f"after iteration {iteration.number}: {reason}"
+            settings = self.services.settings
+            page = report_page(self.loop, recorder.run_id, settings, "running", running)
+            unwritten = write_html_report(recorder.path, page, recorder.redact)
+            iteration.notes += [unwritten] if unwritten else []
         self.services.config.hook.pytest_fwloop_iteration_done(
             config=self.services.config,
             iteration=iteration.number,

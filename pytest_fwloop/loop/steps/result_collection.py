@@ -113,7 +113,9 @@ class ResultCollection:
         recorder = self.services.recorder
         folder = recorder.round_path(number)
         written = recorder.write_json(
-            f"{recorder.relative(folder)}/results.json", results.model_dump(mode="json")
+            f"{recorder.relative(folder)}/results.json",
+            results.model_dump(mode="json"),
+            indent=False,
         )
         attached = [written, *sorted(folder.glob("junit*.xml")), folder / "console"]
         snapshot = self.loop.current.checkpoint[:12]

@@ -156,7 +156,9 @@ class SuiteRun:
         assert plan.carried is not None
         attempt = next_attempt(folder)
         self.services.recorder.write_json(
-            self.services.recorder.relative(attempt.results), plan.carried.model_dump(mode="json")
+            self.services.recorder.relative(attempt.results),
+            plan.carried.model_dump(mode="json"),
+            indent=False,
         )
         self.services.recorder.write_text(
             self.services.recorder.relative(attempt.log),
