@@ -14,7 +14,8 @@ from pytest_fwloop.codemap.index import CodeIndex
 from pytest_fwloop.codemap.parse import parse_source
 from pytest_fwloop.core.agent_protocol import AgentRequest, SourceChunk
 from pytest_fwloop.core.code_symbols import FileSymbols
-from pytest_fwloop.core.localize import FailureText, TreeMap, gather_evidence, name_parts, rank
+from pytest_fwloop.core.failure_evidence import FailureText, gather_evidence
+from pytest_fwloop.core.localize import TreeMap, name_parts, rank
 from pytest_fwloop.core.source_pack import (
     MAX_CHUNK_BYTES,
     failing_test_code,

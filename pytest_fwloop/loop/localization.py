@@ -18,7 +18,8 @@ from pytest_fwloop.codemap.index import INDEX_NAME, CodeIndex
 from pytest_fwloop.codemap.parse import parse_source
 from pytest_fwloop.core.agent_protocol import AgentRequest, PatchFunction
 from pytest_fwloop.core.code_symbols import FileSymbols, Symbol
-from pytest_fwloop.core.localize import FailureText, TreeMap, frame_paths, gather_evidence, rank
+from pytest_fwloop.core.failure_evidence import FailureText, frame_paths, gather_evidence
+from pytest_fwloop.core.localize import TreeMap, rank
 from pytest_fwloop.core.policy import PatchPolicy, path_violations
 from pytest_fwloop.core.read_tools import is_secret
 from pytest_fwloop.core.results import TestRecord
