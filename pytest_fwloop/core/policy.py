@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from pytest_fwloop.core.posix_paths import glob_match, normalize_path, show_path
-from pytest_fwloop.core.results import COMMAND_NODEID_PREFIX
+from pytest_fwloop.core.nodeids import COMMAND_NODEID_PREFIX
+from pytest_fwloop.core.posix_paths import glob_match, normalize_path, root_problem, show_path
 from pytest_fwloop.core.unified_diff import FileChange, PatchParseError, parse_patch, touched_paths
 
 # Modules that `python -m pytest` would import from the root before the user's own code (the
@@ -265,19 +265,4 @@ def _mode_problem(change: FileChange) -> str | None:
     # A deletion names only the old mode, which is not a change of mode.
     if change.new_path is not None and change.old_mode != change.new_mode:
         return f"mode change ({change.old_mode} -> {change.new_mode})"
-    return None
-
-
-def root_problem(path: str) -> str | None:
-    if "\0" in path:
-        return "contains a NUL byte"
-    if "\\" in path:
-        return "contains a backslash"
-    if path.startswith("/"):
-        return "absolute path"
-    normal = normalize_path(path)
-    if normal == ".." or normal.startswith("../"):
-        return "'..' climbs out of the root"
-    if not normal:
-        return "names the root itself, not a file"
     return None

@@ -52,3 +52,19 @@ def glob_match(path: str, pattern: str) -> bool:
 def show_path(path: str) -> str:
     """The path on one printable line (control characters escaped)."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in path)
+
+
+def root_problem(path: str) -> str | None:
+    """Why `path` cannot name a file inside the root as git reads it, or None."""
+    if "\0" in path:
+        return "contains a NUL byte"
+    if "\\" in path:
+        return "contains a backslash"
+    if path.startswith("/"):
+        return "absolute path"
+    normal = normalize_path(path)
+    if normal == ".." or normal.startswith("../"):
+        return "'..' climbs out of the root"
+    if not normal:
+        return "names the root itself, not a file"
+    return None

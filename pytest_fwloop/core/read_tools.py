@@ -17,8 +17,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pytest_fwloop.core.policy import root_problem
-from pytest_fwloop.core.posix_paths import glob_match, normalize_path
+from pytest_fwloop.core.posix_paths import normalize_path, root_problem
+from pytest_fwloop.core.tree_paths import HIDDEN_PARTS, is_secret
 
 #: Calls one answer may make; then the model is told to answer.
 MAX_CALLS = 24
@@ -33,27 +33,6 @@ MAX_SEARCHED_FILES = 20_000
 MAX_SEARCH_TEXT = 200
 #: Entries one `list_dir` returns.
 MAX_ENTRIES = 300
-#: Folders no tool enters: version control and the loop's own records.
-HIDDEN_PARTS = frozenset({".git", ".fwloop", ".hg", ".svn"})
-#: Files never read, whatever the policy: keys, credentials, environments.
-SECRET_FILES = (
-    "**/.env",
-    "**/.env.*",
-    "**/*.pem",
-    "**/*.key",
-    "**/id_rsa*",
-    "**/id_ecdsa*",
-    "**/id_ed25519*",
-    "**/.netrc",
-    "**/*.p12",
-    "**/*.pfx",
-    "**/credentials*",
-    "**/secrets*",
-)
-
-
-def is_secret(path: str) -> bool:
-    return any(glob_match(path, pattern) for pattern in SECRET_FILES)
 
 
 def path_refusal(path: str) -> str | None:

@@ -13,10 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from pytest_fwloop.core.env_classify import is_farm_failure
-
-#: Node ids of a tester command's record (DESIGN.md §5): it counts like a test, but it is not
-#: one to rerun, focus on, or select.
-COMMAND_NODEID_PREFIX = "tester::"
+from pytest_fwloop.core.nodeids import COMMAND_NODEID_PREFIX as COMMAND_NODEID_PREFIX
 
 TestOutcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed"]
 Phase = Literal["collect", "setup", "call", "teardown"]

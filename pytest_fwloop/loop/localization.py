@@ -21,11 +21,11 @@ from pytest_fwloop.core.code_symbols import FileSymbols, Symbol
 from pytest_fwloop.core.failure_evidence import FailureText, frame_paths, gather_evidence
 from pytest_fwloop.core.localize import TreeMap, rank
 from pytest_fwloop.core.policy import PatchPolicy, path_violations
-from pytest_fwloop.core.read_tools import is_secret
 from pytest_fwloop.core.results import TestRecord
 from pytest_fwloop.core.signature import signature
 from pytest_fwloop.core.source_pack import failing_test_code, pack_sources, repo_map
 from pytest_fwloop.core.substates import SubState
+from pytest_fwloop.core.tree_paths import is_secret
 from pytest_fwloop.core.unified_diff import PatchParseError, parse_patch, touched_paths
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import LoopState

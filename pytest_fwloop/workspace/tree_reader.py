@@ -13,7 +13,7 @@ import stat
 from typing import TYPE_CHECKING
 
 from pytest_fwloop.core.posix_paths import normalize_path, show_path
-from pytest_fwloop.core.read_tools import HIDDEN_PARTS, is_secret
+from pytest_fwloop.core.tree_paths import HIDDEN_PARTS, is_secret
 from pytest_fwloop.workspace.shadow import PathRefused
 
 if TYPE_CHECKING:
