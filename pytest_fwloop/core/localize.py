@@ -1,12 +1,14 @@
 """Where the defect behind the failures most likely is (DESIGN.md §16): the tree's symbols ranked
 by the failures' evidence, as an engineer reads a failure before touching code (pure).
 
-The signals, strongest first: a traceback frame or a build diagnostic on a line of the tree; a
-string literal of the code that the failing test sends or its output shows (a console test's
-`crc8 01` finds the command table's `"crc8"`, and the handler named beside it); identifiers of
-the failing tests and their output that the tree defines; what the symbols found so far call
-and use; files the run's earlier patches, similar fixes and recent commits touched. A name
-defined in many files weighs less in each, as a word in many documents does.
+The signals (`core/failure_evidence.py` reads them from the failures): a traceback frame or a
+build diagnostic on a line of the tree, and the names on that line; a string literal of the code
+that the failing test sends or its output shows (a console test's `crc8 01` finds the command
+table's `"crc8"`, and the handler named beside it); identifiers of the failing tests and their
+output that the tree defines; the failing tests' names, whose words vote for symbols and files
+named alike; what the symbols found so far call and use; files the run's earlier patches,
+similar fixes and recent commits touched. A name defined in many files weighs less in each, as
+a word in many documents does, and within each kind of evidence the best match counts most.
 
 `TreeMap` keeps the reverse maps (name → definitions, callers, literal words) per file, so a
 request after a patch updates only the files the patch changed.

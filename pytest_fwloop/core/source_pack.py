@@ -39,11 +39,8 @@ def pack_sources(
     ranked: Sequence[Ranked],
     texts: Mapping[str, str],
     budget: int,
-    *,
-    with_text: bool = True,
 ) -> list[SourceChunk]:
-    """The best-ranked code within `budget` bytes; `texts` holds the files it may quote.
-    Without text (an agent that reads the tree) the entries are locations with their reasons."""
+    """The best-ranked code within `budget` bytes; `texts` holds the files it may quote."""
     chunks: list[SourceChunk] = []
     covered: dict[str, list[tuple[int, int]]] = {}
     spent = misses = 0
@@ -55,7 +52,7 @@ def pack_sources(
         start, end, name = _span(tree.files[item.path], symbol, text, item.line)
         if any(a <= start and end <= b for a, b in covered.get(item.path, ())):
             continue
-        body = _lines(text, start, end) if with_text else ""
+        body = _lines(text, start, end)
         chunk = SourceChunk(
             path=item.path,
             start_line=start,

@@ -76,7 +76,6 @@ class Localizer:
         request: AgentRequest,
         failing: Sequence[TestRecord],
         earlier_patches: Sequence[str],
-        with_text: bool = True,
     ) -> tuple[AgentRequest, Localization]:
         """`request` with `sources`, `test_sources` and `repo_map` filled in."""
         started = time.perf_counter()
@@ -113,15 +112,9 @@ class Localizer:
         texts = self._texts(files, best)
         map_budget = self.budget // 4
         sources = pack_sources(
-            self.tree,
-            ranked,
-            texts,
-            self.budget - map_budget - self.budget // 8,
-            with_text=with_text,
+            self.tree, ranked, texts, self.budget - map_budget - self.budget // 8
         )
         entries, more = repo_map(self.tree, ranked, editable, sources, map_budget)
-        if not with_text:
-            tests = [chunk.model_copy(update={"text": ""}) for chunk in tests]
         done = request.model_copy(
             update={
                 "sources": sources,
