@@ -211,8 +211,9 @@ class OpenAIProvider:
             offered = self._offers_tools(request)
             choice = ("none" if talk.told_to_answer else "auto") if offered else None
             body = self.body(request, talk.messages, choice)
-            sent = len(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
-            reply = self._post(body, headers, timeout, deadline)
+            data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+            sent = len(data)
+            reply = self._post(data, headers, timeout, deadline)
             if self._format_refused(reply):
                 notes.append(
                     f"{self.url} refused response_format {RESPONSE_FORMATS[self.format_index]} "
@@ -303,12 +304,13 @@ class OpenAIProvider:
         return "response_format" in text or "json_schema" in text
 
     def _post(
-        self, body: dict[str, object], headers: dict[str, str], timeout: float, deadline: float
+        self, data: bytes, headers: dict[str, str], timeout: float, deadline: float
     ) -> _Reply:
-        """One POST, read to the end within the deadline; transport failures as ProviderError."""
+        """One POST of the encoded body, read to the end within the deadline; transport
+        failures as ProviderError."""
         request = urllib.request.Request(
             self.url,
-            data=json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(),
+            data=data,
             headers={"Content-Type": "application/json", "Accept": "application/json", **headers},
             method="POST",
         )
