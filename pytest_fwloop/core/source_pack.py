@@ -43,16 +43,20 @@ def pack_sources(
     """The best-ranked code within `budget` bytes; `texts` holds the files it may quote."""
     chunks: list[SourceChunk] = []
     covered: dict[str, list[tuple[int, int]]] = {}
+    split: dict[str, tuple[list[str], int]] = {}  # each file's lines and bytes, made once
     spent = misses = 0
     for item in ranked:
         text = texts.get(item.path)
         if text is None:
             continue
+        if item.path not in split:
+            split[item.path] = (text.splitlines(), len(text.encode()))
+        lines, size = split[item.path]
         symbol = tree.symbol((item.path, item.index))
-        start, end, name = _span(tree.files[item.path], symbol, text, item.line)
+        start, end, name = _span(tree.files[item.path], symbol, lines, size, item.line)
         if any(a <= start and end <= b for a, b in covered.get(item.path, ())):
             continue
-        body = _lines(text, start, end)
+        body = _lines(lines, start, end)
         chunk = SourceChunk(
             path=item.path,
             start_line=start,
@@ -73,13 +77,14 @@ def pack_sources(
     return chunks
 
 
-def _span(file: FileSymbols, symbol: Symbol, text: str, line: int | None) -> tuple[int, int, str]:
-    """Lines to send for `symbol`: its whole small file, the symbol, or a window of it."""
-    size = len(text.encode())
+def _span(
+    file: FileSymbols, symbol: Symbol, lines: Sequence[str], size: int, line: int | None
+) -> tuple[int, int, str]:
+    """Lines to send for `symbol` of a file of `size` bytes: the whole small file, the symbol,
+    or a window of it."""
     if size <= SMALL_FILE_BYTES:
         return 1, max(file.line_count, 1), f"{symbol.name} (whole file)"
     start, end = symbol.start_line, symbol.end_line
-    lines = text.splitlines()
     body = "\n".join(lines[start - 1 : end])
     if len(body.encode()) <= MAX_CHUNK_BYTES:
         return start, end, symbol.name
@@ -100,8 +105,8 @@ def _span(file: FileSymbols, symbol: Symbol, text: str, line: int | None) -> tup
             return low, high, f"{symbol.name} (lines {low}-{high} of {start}-{end})"
 
 
-def _lines(text: str, start: int, end: int) -> str:
-    return "".join(line + "\n" for line in text.splitlines()[start - 1 : end])
+def _lines(lines: Sequence[str], start: int, end: int) -> str:
+    return "".join(line + "\n" for line in lines[start - 1 : end])
 
 
 def repo_map(
@@ -171,7 +176,7 @@ def failing_test_code(
             continue
         seen.add((path, found[0]))
         symbol = file.symbols[found[0]]
-        body = _lines(text, symbol.start_line, symbol.end_line)
+        body = _lines(text.splitlines(), symbol.start_line, symbol.end_line)
         encoded = body.encode()
         end = symbol.end_line
         if len(encoded) > MAX_TEST_BYTES:
