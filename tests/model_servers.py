@@ -39,6 +39,41 @@ Turn = ToolCall | Text | HttpError
 Script = Callable[[dict[str, Any]], Turn]
 
 
+class LoopbackHandler(BaseHTTPRequestHandler):
+    """A handler of the scripted servers: HTTP/1.1, no access log, `send` for any body."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def send(
+        self, status: int, payload: bytes, kind: str, headers: dict[str, str] | None = None
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+class Loopback:
+    """A threading HTTP server on a free port of 127.0.0.1, serving from a thread of its own."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
 @dataclass
 class ModelServer:
     """One server; `requests` keeps every JSON body it was sent, in order."""
@@ -50,19 +85,14 @@ class ModelServer:
     def __enter__(self) -> ModelServer:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
+        class Handler(LoopbackHandler):
             def do_HEAD(self) -> None:  # Claude Code 2.1.197 probes the base URL
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
             def do_GET(self) -> None:
-                self._send(404, b'{"error": "no such route"}', "application/json")
+                self.send(404, b'{"error": "no such route"}', "application/json")
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -71,7 +101,7 @@ class ModelServer:
                 turn = server.script(body)
                 if isinstance(turn, HttpError):
                     payload = json.dumps(turn.body).encode()
-                    self._send(turn.status, payload, "application/json", turn.headers)
+                    self.send(turn.status, payload, "application/json", turn.headers)
                     return
                 events = (
                     anthropic_events(turn) if "/messages" in self.path else responses_events(turn)
@@ -79,28 +109,14 @@ class ModelServer:
                 payload = b"".join(
                     f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events
                 )
-                self._send(200, payload, "text/event-stream")
+                self.send(200, payload, "text/event-stream")
 
-            def _send(
-                self, status: int, payload: bytes, kind: str, headers: dict[str, str] | None = None
-            ) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(payload)))
-                for name, value in (headers or {}).items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        self._loopback = Loopback(Handler)
+        self.url = self._loopback.url
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._loopback.close()
 
 
 USAGE = {"input_tokens": 1200, "output_tokens": 80}

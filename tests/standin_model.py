@@ -14,12 +14,12 @@ the tests measure.
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from model_servers import Loopback, LoopbackHandler
 
 
 @dataclass(frozen=True)
@@ -267,7 +267,6 @@ class StandinModel:
     form: str = "exact"
     seen: list[Seen] = field(default_factory=list)
     url: str = ""
-    fixed: set[str] = field(default_factory=set)
     #: Every tool message the server received, for the hostile corpus's checks.
     tool_results: list[str] = field(default_factory=list)
 
@@ -346,12 +345,7 @@ class StandinModel:
     def __enter__(self) -> StandinModel:
         model = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
+        class Handler(LoopbackHandler):
             def do_GET(self) -> None:
                 self._send(200, {"object": "list", "data": [{"id": "standin"}]})
 
@@ -382,29 +376,15 @@ class StandinModel:
                 )
 
             def _send(self, status: int, document: dict[str, Any]) -> None:
-                payload = json.dumps(document).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                self.send(status, json.dumps(document).encode(), "application/json")
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        self._loopback = Loopback(Handler)
+        self.url = f"{self._loopback.url}/v1"
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
+        self._loopback.close()
 
     @property
     def spec(self) -> str:
         return f"openai:standin@{self.url}"
-
-
-def serving(bugs: list[Bug]) -> Iterator[StandinModel]:
-    with StandinModel(bugs) as model:
-        yield model

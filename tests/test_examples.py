@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING
 import pytest
 
 from envs_support.browser import open_page
-from envs_support.examples import EXAMPLES, ConsoleServer, copy_example, recorded_answers
+from envs_support.examples import (
+    EXAMPLES,
+    ConsoleServer,
+    copy_example,
+    recorded_answers,
+    require_example_tools,
+)
 from envs_support.procs import running_under
 from envs_support.tools import require
 from loopkit import LoopProject, coder_answer, unified_diff
@@ -30,22 +36,6 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.slow
 
-#: (program, Debian package) each example needs on the host.
-TOOLS = {
-    "uart-console": [("gcc", "gcc"), ("make", "make")],
-    "qemu-cortex-m": [
-        ("arm-none-eabi-gcc", "gcc-arm-none-eabi"),
-        ("qemu-system-arm", "qemu-system-arm"),
-        ("make", "make"),
-    ],
-    "ssh-bmc": [
-        ("gcc", "gcc"),
-        ("make", "make"),
-        ("sshd", "openssh-server"),
-        ("ssh-keygen", "openssh-client"),
-    ],
-    "pytest-embedded": [("gcc", "gcc"), ("make", "make")],
-}
 #: Examples written for a test dependency's plugin that the project's own runs leave out
 #: (conftest.py's INTRUSIVE_PLUGINS): they run with it loaded.
 WITH_PLUGINS = {"pytest-embedded"}
@@ -59,8 +49,7 @@ def tidy_project(project: LoopProject) -> Iterator[LoopProject]:
 
 
 def example(project: LoopProject, name: str) -> Path:
-    for program, package in TOOLS[name]:
-        require(program, package)
+    require_example_tools(name)
     return copy_example(name, project.root)
 
 
@@ -226,8 +215,7 @@ def test_uart_console_over_a_serial_line_converges(tidy_project: LoopProject) ->
 
 @pytest.mark.parametrize("name", ["uart-console", "qemu-cortex-m"])
 def test_recorded_answers_verify(name: str, tmp_path: Path) -> None:
-    for program, package in TOOLS[name]:
-        require(program, package)
+    require_example_tools(name)
     # pytest-embedded, in this venv for its own example, would write its session logs there.
     addopts = f"{os.environ.get('PYTEST_ADDOPTS', '')} -p no:pytest_embedded".strip()
     env = {

@@ -452,6 +452,24 @@ def _example_configs(root: Path) -> dict[str, Any]:
     return json.loads(read.stdout)  # type: ignore[no-any-return]
 
 
+def _run_example(root: Path, farm: Farm, *args: str) -> subprocess.CompletedProcess[str]:
+    """examples/labgrid-farm's loop as its README runs it, with the farm's coordinator as its
+    CI jobs set it, in the labgrid venv."""
+    assert LABGRID_BIN is not None
+    env = clean_environ({"CI": "true", "LG_COORDINATOR": farm.address})
+    return subprocess.run(
+        [str(LABGRID_BIN / "python"), "-m", "pytest", "--lg-env", "remote.yaml", "--fwloop", *args],
+        cwd=root,
+        env={k: v for k, v in env.items() if not k.startswith("FWLOOP_")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=600,
+        start_new_session=True,
+        check=False,
+    )
+
+
 @needs_labgrid
 def test_the_labgrid_farm_example_converges_as_shipped(tmp_path: Path) -> None:
     """examples/labgrid-farm, copied as a user would and run as its README says (`pytest
@@ -493,18 +511,7 @@ def test_the_labgrid_farm_example_converges_as_shipped(tmp_path: Path) -> None:
     with Farm(
         LABGRID_BIN, tmp_path / "farm", boards=1, tag="uartcon", console=lambda k: board
     ) as farm:
-        env = clean_environ({"CI": "true", "LG_COORDINATOR": farm.address})
-        loop = subprocess.run(
-            [str(LABGRID_BIN / "python"), "-m", "pytest", "--lg-env", "remote.yaml", "--fwloop"],
-            cwd=root,
-            env={k: v for k, v in env.items() if not k.startswith("FWLOOP_")},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=600,
-            start_new_session=True,
-            check=False,
-        )
+        loop = _run_example(root, farm)
         output = loop.stdout
         assert loop.returncode == 0, output
         summary = _summary(root)
@@ -549,26 +556,7 @@ def test_the_labgrid_farm_example_converges_through_an_endpoint_model(tmp_path: 
             LABGRID_BIN, tmp_path / "farm", boards=1, tag="uartcon", console=lambda k: board
         ) as farm,
     ):
-        env = clean_environ({"CI": "true", "LG_COORDINATOR": farm.address})
-        loop = subprocess.run(
-            [
-                str(LABGRID_BIN / "python"),
-                "-m",
-                "pytest",
-                "--lg-env",
-                "remote.yaml",
-                "--fwloop",
-                f"--fwloop-coder={model.spec}",
-            ],
-            cwd=root,
-            env={k: v for k, v in env.items() if not k.startswith("FWLOOP_")},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=600,
-            start_new_session=True,
-            check=False,
-        )
+        loop = _run_example(root, farm, f"--fwloop-coder={model.spec}")
         assert loop.returncode == 0, loop.stdout
         summary = _summary(root)
         assert summary["outcome"] == "success"

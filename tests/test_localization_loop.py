@@ -14,23 +14,15 @@ from typing import Any
 
 import pytest
 
-from envs_support.examples import copy_example
+from envs_support.examples import copy_example, require_example_tools
 from envs_support.procs import running_under
-from envs_support.tools import require
 from loopkit import LoopProject
 from standin_model import StandinModel, bugs_of_answers
 
 pytestmark = pytest.mark.slow
 
-TOOLS = {
-    "uart-console": [("gcc", "gcc"), ("make", "make")],
-    "qemu-cortex-m": [
-        ("arm-none-eabi-gcc", "gcc-arm-none-eabi"),
-        ("qemu-system-arm", "qemu-system-arm"),
-        ("make", "make"),
-    ],
-    "ssh-bmc": [("gcc", "gcc"), ("make", "make"), ("sshd", "openssh-server")],
-}
+#: The examples run on the host (labgrid-farm has its story in tests/test_farm.py).
+HOST_EXAMPLES = ["qemu-cortex-m", "ssh-bmc", "uart-console"]
 
 
 def coder_requests(run_dir: Path) -> list[dict[str, Any]]:
@@ -40,12 +32,11 @@ def coder_requests(run_dir: Path) -> list[dict[str, Any]]:
     ]
 
 
-@pytest.mark.parametrize("name", sorted(TOOLS))
+@pytest.mark.parametrize("name", HOST_EXAMPLES)
 def test_an_endpoint_model_that_sees_only_its_messages_fixes_every_example(
     project: LoopProject, name: str
 ) -> None:
-    for program, package in TOOLS[name]:
-        require(program, package)
+    require_example_tools(name)
     root = copy_example(name, project.root)
     bugs = bugs_of_answers(root / "fwloop-answers")
     with StandinModel(bugs) as model:
@@ -82,7 +73,7 @@ def test_secrets_symlinks_and_protected_files_never_reach_the_model(
 ) -> None:
     """A key file in the tree, a symlink to a file outside it, a protected file the failures
     name, and a secret-named variable's value inside a source file: none reaches the model."""
-    require("gcc", "gcc")
+    require_example_tools("uart-console")
     root = copy_example("uart-console", project.root)
     outside = tmp_path / "outside.c"
     outside.write_text("int crc8_smbus_outside_secret(void) { return 42; }\n")
@@ -116,7 +107,7 @@ def test_a_model_that_reads_through_the_tools_converges_with_no_code_sent(
 ) -> None:
     """`fwloop_source_bytes = 0`: the request holds no code, so the stand-in searches for the
     failing tests' words and reads what it found through the tools before it answers."""
-    require("gcc", "gcc")
+    require_example_tools("uart-console")
     root = copy_example("uart-console", project.root)
     bugs = bugs_of_answers(root / "fwloop-answers")
     with StandinModel(bugs, mode="tools") as model:
@@ -140,7 +131,7 @@ def test_a_hostile_model_using_the_tools_gets_nothing_from_outside_and_ends_hone
     """Paths out of the tree, `..`, links out, `.git`, `.fwloop`, a secret file, huge ranges, a
     backtracking pattern, an unknown tool, then calls without end: every one answered with a
     refusal or a bounded result, and the run ends with an outcome that says so."""
-    require("gcc", "gcc")
+    require_example_tools("uart-console")
     root = copy_example("uart-console", project.root)
     secret = "the victim's secret outside the tree"
     (tmp_path / "outside").mkdir()
@@ -168,7 +159,7 @@ def test_a_model_writing_sloppy_diffs_or_edits_converges(project: LoopProject, f
     """What the model writes as models do (issue 32): hunk numbers off by three and no `a/` `b/`,
     or search/replace edits. The loop builds one git diff; that diff is what was reviewed,
     applied and recorded, and replay reproduces the run."""
-    require("gcc", "gcc")
+    require_example_tools("uart-console")
     root = copy_example("uart-console", project.root)
     with StandinModel(bugs_of_answers(root / "fwloop-answers"), form=form) as model:
         result = project.run(f"--fwloop-coder={model.spec}", "--max-iter=6")

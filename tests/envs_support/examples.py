@@ -9,11 +9,37 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from envs_support.tools import require
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 #: Build products, run records and caches, never part of an example.
 _NOT_COPIED = shutil.ignore_patterns(
     "build", ".bmc", ".fwloop", ".pytest_cache", ".mypy_cache", ".benchmarks", "__pycache__"
 )
+
+
+#: (program, Debian package) each example needs on the host.
+EXAMPLE_TOOLS = {
+    "uart-console": [("gcc", "gcc"), ("make", "make")],
+    "qemu-cortex-m": [
+        ("arm-none-eabi-gcc", "gcc-arm-none-eabi"),
+        ("qemu-system-arm", "qemu-system-arm"),
+        ("make", "make"),
+    ],
+    "ssh-bmc": [
+        ("gcc", "gcc"),
+        ("make", "make"),
+        ("sshd", "openssh-server"),
+        ("ssh-keygen", "openssh-client"),
+    ],
+    "pytest-embedded": [("gcc", "gcc"), ("make", "make")],
+}
+
+
+def require_example_tools(name: str) -> None:
+    """Skip (or, under CI, fail) unless the host has what examples/NAME builds and runs with."""
+    for program, package in EXAMPLE_TOOLS[name]:
+        require(program, package)
 
 
 def copy_example(name: str, destination: Path) -> Path:
