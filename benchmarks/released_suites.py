@@ -344,7 +344,9 @@ def rerank(tree: Path, run_dir: Path, seeded: list[Seeded]) -> dict[str, str]:
     workspace = Workspace(tree)
     workspace.take_baseline("released-suites-rerank")
     policy = PatchPolicy(protected=DEFAULT_PROTECTED)
-    localizer = localization.Localizer(workspace, SOURCE_BYTES, lambda text: text, lambda: policy)
+    localizer = localization.Localizer(
+        workspace, SOURCE_BYTES, lambda text: text, lambda: policy, run_dir / "rounds"
+    )
     request = AgentRequest(role="coder", iteration=2, goal="g", workspace=str(tree), failures=[])
     try:
         with mock.patch.object(localization, "rank", side_effect=keep):

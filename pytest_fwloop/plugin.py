@@ -16,6 +16,7 @@ from pytest_fwloop.config.option_table import (
     CHILD_JUNIT_FLAG,
     CHILD_REPORT_FLAG,
     CHILD_SELECT_FLAG,
+    CHILD_SPECTRUM_FLAG,
     add_options,
 )
 
@@ -50,7 +51,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if report or select:
         from pytest_fwloop.child.plugin import register_child_plugins
 
-        register_child_plugins(config, report, select, config.getoption(_dest(CHILD_JUNIT_FLAG)))
+        register_child_plugins(
+            config,
+            report,
+            select,
+            config.getoption(_dest(CHILD_JUNIT_FLAG)),
+            config.getoption(_dest(CHILD_SPECTRUM_FLAG)),
+        )
 
 
 def _dest(flag: str) -> str:

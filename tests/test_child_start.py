@@ -428,6 +428,7 @@ def test_a_child_started_ahead_that_is_not_the_one_asked_for_is_stopped(
         folder / "results-1.json",
         folder / "junit.xml",
         folder / "report.html",
+        folder / "spectrum-1.json",
     )
     other = folder / "other.log"
     result = child.run(1, ["test_quick.py"], other, None, None, timeout=60)

@@ -21,6 +21,8 @@ class Attempt:
     results: Path
     junit: Path
     html: Path
+    #: Which lines each test ran (`child/spectrum.py`), when localization asks for it.
+    spectrum: Path
 
 
 def next_attempt(folder: Path) -> Attempt:
@@ -33,4 +35,5 @@ def next_attempt(folder: Path) -> Attempt:
         results,
         folder / f"junit{suffix}.xml",
         folder / f"report{suffix}.html",
+        folder / f"spectrum-{number}.json",
     )

@@ -345,7 +345,7 @@ def _sections(report: pytest.TestReport) -> str:
 
 
 def register_child_plugins(
-    config: pytest.Config, report_path: str, select_path: str, junit_path: str
+    config: pytest.Config, report_path: str, select_path: str, junit_path: str, spectrum_path: str
 ) -> None:
     """Called from the main plugin's pytest_configure when this process is a loop child."""
     manager = config.pluginmanager
@@ -355,6 +355,10 @@ def register_child_plugins(
     if select_path:
         wanted = set(Path(select_path).read_text(encoding="utf-8").split("\n")) - {""}
         manager.register(Selection(wanted), "fwloop-selection")
+    if spectrum_path:
+        from pytest_fwloop.child.spectrum import SpectrumRecorder
+
+        manager.register(SpectrumRecorder(Path(spectrum_path), config), "fwloop-spectrum")
     if report_path and not hasattr(config, "workerinput"):
         junit = Path(junit_path) if junit_path else None
         recorder = ResultsRecorder(Path(report_path), junit, whole_suite=not select_path)

@@ -23,6 +23,8 @@ CHILD_REPORT_FLAG = "--fwloop-child-report"
 CHILD_SELECT_FLAG = "--fwloop-child-select"
 #: Where a child writes its round's JUnit XML from its records (`junit_writer`).
 CHILD_JUNIT_FLAG = "--fwloop-child-junit"
+#: Where a whole-suite child writes which lines each test ran (`child/spectrum.py`).
+CHILD_SPECTRUM_FLAG = "--fwloop-child-spectrum"
 #: The order file the `fwloop` command hands a controller that continues a run (DESIGN.md §11).
 OPERATOR_FLAG = "--fwloop-operator"
 OPERATOR_DEST = "fwloop_operator"
@@ -79,3 +81,4 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption(CHILD_REPORT_FLAG, default="", help=argparse.SUPPRESS)
     group.addoption(CHILD_SELECT_FLAG, default="", help=argparse.SUPPRESS)
     group.addoption(CHILD_JUNIT_FLAG, default="", help=argparse.SUPPRESS)
+    group.addoption(CHILD_SPECTRUM_FLAG, default="", help=argparse.SUPPRESS)

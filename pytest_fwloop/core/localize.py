@@ -16,6 +16,7 @@ request after a patch updates only the files the patch changed.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 
 from pytest_fwloop.core.code_symbols import FileSymbols, Symbol
 from pytest_fwloop.core.failure_evidence import WORD, Evidence
+from pytest_fwloop.core.spectrum import Suspicion, Suspicions
 
 _FORMAT = re.compile(r"%[-+ #0]*\d*(?:\.\d+)?[hlLqjzt]*[a-zA-Z%]|\\[nrt0]|[{}]")
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])[0-9]*|[A-Z]?[a-z]+[0-9]*|[0-9]+[a-z0-9]*")
@@ -47,6 +49,12 @@ MAX_TEST_NAMES = 200
 MAX_PART_SYMBOLS = 60
 #: What one failing test's name gives the symbols named like it, shared among them.
 NAME_VOTE = 8.0
+#: What a symbol holding a line of Ochiai 1.0 gets (`core/spectrum.py`), and the least Ochiai
+#: that counts: a line most passing tests also run says nothing.
+SPECTRUM_POINTS = 80.0
+MIN_SUSPICION = 0.2
+#: What is left of a symbol's points when the run measured its file and no failing test ran it.
+UNRUN = 0.1
 
 
 def fragments(literal: str) -> list[str]:
@@ -205,11 +213,19 @@ class _Scores:
         return sorted(found)
 
 
-def rank(tree: TreeMap, evidence: Evidence, candidates: Iterable[str]) -> list[Ranked]:
+def rank(
+    tree: TreeMap,
+    evidence: Evidence,
+    candidates: Iterable[str],
+    suspicions: Suspicions | None = None,
+) -> list[Ranked]:
     """The symbols of the `candidates` files (the ones a patch may change), best first; only
-    symbols some evidence points at are returned."""
+    symbols some evidence points at are returned. `suspicions` are the lines the failing tests
+    ran, when the run recorded them (`core/spectrum.py`)."""
     allowed = set(candidates)
     scored = _Scores(tree)
+    suspicious = _most_suspicious(tree, suspicions) if suspicions is not None else {}
+    _spectrum_matches(scored, suspicious)
     for frame in evidence.frames:
         key = tree.enclosing(frame.path, frame.line) if frame.path in tree.files else None
         if key is not None:
@@ -238,6 +254,9 @@ def rank(tree: TreeMap, evidence: Evidence, candidates: Iterable[str]) -> list[R
         boost = evidence.files.get(key[0])
         if boost:
             scored.add(key, boost, evidence.file_reasons.get(key[0], "named by the run"), "file")
+    totals = scored.totals()
+    if suspicions is not None:
+        _gate(tree, totals, suspicious, suspicions.measured)
     ranked = [
         Ranked(
             path,
@@ -246,11 +265,80 @@ def rank(tree: TreeMap, evidence: Evidence, candidates: Iterable[str]) -> list[R
             _reasons(scored.reasons[(path, index)]),
             scored.lines.get((path, index), (0.0, None))[1],
         )
-        for (path, index), score in scored.totals().items()
+        for (path, index), score in totals.items()
         if path in allowed and score > 0
     ]
     ranked.sort(key=lambda r: (-r.score, r.path, tree.files[r.path].symbols[r.index].start_line))
     return ranked
+
+
+def _most_suspicious(
+    tree: TreeMap, suspicions: Suspicions
+) -> dict[tuple[str, int], tuple[int, Suspicion]]:
+    """Each symbol's most suspicious line (fewer passing tests break a tie)."""
+    by_path: dict[str, list[tuple[int, Suspicion]]] = defaultdict(list)
+    for (path, line), suspicion in suspicions.lines.items():
+        if path in tree.files:
+            by_path[path].append((line, suspicion))
+    best: dict[tuple[str, int], tuple[int, Suspicion]] = {}
+    for path, lines in by_path.items():
+        for site, key in _innermost(tree.files[path], path, sorted(lines)):
+            held = best.get(key)
+            if held is None or (site[1].score, -site[1].passed) > (
+                held[1].score,
+                -held[1].passed,
+            ):
+                best[key] = site
+    return best
+
+
+def _spectrum_matches(
+    scored: _Scores, best: Mapping[tuple[str, int], tuple[int, Suspicion]]
+) -> None:
+    """Each symbol gets its most suspicious line's score (squared: a line only failing tests
+    ran stands well above one half the passing tests ran too), at that line."""
+    for key, (line, suspicion) in best.items():
+        if suspicion.score >= MIN_SUSPICION:
+            points = SPECTRUM_POINTS * suspicion.score**2
+            scored.add(key, points, suspicion.reason(line), "spectrum", line)
+
+
+def _gate(
+    tree: TreeMap,
+    totals: dict[tuple[str, int], float],
+    best: Mapping[tuple[str, int], tuple[int, Suspicion]],
+    measured: frozenset[str],
+) -> None:
+    """In a file the run measured, the failures' text counts as far as the code was run by
+    them: code no failing test ran cannot have made them fail (`UNRUN` of its points is
+    left, for a defect in code that should have run and did not), and code every passing test
+    runs too is less likely than code only the failures ran."""
+    top = max((s.score for _, s in best.values()), default=0.0)
+    for key in totals:
+        if key[0] not in measured:
+            continue
+        found = best.get(key)
+        share = found[1].score / top if found is not None and top > 0 else 0.0
+        totals[key] *= UNRUN + (1.0 - UNRUN) * share
+
+
+def _innermost(
+    file: FileSymbols, path: str, lines: list[tuple[int, Suspicion]]
+) -> Iterable[tuple[tuple[int, Suspicion], tuple[str, int]]]:
+    """Each of the sorted `lines` with the innermost symbol of `file` holding it, if any."""
+    numbers = [line for line, _ in lines]
+    held: dict[int, tuple[int, int]] = {}  # position in `lines` → (span, symbol index)
+    for index, symbol in enumerate(file.symbols):
+        if symbol.kind in ("lines", "prototype"):
+            continue
+        span = symbol.end_line - symbol.start_line
+        low = bisect.bisect_left(numbers, symbol.start_line)
+        high = bisect.bisect_right(numbers, symbol.end_line)
+        for at in range(low, high):
+            if at not in held or span < held[at][0]:
+                held[at] = (span, index)
+    for at, (_, index) in held.items():
+        yield lines[at], (path, index)
 
 
 def _name_matches(scored: _Scores, evidence: Evidence) -> None:

@@ -20,6 +20,9 @@ from pytest_fwloop.core.localize import Ranked, TreeMap
 SMALL_FILE_BYTES = 4096
 #: The longest single chunk; a longer function is cut to a window around the named line.
 MAX_CHUNK_BYTES = 8192
+#: Lines sent either side of a whole function: a diff's hunk needs context beyond its ends
+#: (`git apply` anchors a hunk with no context after its change at the end of the file).
+MARGIN = 2
 #: The longest test function sent; the head carries the calls and the assertions.
 MAX_TEST_BYTES = 3072
 #: Files of the repo map shown with their signatures (the best-ranked); the rest by path.
@@ -87,7 +90,7 @@ def _span(
     start, end = symbol.start_line, symbol.end_line
     body = "\n".join(lines[start - 1 : end])
     if len(body.encode()) <= MAX_CHUNK_BYTES:
-        return start, end, symbol.name
+        return max(start - MARGIN, 1), min(end + MARGIN, len(lines)), symbol.name
     # A window around the named line (else the head), grown a line at a time on each side.
     centre = line if line is not None and start <= line <= end else start
     low = high = centre

@@ -25,6 +25,7 @@ from pytest_fwloop.config.option_table import (
     CHILD_JUNIT_FLAG,
     CHILD_REPORT_FLAG,
     CHILD_SELECT_FLAG,
+    CHILD_SPECTRUM_FLAG,
 )
 from pytest_fwloop.config.settings import LoopSettings
 from pytest_fwloop.core.child_env import CONSOLE_LOG_DIR_ENV, REVIEW_ENV, TEST_PLAN_ENV
@@ -129,7 +130,8 @@ class ChildRunner:
     def attempt_args(self, folder: Path, attempt: Attempt, selection: Path | None) -> list[str]:
         """The reporting arguments of one attempt: its records, JUnit XML and HTML report.
         The JUnit XML is pytest's own when the user asked for one (it is delivered to them),
-        else the child writes it from its records, for a fraction of the cost."""
+        else the child writes it from its records, for a fraction of the cost. A whole-suite run
+        also records which lines each test ran, when localization will read it (DESIGN.md §16)."""
         junit = CHILD_JUNIT_FLAG if self.settings.reports.junit is None else "--junitxml"
         args = [
             f"{CHILD_REPORT_FLAG}={attempt.results}",
@@ -142,6 +144,8 @@ class ChildRunner:
         ]
         if selection is not None:
             args += self.selection_args(selection)
+        elif self.settings.source_bytes > 0:
+            args.append(f"{CHILD_SPECTRUM_FLAG}={attempt.spectrum}")
         return args
 
     def selection_args(self, selection: Path) -> list[str]:

@@ -123,7 +123,9 @@ class Controller:
         panel = ReviewPanel(services, self.calls.record, left) if settings.review_panel else None
         self.gate = PatchGate(services, self.reviewer, panel)
         self.proposals = ProposalDesk(services, self.reviewer, self.tester)
-        self.localizer = Localizer(workspace, settings.source_bytes, redact, services.policy)
+        rounds = services.recorder.path / "rounds"
+        budget = settings.source_bytes
+        self.localizer = Localizer(workspace, budget, redact, services.policy, rounds)
         self.end = IterationEnd(services, self.loop, self.clock)
         self.farm = farm_hold(services)
         self.handlers: dict[State, Callable[[], Step]] = {

@@ -13,6 +13,7 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pytest_fwloop.codemap.index import INDEX_NAME, CodeIndex
 from pytest_fwloop.codemap.parse import parse_source
@@ -24,10 +25,12 @@ from pytest_fwloop.core.policy import PatchPolicy, path_violations
 from pytest_fwloop.core.results import TestRecord
 from pytest_fwloop.core.signature import signature
 from pytest_fwloop.core.source_pack import failing_test_code, pack_sources, repo_map
+from pytest_fwloop.core.spectrum import Suspicions, suspicious_lines
 from pytest_fwloop.core.substates import SubState
 from pytest_fwloop.core.tree_paths import is_secret
 from pytest_fwloop.core.unified_diff import PatchParseError, parse_patch, touched_paths
 from pytest_fwloop.loop.services import Services
+from pytest_fwloop.loop.spectra import SpectrumReader
 from pytest_fwloop.loop.state import LoopState
 from pytest_fwloop.loop.steps.decline import open_failures
 from pytest_fwloop.workspace import Workspace
@@ -61,7 +64,10 @@ class Localizer:
     redact: Callable[[str], str]
     #: The policy as it stands: after the baseline it protects every module tests came from.
     policy: Callable[[], PatchPolicy]
+    #: The run's round folders, where its whole-suite children record their spectra.
+    rounds: Path | None = None
     index: CodeIndex = field(init=False)
+    spectra: SpectrumReader | None = field(init=False, default=None)
     tree: TreeMap = field(default_factory=TreeMap)
     _recent: dict[str, tuple[float, str]] | None = None
     #: Whether a path may be patched and shown, under `_judged_by`: paths recur each request.
@@ -70,6 +76,8 @@ class Localizer:
 
     def __post_init__(self) -> None:
         self.index = CodeIndex(self.workspace.shadow.state_dir / "index" / INDEX_NAME)
+        if self.rounds is not None:
+            self.spectra = SpectrumReader(self.rounds, self.workspace.root)
 
     def coder_request(
         self,
@@ -107,7 +115,7 @@ class Localizer:
             named,
             self._texts(files, framed),
         )
-        ranked = rank(self.tree, evidence, editable)
+        ranked = rank(self.tree, evidence, editable, self._suspicions(failing))
         best = list(dict.fromkeys(r.path for r in ranked))[:_FILES_READ]
         texts = self._texts(files, best)
         map_budget = self.budget // 4
@@ -166,6 +174,16 @@ class Localizer:
                 spent += size
                 found.append(function)
         return found
+
+    def _suspicions(self, failing: Sequence[TestRecord]) -> Suspicions | None:
+        """The lines the failing tests ran, by Ochiai, per kind of failure and over all."""
+        recorded = self.spectra.newest() if self.spectra is not None else None
+        if recorded is None:
+            return None
+        kinds: dict[str, list[str]] = {}
+        for test in failing:
+            kinds.setdefault(signature(test, str(self.workspace.root)), []).append(test.nodeid)
+        return suspicious_lines(recorded.spectrum, list(kinds.values()), recorded.passed)
 
     def _editable(self, path: str, policy: PatchPolicy) -> bool:
         verdict = self._verdicts.get(path)
