@@ -267,7 +267,7 @@ class Outcome:
     tail: str = ""
 
 
-def run(project: Project, scratch: Path) -> Outcome:
+def run(project: Project, scratch: Path, mode: str = "plain", form: str = "exact") -> Outcome:
     tree = download(project, scratch)
     config = configure(project, tree)
     seeded = [plant(tree, seed) for seed in project.seeds]
@@ -290,7 +290,7 @@ def run(project: Project, scratch: Path) -> Outcome:
         )
         result.build_seconds = time.perf_counter() - started
         args.append("--fwloop-build=" + shlex.join([sys.executable, *project.build]))
-    with StandinModel([s.bug for s in seeded]) as model:
+    with StandinModel([s.bug for s in seeded], mode=mode, form=form) as model:
         started = time.perf_counter()
         done = subprocess.run(
             [*args, f"--fwloop-coder={model.spec}"],
@@ -610,6 +610,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", choices=[p.name for p in PROJECTS])
     parser.add_argument("--workdir", type=Path, help="scratch folder (default: a new temp dir)")
+    parser.add_argument(
+        "--mode",
+        choices=["plain", "tools"],
+        default="plain",
+        help="tools: the stand-in reads the files it suspects through the read-only tools "
+        "before it answers, when its request does not show every bug",
+    )
+    parser.add_argument(
+        "--form",
+        choices=["exact", "sloppy", "edits"],
+        default="exact",
+        help="how the stand-in writes its fixes: exact diffs, sloppy ones (hunk numbers off by"
+        " three, no a/ b/ prefixes), or search/replace edits",
+    )
     args = parser.parse_args()
     chosen = [p for p in PROJECTS if args.only in (None, p.name)]
     missing = sorted({m for p in chosen for m in p.needs if importlib.util.find_spec(m) is None})
@@ -620,9 +634,9 @@ def main() -> None:
         )
     scratch = args.workdir or Path(tempfile.mkdtemp(prefix="fwloop-released-"))
     scratch.mkdir(parents=True, exist_ok=True)
-    print(f"scratch: {scratch}")
+    print(f"scratch: {scratch}; the stand-in answers {args.mode}, {args.form}")
     for project in chosen:
-        result = run(project, scratch)
+        result = run(project, scratch, args.mode, args.form)
         report(result)
 
 

@@ -33,10 +33,20 @@ _SUFFIXES = {
     ".hxx": "cpp",
     ".ino": "cpp",
     ".py": "python",
-    ".pyi": "python",
+    # Cython: the bridge from a Python traceback to the C it calls. Python's grammar reads its
+    # `def`s and calls; the typed parts (`cdef`, `LFSFile fh`) it skips as errors.
+    ".pyx": "cython",
+    ".pxi": "cython",
 }
 #: The wheel that carries each grammar.
-_GRAMMARS = {"c": "tree_sitter_c", "cpp": "tree_sitter_cpp", "python": "tree_sitter_python"}
+_GRAMMARS = {
+    "c": "tree_sitter_c",
+    "cpp": "tree_sitter_cpp",
+    "python": "tree_sitter_python",
+    "cython": "tree_sitter_python",
+}
+#: The languages Python's grammar reads.
+_PYTHONIC = frozenset({"python", "cython"})
 #: Firmware text without a grammar here: indexed by its words, sent in line windows.
 _PLAIN_SUFFIXES = frozenset(
     {
@@ -51,10 +61,8 @@ _PLAIN_SUFFIXES = frozenset(
         ".dtsi",
         ".overlay",
         ".defconfig",
-        # Cython: the bridge from a Python traceback to the C it calls.
-        ".pyx",
+        # Cython's declarations of the C it calls (`cdef extern from "lfs.h"`).
         ".pxd",
-        ".pxi",
     }
 )
 _PLAIN_NAMES = frozenset({"makefile", "gnumakefile", "cmakelists.txt", "kconfig", "sconstruct"})
@@ -69,6 +77,8 @@ _GENERATED = re.compile(
 )
 _LITERAL_CHARS = 200
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
+#: A constant an error path hands back: `LFS_ERR_INVAL`, `EINVAL`, `HAL_TIMEOUT`.
+_CONSTANT = re.compile(r"[A-Z][A-Z0-9]*_[A-Z0-9_]+|E[A-Z]{3,}")
 
 _IDENTIFIERS = frozenset({"identifier", "field_identifier", "type_identifier"})
 _NAME_TYPES = frozenset(
@@ -102,8 +112,8 @@ _CONTAINERS = frozenset(
 
 
 def language_of(path: str) -> str | None:
-    """The grammar for `path` ("c", "cpp", "python"), "" for plain firmware text, None for a file
-    the index leaves out."""
+    """The grammar for `path` ("c", "cpp", "python", "cython"), "" for plain firmware text, None
+    for a file the index leaves out."""
     name = path.rsplit("/", 1)[-1].lower()
     suffix = name[name.rfind(".") :] if "." in name else ""
     if suffix in _SUFFIXES:
@@ -124,7 +134,7 @@ def parse_source(path: str, data: bytes) -> FileSymbols | None:
     if not language:
         return _plain(data.decode("utf-8", "replace"))
     tree = _parser(language).parse(data)
-    if language != "python" and _unreadable(tree.root_node) > 0.1:
+    if language not in _PYTHONIC and _unreadable(tree.root_node) > 0.1:
         # `#ifdef A … if (x) { #else … if (y) { #endif … }` nests only per branch: read the
         # first branch of every conditional, line numbers kept, as a compiler with A would.
         first_branches = _first_branches(data)
@@ -204,6 +214,7 @@ class _Reader:
         self.names_by_line: defaultdict[int, list[str]] = defaultdict(list)
         self.calls_by_line: defaultdict[int, list[str]] = defaultdict(list)
         self.literals: list[tuple[int, str]] = []
+        self.error_sites: list[tuple[int, str, Node | None]] = []
 
     def text(self, node: Node) -> str:
         return self.data[node.start_byte : node.end_byte].decode("utf-8", "replace")
@@ -215,6 +226,9 @@ class _Reader:
         literals = tuple(
             Literal(text, line, tuple(dict.fromkeys(self.names_by_line.get(line, ()))))
             for line, text in self.literals
+        ) + tuple(
+            Literal(name, line, self._names_of(condition))
+            for line, name, condition in self.error_sites
         )
         inside = {line for s in symbols for line in range(s.start_line, s.end_line + 1)}
         outside = frozenset(
@@ -243,7 +257,46 @@ class _Reader:
             elif kind in ("string_literal", "string", "raw_string_literal"):
                 self.literals.append((line, self._literal(node)))
                 continue
+            elif (
+                kind in ("return_statement", "assignment_expression")
+                and self.language not in _PYTHONIC
+            ):
+                self._error_site(node, line)
             stack.extend(node.children)
+
+    def _error_site(self, node: Node, line: int) -> None:
+        """`return LFS_ERR_INVAL;`, `err = -EINVAL;`: a constant the code hands back, which a
+        failure may name (`LittleFSError -22: LFS_ERR_INVAL`). Kept as a literal whose names
+        are those of the `if` condition guarding it: what decided to fail."""
+        value = node.child_by_field_name("right") if node.type == "assignment_expression" else None
+        if value is None and node.type == "return_statement" and node.named_child_count:
+            value = node.named_children[0]
+        if value is not None and value.type == "unary_expression" and value.named_child_count:
+            value = value.named_children[-1]
+        if value is None or value.type != "identifier":
+            return
+        name = self.text(value)
+        if not _CONSTANT.fullmatch(name):
+            return
+        guard = node.parent
+        for _ in range(4):  # statement, block, then the `if` whose consequence it is
+            if guard is None or guard.type == "if_statement":
+                break
+            guard = guard.parent
+        condition = guard.child_by_field_name("condition") if guard is not None else None
+        self.error_sites.append((line, name, condition))
+
+    def _names_of(self, node: Node | None) -> tuple[str, ...]:
+        if node is None:
+            return ()
+        found: list[str] = []
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            if current.type == "identifier":
+                found.append(self.text(current))
+            stack.extend(reversed(current.children))
+        return tuple(dict.fromkeys(found))
 
     def _literal(self, node: Node) -> str:
         parts = [
@@ -273,7 +326,7 @@ class _Reader:
         what = ""
         body = node.child_by_field_name("body")
         if kind == "function_definition":
-            if self.language == "python":
+            if self.language in _PYTHONIC:
                 name, what = self._field_text(node, "name"), "function"
             else:
                 name, what = _declarator_name(node, self), "function"
@@ -292,7 +345,7 @@ class _Reader:
             name, what = _declarator_name(node, self), "variable"
             if _has_function_declarator(node):
                 what = "prototype"
-        elif kind == "expression_statement" and self.language == "python":
+        elif kind == "expression_statement" and self.language in _PYTHONIC:
             assignment = node.children[0] if node.children else None
             if assignment is not None and assignment.type == "assignment":
                 target = assignment.child_by_field_name("left")

@@ -29,7 +29,9 @@ class Symbol:
 @dataclass(frozen=True)
 class Literal:
     """A string literal: its text, its line, and the identifiers on that line (a command table's
-    entry `{"crc8", cmd_crc8}` names the handler beside the command's word)."""
+    entry `{"crc8", cmd_crc8}` names the handler beside the command's word). In C and C++ also
+    a constant an error path returns or assigns (`err = LFS_ERR_INVAL`), with the identifiers
+    of the `if` condition guarding it as its names."""
 
     text: str
     line: int

@@ -108,6 +108,8 @@ _FRAME_PATTERNS = (
     re.compile(r"(?P<path>[\w./+-]+\.[A-Za-z+]{1,4}):(?P<line>\d{1,7}):(?:\d+:)? "),
 )
 WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
+#: pytest's line naming the exception a test ended with: `E   pkg.errors.LittleFSError: …`.
+_RAISED = re.compile(r"^E\s+(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*):", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,9 @@ class Evidence:
     frame_words: dict[str, tuple[float, str]] = field(default_factory=dict)
     #: The failing tests' function names (parameters dropped), each counted once.
     test_names: list[str] = field(default_factory=list)
+    #: Exception classes the failures raised (`E   pkg.errors.LittleFSError: …` gives
+    #: `LittleFSError`): their own code runs because a test failed, not before it.
+    raised: set[str] = field(default_factory=set)
 
 
 def frames_in(
@@ -197,6 +202,7 @@ def gather_evidence(
     frames: dict[tuple[str, int], Frame] = {}
     for _, text in _samples(failures):
         texts.append(text)
+        evidence.raised.update(_RAISED.findall(text))
         for frame in _weighted_frames(text, root, known):
             kept = frames.get((frame.path, frame.line))
             if kept is None or kept.weight < frame.weight:

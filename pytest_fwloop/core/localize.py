@@ -16,7 +16,6 @@ request after a patch updates only the files the patch changed.
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -24,7 +23,14 @@ from dataclasses import dataclass, field
 
 from pytest_fwloop.core.code_symbols import FileSymbols, Symbol
 from pytest_fwloop.core.failure_evidence import WORD, Evidence
-from pytest_fwloop.core.spectrum import Suspicion, Suspicions
+from pytest_fwloop.core.spectrum import Suspicions
+from pytest_fwloop.core.spectrum_rank import (
+    gate,
+    messengers,
+    most_suspicious,
+    spectrum_points,
+    taking_turns,
+)
 
 _FORMAT = re.compile(r"%[-+ #0]*\d*(?:\.\d+)?[hlLqjzt]*[a-zA-Z%]|\\[nrt0]|[{}]")
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])[0-9]*|[A-Z]?[a-z]+[0-9]*|[0-9]+[a-z0-9]*")
@@ -49,12 +55,8 @@ MAX_TEST_NAMES = 200
 MAX_PART_SYMBOLS = 60
 #: What one failing test's name gives the symbols named like it, shared among them.
 NAME_VOTE = 8.0
-#: What a symbol holding a line of Ochiai 1.0 gets (`core/spectrum.py`), and the least Ochiai
-#: that counts: a line most passing tests also run says nothing.
-SPECTRUM_POINTS = 80.0
-MIN_SUSPICION = 0.2
-#: What is left of a symbol's points when the run measured its file and no failing test ran it.
-UNRUN = 0.1
+#: Shells of wrappers followed from one symbol (`_through_wrappers`).
+MAX_WRAPPERS = 3
 
 
 def fragments(literal: str) -> list[str]:
@@ -224,8 +226,11 @@ def rank(
     ran, when the run recorded them (`core/spectrum.py`)."""
     allowed = set(candidates)
     scored = _Scores(tree)
-    suspicious = _most_suspicious(tree, suspicions) if suspicions is not None else {}
-    _spectrum_matches(scored, suspicious)
+    suspicious = most_suspicious(tree.files, suspicions) if suspicions is not None else {}
+    for messenger in messengers(tree.files, tree.definitions, suspicious, evidence.raised):
+        del suspicious[messenger]
+    for suspect, points, reason, line in spectrum_points(suspicious):
+        scored.add(suspect, points, reason, "spectrum", line)
     for frame in evidence.frames:
         key = tree.enclosing(frame.path, frame.line) if frame.path in tree.files else None
         if key is not None:
@@ -256,7 +261,7 @@ def rank(
             scored.add(key, boost, evidence.file_reasons.get(key[0], "named by the run"), "file")
     totals = scored.totals()
     if suspicions is not None:
-        _gate(tree, totals, suspicious, suspicions.measured)
+        gate(tree.files, totals, suspicious)
     ranked = [
         Ranked(
             path,
@@ -269,76 +274,8 @@ def rank(
         if path in allowed and score > 0
     ]
     ranked.sort(key=lambda r: (-r.score, r.path, tree.files[r.path].symbols[r.index].start_line))
-    return ranked
-
-
-def _most_suspicious(
-    tree: TreeMap, suspicions: Suspicions
-) -> dict[tuple[str, int], tuple[int, Suspicion]]:
-    """Each symbol's most suspicious line (fewer passing tests break a tie)."""
-    by_path: dict[str, list[tuple[int, Suspicion]]] = defaultdict(list)
-    for (path, line), suspicion in suspicions.lines.items():
-        if path in tree.files:
-            by_path[path].append((line, suspicion))
-    best: dict[tuple[str, int], tuple[int, Suspicion]] = {}
-    for path, lines in by_path.items():
-        for site, key in _innermost(tree.files[path], path, sorted(lines)):
-            held = best.get(key)
-            if held is None or (site[1].score, -site[1].passed) > (
-                held[1].score,
-                -held[1].passed,
-            ):
-                best[key] = site
-    return best
-
-
-def _spectrum_matches(
-    scored: _Scores, best: Mapping[tuple[str, int], tuple[int, Suspicion]]
-) -> None:
-    """Each symbol gets its most suspicious line's score (squared: a line only failing tests
-    ran stands well above one half the passing tests ran too), at that line."""
-    for key, (line, suspicion) in best.items():
-        if suspicion.score >= MIN_SUSPICION:
-            points = SPECTRUM_POINTS * suspicion.score**2
-            scored.add(key, points, suspicion.reason(line), "spectrum", line)
-
-
-def _gate(
-    tree: TreeMap,
-    totals: dict[tuple[str, int], float],
-    best: Mapping[tuple[str, int], tuple[int, Suspicion]],
-    measured: frozenset[str],
-) -> None:
-    """In a file the run measured, the failures' text counts as far as the code was run by
-    them: code no failing test ran cannot have made them fail (`UNRUN` of its points is
-    left, for a defect in code that should have run and did not), and code every passing test
-    runs too is less likely than code only the failures ran."""
-    top = max((s.score for _, s in best.values()), default=0.0)
-    for key in totals:
-        if key[0] not in measured:
-            continue
-        found = best.get(key)
-        share = found[1].score / top if found is not None and top > 0 else 0.0
-        totals[key] *= UNRUN + (1.0 - UNRUN) * share
-
-
-def _innermost(
-    file: FileSymbols, path: str, lines: list[tuple[int, Suspicion]]
-) -> Iterable[tuple[tuple[int, Suspicion], tuple[str, int]]]:
-    """Each of the sorted `lines` with the innermost symbol of `file` holding it, if any."""
-    numbers = [line for line, _ in lines]
-    held: dict[int, tuple[int, int]] = {}  # position in `lines` → (span, symbol index)
-    for index, symbol in enumerate(file.symbols):
-        if symbol.kind in ("lines", "prototype"):
-            continue
-        span = symbol.end_line - symbol.start_line
-        low = bisect.bisect_left(numbers, symbol.start_line)
-        high = bisect.bisect_right(numbers, symbol.end_line)
-        for at in range(low, high):
-            if at not in held or span < held[at][0]:
-                held[at] = (span, index)
-    for at, (_, index) in held.items():
-        yield lines[at], (path, index)
+    found = {(r.path, r.index): r for r in ranked}
+    return [found[key] for key in taking_turns(list(found), suspicious)]
 
 
 def _name_matches(scored: _Scores, evidence: Evidence) -> None:
@@ -421,8 +358,10 @@ def _spread(scored: _Scores, hops: int = 2) -> None:
     macros, types and tables they use (a quarter); each hop starts from what the last one
     reached, so a handler's callee's macro is found too. A symbol reached from many takes the
     best of them, not their sum: a helper that every failing test calls is not the defect for
-    being called a hundred times."""
-    frontier = dict(sorted(scored.totals().items(), key=lambda item: -item[1])[:80])
+    being called a hundred times. What a symbol wraps takes its whole score, in no hop."""
+    frontier = _through_wrappers(
+        scored, dict(sorted(scored.totals().items(), key=lambda item: -item[1])[:80]), 0
+    )
     for hop in range(1, hops + 1):
         reached: dict[tuple[str, int], tuple[float, str]] = {}
         for key, score in frontier.items():
@@ -439,7 +378,40 @@ def _spread(scored: _Scores, hops: int = 2) -> None:
         for target, (points, reason) in reached.items():
             scored.add(target, points, reason, f"hop{hop}")
         best = sorted(reached.items(), key=lambda item: -item[1][0])[:80]
-        frontier = {target: points for target, (points, _) in best}
+        frontier = _through_wrappers(scored, {t: points for t, (points, _) in best}, hop)
+
+
+def _through_wrappers(
+    scored: _Scores, frontier: dict[tuple[str, int], float], hop: int
+) -> dict[tuple[str, int], float]:
+    """`frontier` with what its symbols wrap, each at its wrapper's score: a function calling
+    one named like itself (`dir_read` → `lfs_dir_read` → `lfs_dir_read_`, a binding, a
+    locking shell, an implementation) hands the failure on whole, however many shells deep."""
+    grown = dict(frontier)
+    todo = list(frontier.items())
+    for _ in range(MAX_WRAPPERS):
+        found: list[tuple[tuple[str, int], float]] = []
+        for key, score in todo:
+            symbol = scored.tree.symbol(key)
+            for callee in symbol.calls:
+                if not _wraps(symbol.name, callee):
+                    continue
+                for target in scored.definitions(callee):
+                    if target != key and score > grown.get(target, 0.0):
+                        grown[target] = score
+                        scored.add(target, score, f"wrapped by {symbol.name}", f"wrap{hop}")
+                        found.append((target, score))
+        if not found:
+            break
+        todo = found
+    return grown
+
+
+def _wraps(outer: str, inner: str) -> bool:
+    """Whether `inner` is named as what `outer` wraps: its name holds the outer one whole
+    (`mount` → `lfs_mount` → `lfs_mount_`). A test is named after what it tests, not a shell."""
+    a, b = outer.strip("_").lower(), inner.strip("_").lower()
+    return len(a) >= 4 and a in b and not a.startswith("test")
 
 
 def _combine(kind: str, values: list[float]) -> float:

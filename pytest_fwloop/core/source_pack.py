@@ -19,7 +19,7 @@ from pytest_fwloop.core.localize import Ranked, TreeMap
 #: A file this small goes whole: its includes, macros and neighbours are context a fix needs.
 SMALL_FILE_BYTES = 4096
 #: The longest single chunk; a longer function is cut to a window around the named line.
-MAX_CHUNK_BYTES = 8192
+MAX_CHUNK_BYTES = 4096
 #: Lines sent either side of a whole function: a diff's hunk needs context beyond its ends
 #: (`git apply` anchors a hunk with no context after its change at the end of the file).
 MARGIN = 2

@@ -35,7 +35,8 @@ class Spectrum:
 class Suspicion:
     """How suspicious one line is, in the view that found it most so."""
 
-    #: Ochiai in the view, times the share of the failures the view holds (square root).
+    #: Ochiai in the view, times the square roots of the share of the failures the view holds
+    #: and of the share of the tests that passed.
     score: float
     ochiai: float
     failed: int
@@ -52,11 +53,11 @@ class Suspicion:
 
 @dataclass(frozen=True)
 class Suspicions:
-    """What a spectrum says of the current failures: each line some failing test ran, and the
-    files some test ran a line of (in those, code no failing test ran is not the defect)."""
+    """What a spectrum says of the current failures: each line some failing test ran. Python
+    code of the tree that is not among them ran in no failing test (the spectrum measures
+    every Python file of the tree a test's process runs)."""
 
     lines: Mapping[tuple[str, int], Suspicion]
-    measured: frozenset[str]
 
 
 def read_spectrum(payload: Mapping[str, Any], prefix: str = "") -> Spectrum:
@@ -70,24 +71,33 @@ def read_spectrum(payload: Mapping[str, Any], prefix: str = "") -> Spectrum:
     return Spectrum(tuple(str(t) for t in payload["tests"]), sets, files)
 
 
-def merged(parts: Sequence[Spectrum]) -> Spectrum | None:
-    """One spectrum of the files several processes wrote (pytest-xdist's workers ran disjoint
-    tests): test indices renumbered, the lines' sets joined."""
+def overlaid(parts: Sequence[Spectrum]) -> Spectrum | None:
+    """One spectrum of several, oldest first: the files an attempt's processes wrote
+    (pytest-xdist's workers ran disjoint tests), and the attempts of a run (a test that ran
+    again, after a patch, counts with the lines it ran last). Test indices are renumbered."""
     if not parts:
         return None
     if len(parts) == 1:
         return parts[0]
+    claimed: set[str] = set()
+    kept: list[tuple[Spectrum, dict[int, str]]] = []
+    for part in reversed(parts):
+        own = {i: t for i, t in enumerate(part.tests) if t not in claimed}
+        claimed.update(own.values())
+        kept.append((part, own))
     tests: dict[str, int] = {}
     sets: dict[frozenset[int], int] = {}
     lines: dict[str, dict[int, set[int]]] = {}
-    for part in parts:
-        number = [tests.setdefault(t, len(tests)) for t in part.tests]
+    for part, own in reversed(kept):
+        number = {i: tests.setdefault(t, len(tests)) for i, t in own.items()}
+        ran = [{number[i] for i in s if i in number} for s in part.sets]
         for path, at in part.files.items():
             joined = lines.setdefault(path, {})
             for line, index in at.items():
-                joined.setdefault(line, set()).update(number[i] for i in part.sets[index])
+                if ran[index]:
+                    joined.setdefault(line, set()).update(ran[index])
     files = {
-        path: {line: sets.setdefault(frozenset(ran), len(sets)) for line, ran in at.items()}
+        path: {line: sets.setdefault(frozenset(r), len(sets)) for line, r in at.items()}
         for path, at in lines.items()
     }
     return Spectrum(tuple(tests), tuple(sets), files)
@@ -119,7 +129,7 @@ def suspicious_lines(
         for line, at in at_lines.items()
         if at in by_set
     }
-    return Suspicions(lines, frozenset(spectrum.files))
+    return Suspicions(lines)
 
 
 def _best(
@@ -128,11 +138,13 @@ def _best(
     ep = len(ran & passed)
     best: Suspicion | None = None
     total = max(len(failing) for _, failing in views)
+    # When nearly every test fails, every line they all run scores near 1: worth little.
+    telling = math.sqrt(len(passed) / (total + len(passed)))
     for name, failing in views:
         ef = len(ran & failing)
         if ef:
             ochiai = ef / math.sqrt(len(failing) * (ef + ep))
-            score = ochiai * math.sqrt(len(failing) / total)
+            score = ochiai * math.sqrt(len(failing) / total) * telling
             if best is None or score > best.score:
                 best = Suspicion(score, ochiai, ef, ep, name)
     return best

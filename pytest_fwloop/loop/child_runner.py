@@ -130,8 +130,8 @@ class ChildRunner:
     def attempt_args(self, folder: Path, attempt: Attempt, selection: Path | None) -> list[str]:
         """The reporting arguments of one attempt: its records, JUnit XML and HTML report.
         The JUnit XML is pytest's own when the user asked for one (it is delivered to them),
-        else the child writes it from its records, for a fraction of the cost. A whole-suite run
-        also records which lines each test ran, when localization will read it (DESIGN.md §16)."""
+        else the child writes it from its records, for a fraction of the cost. It also records
+        which lines each test ran, when localization will read it (DESIGN.md §16)."""
         junit = CHILD_JUNIT_FLAG if self.settings.reports.junit is None else "--junitxml"
         args = [
             f"{CHILD_REPORT_FLAG}={attempt.results}",
@@ -142,10 +142,10 @@ class ChildRunner:
                 int(folder.name),  # rounds/NN
             ),
         ]
+        if self.settings.source_bytes > 0:
+            args.append(f"{CHILD_SPECTRUM_FLAG}={attempt.spectrum}")
         if selection is not None:
             args += self.selection_args(selection)
-        elif self.settings.source_bytes > 0:
-            args.append(f"{CHILD_SPECTRUM_FLAG}={attempt.spectrum}")
         return args
 
     def selection_args(self, selection: Path) -> list[str]:

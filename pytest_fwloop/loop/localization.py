@@ -17,10 +17,10 @@ from pathlib import Path
 
 from pytest_fwloop.codemap.index import INDEX_NAME, CodeIndex
 from pytest_fwloop.codemap.parse import parse_source
-from pytest_fwloop.core.agent_protocol import AgentRequest, PatchFunction
+from pytest_fwloop.core.agent_protocol import AgentRequest, PatchFunction, SourceChunk
 from pytest_fwloop.core.code_symbols import FileSymbols, Symbol
 from pytest_fwloop.core.failure_evidence import FailureText, frame_paths, gather_evidence
-from pytest_fwloop.core.localize import TreeMap, rank
+from pytest_fwloop.core.localize import Ranked, TreeMap, rank
 from pytest_fwloop.core.policy import PatchPolicy, path_violations
 from pytest_fwloop.core.results import TestRecord
 from pytest_fwloop.core.signature import signature
@@ -73,6 +73,9 @@ class Localizer:
     #: Whether a path may be patched and shown, under `_judged_by`: paths recur each request.
     _verdicts: dict[str, bool] = field(default_factory=dict)
     _judged_by: PatchPolicy | None = None
+    #: The symbols sent to the coder in an iteration (its number, their keys): asked again in
+    #: it, the coder is shown the ranking's next page.
+    _shown: tuple[int, set[tuple[str, int]]] = (0, set())
 
     def __post_init__(self) -> None:
         self.index = CodeIndex(self.workspace.shadow.state_dir / "index" / INDEX_NAME)
@@ -84,8 +87,10 @@ class Localizer:
         request: AgentRequest,
         failing: Sequence[TestRecord],
         earlier_patches: Sequence[str],
+        again: bool = False,
     ) -> tuple[AgentRequest, Localization]:
-        """`request` with `sources`, `test_sources` and `repo_map` filled in."""
+        """`request` with `sources`, `test_sources` and `repo_map` filled in. `again`: the
+        coder was unsure of what it was sent in this iteration; it gets the code ranked next."""
         started = time.perf_counter()
         _, files = self.workspace.source_files()
         symbols = self.index.symbols(files, self.workspace.read_blobs)
@@ -116,12 +121,15 @@ class Localizer:
             self._texts(files, framed),
         )
         ranked = rank(self.tree, evidence, editable, self._suspicions(failing))
-        best = list(dict.fromkeys(r.path for r in ranked))[:_FILES_READ]
+        number, shown = self._shown
+        if number != request.iteration or not again:
+            shown = set()
+        fresh = [r for r in ranked if (r.path, r.index) not in shown]
+        best = list(dict.fromkeys(r.path for r in fresh))[:_FILES_READ]
         texts = self._texts(files, best)
         map_budget = self.budget // 4
-        sources = pack_sources(
-            self.tree, ranked, texts, self.budget - map_budget - self.budget // 8
-        )
+        sources = pack_sources(self.tree, fresh, texts, self.budget - map_budget - self.budget // 8)
+        self._shown = (request.iteration, shown | self._sent(fresh, sources))
         entries, more = repo_map(self.tree, ranked, editable, sources, map_budget)
         done = request.model_copy(
             update={
@@ -174,6 +182,23 @@ class Localizer:
                 spent += size
                 found.append(function)
         return found
+
+    def _sent(
+        self, ranked: Sequence[Ranked], sources: Sequence[SourceChunk]
+    ) -> set[tuple[str, int]]:
+        """The ranked symbols whose first line, or whose named line, a chunk shows."""
+        spans: dict[str, list[tuple[int, int]]] = {}
+        for chunk in sources:
+            spans.setdefault(chunk.path, []).append((chunk.start_line, chunk.end_line))
+        sent: set[tuple[str, int]] = set()
+        for item in ranked:
+            first = self.tree.symbol((item.path, item.index)).start_line
+            if any(
+                low <= first <= high or (item.line is not None and low <= item.line <= high)
+                for low, high in spans.get(item.path, ())
+            ):
+                sent.add((item.path, item.index))
+        return sent
 
     def _suspicions(self, failing: Sequence[TestRecord]) -> Suspicions | None:
         """The lines the failing tests ran, by Ochiai, per kind of failure and over all."""
@@ -331,8 +356,9 @@ def localize(
     number = loop.current.number
     failing = open_failures(loop, str(services.settings.rootdir))
     patches = [it.patch for it in loop.iterations if it.patch]
+    again = any(d.status == "low_confidence" for d in loop.current.decisions)
     try:
-        done, report = localizer.coder_request(request, failing, patches)
+        done, report = localizer.coder_request(request, failing, patches, again)
     except _LOCALIZATION_ERRORS as exc:
         reason = f"no code sent: {type(exc).__name__}: {exc}"
         services.substate(number, SubState.LOCALIZATION, reason[:300])
@@ -346,7 +372,8 @@ def localize(
         f"symbol(s) ranked; sent {len(done.sources)} source chunk(s) ({report.sources_bytes} "
         f"bytes), {len(done.test_sources)} test function(s), {len(done.repo_map)} repo-map "
         f"file(s) (+{done.repo_map_more} not listed) within fwloop_source_bytes="
-        f"{localizer.budget} in {report.seconds:.2f}s{notice}",
+        f"{localizer.budget} in {report.seconds:.2f}s{notice}"
+        f"{'; the next-ranked code, as the coder was unsure' if again else ''}",
     )
     return done
 

@@ -1,9 +1,9 @@
-"""The newest spectrum a whole-suite child wrote, read for localization (DESIGN.md §16).
+"""The spectra the run's children wrote, read for localization (DESIGN.md §16).
 
-The edge of `core/spectrum.py`: it finds the run's newest attempt that recorded which lines each
-test ran (`rounds/NN/spectrum-K.json`, one file per process that ran tests), reads which of
-those tests passed from the same attempt's `results-K.json`, and keeps both until a newer
-attempt writes its own.
+The edge of `core/spectrum.py`: each attempt that ran tests recorded which lines each test ran
+(`rounds/NN/spectrum-K.json`, one file per process that ran tests) beside its outcomes
+(`results-K.json`). Read oldest first, a test counts with its last run: a focus run after a
+patch replaces what the whole-suite run before it said of its tests, and keeps the rest.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_fwloop.child.spectrum import spectrum_paths
-from pytest_fwloop.core.spectrum import Spectrum, merged, read_spectrum
+from pytest_fwloop.core.spectrum import Spectrum, overlaid, read_spectrum
 
 #: An attempt's file, or one of its pytest-xdist workers' (`spectrum-1.gw0.json`).
 _ATTEMPT = re.compile(r"spectrum-(\d+)(?:\.[\w-]+)?\.json")
@@ -38,45 +38,53 @@ class SpectrumReader:
     _read: tuple[tuple[str, ...], Recorded | None] = field(default=((), None))
 
     def newest(self) -> Recorded | None:
-        """The newest attempt's spectrum; None when no attempt recorded one (pytest-cov or a
-        debugger measured the run, coverage.py is missing, no whole-suite run yet)."""
-        found = self._newest_files()
+        """Every test's lines as it ran them last, and the tests that passed then; None when
+        no attempt recorded a spectrum (pytest-cov or a debugger measured the runs, no
+        coverage.py, no tests run yet)."""
+        found = self._attempts()
         if not found:
             return None
-        key = tuple(f"{p}:{p.stat().st_mtime_ns}" for p in found)
+        key = tuple(f"{p}:{p.stat().st_mtime_ns}" for files in found for p in files)
         if key != self._read[0]:
             self._read = (key, self._load(found))
         return self._read[1]
 
-    def _newest_files(self) -> list[Path]:
+    def _attempts(self) -> list[list[Path]]:
+        """Each attempt's spectrum files, oldest first."""
         if not self.rounds.is_dir():
             return []
-        for folder in sorted(self.rounds.iterdir(), reverse=True):
-            numbers = [
+        found: list[list[Path]] = []
+        for folder in sorted(self.rounds.iterdir()):
+            numbers = {
                 int(m.group(1))
                 for m in (_ATTEMPT.fullmatch(p.name) for p in folder.glob("spectrum-*.json"))
                 if m is not None
-            ]
-            if numbers:
-                return spectrum_paths(folder / f"spectrum-{max(numbers)}.json")
-        return []
+            }
+            found += [spectrum_paths(folder / f"spectrum-{n}.json") for n in sorted(numbers)]
+        return [files for files in found if files]
 
-    def _load(self, files: list[Path]) -> Recorded | None:
-        attempt = files[0].name.split(".", 1)[0].removeprefix("spectrum-")
-        results = files[0].with_name(f"results-{attempt}.json")
-        try:
-            parts = [json.loads(p.read_text(encoding="utf-8")) for p in files]
-            outcomes = json.loads(results.read_text(encoding="utf-8"))["tests"]
-            passed = frozenset(str(t["nodeid"]) for t in outcomes if t.get("outcome") == "passed")
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            return None
+    def _load(self, attempts: list[list[Path]]) -> Recorded | None:
         spectra: list[Spectrum] = []
-        for part in parts:
-            prefix = os.path.relpath(str(part.get("root", "")), self.root)
-            if prefix.startswith(".."):
-                continue  # a rootdir outside the tree: no line of it may be patched
-            spectra.append(read_spectrum(part, "" if prefix == "." else f"{prefix}/"))
-        spectrum = merged(spectra)
+        outcomes: dict[str, str] = {}
+        for files in attempts:
+            attempt = files[0].name.split(".", 1)[0].removeprefix("spectrum-")
+            try:
+                results = json.loads(
+                    files[0].with_name(f"results-{attempt}.json").read_text(encoding="utf-8")
+                )
+                outcomes.update({str(t["nodeid"]): str(t["outcome"]) for t in results["tests"]})
+                parts = [json.loads(p.read_text(encoding="utf-8")) for p in files]
+                spectra += [s for s in (self._part(part) for part in parts) if s is not None]
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                continue  # an attempt cut short (its child killed) leaves the others
+        spectrum = overlaid(spectra)
         if spectrum is None:
             return None
+        passed = frozenset(test for test, outcome in outcomes.items() if outcome == "passed")
         return Recorded(spectrum, passed)
+
+    def _part(self, payload: dict[str, object]) -> Spectrum | None:
+        prefix = os.path.relpath(str(payload.get("root", "")), self.root)
+        if prefix.startswith(".."):
+            return None  # a rootdir outside the tree: no line of it may be patched
+        return read_spectrum(payload, "" if prefix == "." else f"{prefix}/")
