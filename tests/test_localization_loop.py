@@ -17,7 +17,7 @@ import pytest
 from envs_support.examples import copy_example, require_example_tools
 from envs_support.procs import running_under
 from loopkit import LoopProject
-from standin_model import StandinModel, bugs_of_answers
+from standin_model import Bug, StandinModel, bugs_of_answers
 
 pytestmark = pytest.mark.slow
 
@@ -175,3 +175,84 @@ def test_a_model_writing_sloppy_diffs_or_edits_converges(project: LoopProject, f
     assert json.loads(review.read_text())["patch"] == applied
     replayed = project.replay()
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+
+
+#: A library whose failing test names `battery` and `report`: text alone points at the battery
+#: modules, which the test never runs; the defect is two calls down, in a unit helper that no
+#: traceback shows.
+BATTERY_LIBRARY = {
+    "lib/__init__.py": "",
+    "lib/units.py": (
+        "def to_millivolts(volts):\n"
+        "    return round(volts * 100)\n"
+        "\n"
+        "\n"
+        "def to_volts(millivolts):\n"
+        "    return millivolts / 1000\n"
+    ),
+    "lib/report.py": (
+        "from lib import units\n"
+        "\n"
+        "\n"
+        "def summary(volts):\n"
+        "    return _shown(volts)\n"
+        "\n"
+        "\n"
+        "def _shown(volts):\n"
+        "    return f'{units.to_millivolts(volts)} mV'\n"
+    ),
+    "lib/current.py": "def to_milliamps(amps):\n    return round(amps * 1000)\n",
+    **{
+        f"lib/battery_{part}.py": (
+            f"def battery_{part}_report(cells):\n"
+            f"    '''The battery {part} report of the pack, cell by cell.'''\n"
+            f"    return [battery_{part}_of(cell) for cell in cells]\n"
+            "\n"
+            "\n"
+            f"def battery_{part}_of(cell):\n"
+            f"    return cell.get('{part}', 0)\n"
+        )
+        for part in ("health", "level", "cycles", "wear", "heat", "charge", "drain", "age")
+    },
+    "tests/test_battery.py": (
+        "from lib.current import to_milliamps\n"
+        "from lib.report import summary\n"
+        "\n"
+        "\n"
+        "def test_battery_report():\n"
+        "    assert summary(3.3) == '3300 mV'\n"
+        "\n"
+        "\n"
+        "def test_battery_current():\n"
+        "    assert to_milliamps(1.5) == 1500\n"
+    ),
+    "pytest.ini": "[pytest]\ntestpaths = tests\npythonpath = .\n",
+}
+
+
+def test_a_defect_no_traceback_names_reaches_the_model_through_the_lines_the_test_ran(
+    project: LoopProject,
+) -> None:
+    """The failure is a wrong value: its traceback shows the test line only, and its words
+    name the battery modules. What the failing test ran, and the passing one did not, leads to
+    `to_millivolts`; with room for a few files, a model that sees only its messages fixes it."""
+    for path, text in BATTERY_LIBRARY.items():
+        project.write(path, text)
+    fixed = BATTERY_LIBRARY["lib/units.py"].replace("* 100)", "* 1000)")
+    bug = Bug(
+        "millivolts",
+        tuple(BATTERY_LIBRARY["lib/units.py"].splitlines()[:4]),
+        tuple(fixed.splitlines()[:4]),
+    )
+    with StandinModel([bug]) as model:
+        result = project.run(
+            f"--fwloop-coder={model.spec}", "--max-iter=4", "-o", "fwloop_source_bytes=4096"
+        )
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert project.summary()["outcome"] == "success"
+    assert model.seen[0].visible == ["millivolts"]
+    [run_dir] = project.run_dirs()
+    [request, *_] = coder_requests(run_dir)
+    [chunk] = [c for c in request["sources"] if c["path"] == "lib/units.py"]
+    assert "run by 1 failing and 0 passing" in chunk["reason"]
+    assert sorted(p.name for p in run_dir.glob("rounds/01/spectrum-*.json")) == ["spectrum-1.json"]

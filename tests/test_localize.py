@@ -15,7 +15,9 @@ from pytest_fwloop.codemap.parse import parse_source
 from pytest_fwloop.core.agent_protocol import AgentRequest, SourceChunk
 from pytest_fwloop.core.code_symbols import FileSymbols
 from pytest_fwloop.core.failure_evidence import FailureText, gather_evidence
-from pytest_fwloop.core.localize import TreeMap, name_parts, rank
+from pytest_fwloop.core.localize import Ranked, TreeMap, name_parts, rank
+from pytest_fwloop.core.policy import PatchPolicy
+from pytest_fwloop.core.results import TestRecord
 from pytest_fwloop.core.source_pack import (
     MAX_CHUNK_BYTES,
     failing_test_code,
@@ -23,6 +25,8 @@ from pytest_fwloop.core.source_pack import (
     repo_map,
     wire_size,
 )
+from pytest_fwloop.loop.localization import Localizer
+from pytest_fwloop.workspace import DEFAULT_PROTECTED, Workspace
 
 COMMANDS_C = """\
 #include "crc8.h"
@@ -361,3 +365,56 @@ def test_a_frame_that_a_hundred_failures_share_counts_once() -> None:
         {},
     )
     assert len(one.frames) == len(many.frames) == 1
+
+
+def test_a_whole_function_is_sent_with_the_lines_around_it() -> None:
+    """`git apply` anchors a hunk with no context after its change at the end of the file: a
+    two-line function sent bare could not be patched at its last line."""
+    long_file = "".join(f"def filler_{i}(x):\n    return x + {i}\n\n\n" for i in range(120))
+    text = long_file + "def is_pdu_format_1(pdu_format):\n    return pdu_format < 240\n\n\n# end\n"
+    tree = tree_of({"j1939.py": text})
+    [index] = [
+        i for i, s in enumerate(tree.files["j1939.py"].symbols) if s.name == "is_pdu_format_1"
+    ]
+    ranked = [Ranked("j1939.py", index, 1.0, ["named"])]
+    [chunk] = pack_sources(tree, ranked, {"j1939.py": text}, 4000)
+    symbol = tree.files["j1939.py"].symbols[index]
+    assert (chunk.start_line, chunk.end_line) == (symbol.start_line - 2, symbol.end_line + 2)
+    assert chunk.text.splitlines()[-2:] == ["", ""]
+
+
+def test_asked_again_the_coder_is_sent_the_code_ranked_next(tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    root.mkdir()
+    for i in range(12):
+        notes = "".join(f"    # step {n}: scale the reading by the channel's gain\n" for n in range(12))
+        (root / f"mod_{i}.py").write_text(f"def handler_{i}(x):\n{notes}    return x * {i}\n")
+    failure = TestRecord(
+        nodeid="tests/test_all.py::test_all",
+        outcome="failed",
+        phase="call",
+        longrepr=" ".join(f"handler_{i}" for i in range(12)),
+    )
+    workspace = Workspace(root)
+    workspace.take_baseline("again")
+    policy = PatchPolicy(protected=DEFAULT_PROTECTED)
+    localizer = Localizer(workspace, 4096, lambda text: text, lambda: policy)
+    try:
+        request = AgentRequest(role="coder", iteration=2, goal="g", workspace=str(root))
+        first, _ = localizer.coder_request(request, [failure], [])
+        second, _ = localizer.coder_request(request, [failure], [], again=True)
+        third, _ = localizer.coder_request(request, [failure], [], again=True)
+        next_round = request.model_copy(update={"iteration": 3})
+        fourth, _ = localizer.coder_request(next_round, [failure], [], again=True)
+    finally:
+        workspace.close(keep_tree=True)
+
+    def paths(done: AgentRequest) -> set[str]:
+        return {chunk.path for chunk in done.sources}
+
+    assert paths(first)
+    assert paths(second)
+    assert paths(first).isdisjoint(paths(second))
+    assert paths(third).isdisjoint(paths(first) | paths(second))
+    # A new iteration starts from the top, whatever came before.
+    assert paths(fourth) == paths(first)

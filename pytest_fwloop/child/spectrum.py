@@ -43,14 +43,14 @@ def worker_path(path: Path, config: pytest.Config) -> Path:
 
 
 class SpectrumRecorder:
-    """Starts coverage.py at the session's start, names each test's lines by its node id."""
+    """Measures each test's phases with coverage.py, naming their lines by its node id."""
 
     def __init__(self, path: Path, config: pytest.Config) -> None:
         self.path = worker_path(path, config)
         self.root = config.rootpath
         self.test_globs = [str(g) for g in config.getini("python_files")]
         self.coverage: Any = None
-        self.ran = 0
+        self.ran: set[str] = set()
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -70,36 +70,35 @@ class SpectrumRecorder:
             *(f"*/{glob}" for glob in self.test_globs),
             "*/conftest.py",
         ]
-        cov = coverage.Coverage(
+        self.coverage = coverage.Coverage(
             data_file=None, config_file=False, include=[f"{root}/*"], omit=omit, branch=False
         )
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
+        """Only the test's own call is measured: the fixtures' set-up and teardown are mostly
+        pytest's machinery, which the tracer slows most, around code every test shares."""
+        cov = self.coverage
+        if cov is None or sys.gettrace() is not None:  # a debugger the test itself started
+            return (yield)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             cov.start()
-        self.coverage = cov
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
-        if self.coverage is None:
-            return (yield)
-        self.coverage.switch_context(item.nodeid)
-        self.ran += 1
+        cov.switch_context(item.nodeid)
+        self.ran.add(item.nodeid)
         try:
             return (yield)
         finally:
-            self.coverage.switch_context("")
+            cov.stop()
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self) -> None:
         cov, self.coverage = self.coverage, None
-        if cov is None:
+        if cov is None or not self.ran:
             return
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            cov.stop()
             data = cov.get_data()
-        if not self.ran:
-            return
         payload = encode(data, self.root)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         partial = self.path.with_suffix(".partial")

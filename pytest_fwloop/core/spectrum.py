@@ -2,22 +2,18 @@
 
 Spectrum-based fault localization, as debugging research measures it: a line run by every
 failing test and by few passing ones is suspicious, and Ochiai's `ef / sqrt(F * (ef + ep))`
-says how much (`ef`, `ep`: failing and passing tests that ran it; `F`: the failing tests). Two
-views are taken, each line keeping its best: all failures at once (a defect most failures share),
-and each kind of failure on its own (three seeded bugs are three kinds: over all failures a line
-only one kind runs scores low, over its own kind it scores as high as a defect can). The child
-records the lines (`child/spectrum.py`); this module only counts.
+says how much (`ef`, `ep`: failing and passing tests that ran it; `F`: the failing tests). When
+nearly every test fails, every line they all run scores near 1, so the score is weighed by the
+share of the tests that passed. The child records the lines (`child/spectrum.py`); this module
+only counts, and `core/spectrum_rank.py` turns lines into symbols.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-#: Kinds of failure that get a view of their own: the first ones, as the request shows them.
-MAX_VIEWS = 24
 
 
 @dataclass(frozen=True)
@@ -33,21 +29,18 @@ class Spectrum:
 
 @dataclass(frozen=True)
 class Suspicion:
-    """How suspicious one line is, in the view that found it most so."""
+    """How suspicious one line is."""
 
-    #: Ochiai in the view, times the square roots of the share of the failures the view holds
-    #: and of the share of the tests that passed.
+    #: Ochiai times the square root of the share of the tests that passed.
     score: float
     ochiai: float
     failed: int
     passed: int
-    #: "all failures", or the first failing test of the kind whose view it is.
-    view: str
 
     def reason(self, line: int) -> str:
         return (
             f"line {line} run by {self.failed} failing and {self.passed} passing test(s) "
-            f"({self.view}, Ochiai {self.ochiai:.2f})"
+            f"(Ochiai {self.ochiai:.2f})"
         )
 
 
@@ -104,25 +97,21 @@ def overlaid(parts: Sequence[Spectrum]) -> Spectrum | None:
 
 
 def suspicious_lines(
-    spectrum: Spectrum, kinds: Sequence[Sequence[str]], passing: Collection[str]
+    spectrum: Spectrum, failing: Collection[str], passing: Collection[str]
 ) -> Suspicions:
-    """Every line some failing test ran, with its best view's Ochiai. `kinds` are the failing
-    tests grouped by kind of failure (the first `MAX_VIEWS` kinds get a view of their own);
-    `passing` the tests that passed. A test the spectrum did not record counts in no view."""
+    """Every line some failing test ran, with its suspicion. A test the spectrum did not
+    record counts for nothing."""
     index = {test: i for i, test in enumerate(spectrum.tests)}
-    groups = [
-        (group[0], frozenset(index[t] for t in group if t in index)) for group in kinds if group
-    ]
-    views = [("all failures", frozenset().union(*(g for _, g in groups)))]
-    if len(groups) > 1:
-        views += [(f"as {first} fails", g) for first, g in groups[:MAX_VIEWS]]
-    views = [(name, tests) for name, tests in views if tests]
-    passed = frozenset(index[t] for t in passing if t in index)
+    failed = frozenset(index[t] for t in failing if t in index)
+    passed = frozenset(index[t] for t in passing if t in index) - failed
+    telling = math.sqrt(len(passed) / (len(failed) + len(passed))) if failed else 0.0
     by_set: dict[int, Suspicion] = {}
     for number, ran in enumerate(spectrum.sets):
-        best = _best(ran, views, passed)
-        if best is not None:
-            by_set[number] = best
+        ef = len(ran & failed)
+        if ef:
+            ep = len(ran & passed)
+            ochiai = ef / math.sqrt(len(failed) * (ef + ep))
+            by_set[number] = Suspicion(ochiai * telling, ochiai, ef, ep)
     lines = {
         (path, line): by_set[at]
         for path, at_lines in spectrum.files.items()
@@ -130,21 +119,3 @@ def suspicious_lines(
         if at in by_set
     }
     return Suspicions(lines)
-
-
-def _best(
-    ran: frozenset[int], views: Iterable[tuple[str, frozenset[int]]], passed: frozenset[int]
-) -> Suspicion | None:
-    ep = len(ran & passed)
-    best: Suspicion | None = None
-    total = max(len(failing) for _, failing in views)
-    # When nearly every test fails, every line they all run scores near 1: worth little.
-    telling = math.sqrt(len(passed) / (total + len(passed)))
-    for name, failing in views:
-        ef = len(ran & failing)
-        if ef:
-            ochiai = ef / math.sqrt(len(failing) * (ef + ep))
-            score = ochiai * math.sqrt(len(failing) / total) * telling
-            if best is None or score > best.score:
-                best = Suspicion(score, ochiai, ef, ep, name)
-    return best

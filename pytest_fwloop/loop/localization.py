@@ -201,14 +201,11 @@ class Localizer:
         return sent
 
     def _suspicions(self, failing: Sequence[TestRecord]) -> Suspicions | None:
-        """The lines the failing tests ran, by Ochiai, per kind of failure and over all."""
+        """The lines the failing tests ran, by Ochiai (`core/spectrum.py`)."""
         recorded = self.spectra.newest() if self.spectra is not None else None
         if recorded is None:
             return None
-        kinds: dict[str, list[str]] = {}
-        for test in failing:
-            kinds.setdefault(signature(test, str(self.workspace.root)), []).append(test.nodeid)
-        return suspicious_lines(recorded.spectrum, list(kinds.values()), recorded.passed)
+        return suspicious_lines(recorded.spectrum, {t.nodeid for t in failing}, recorded.passed)
 
     def _editable(self, path: str, policy: PatchPolicy) -> bool:
         verdict = self._verdicts.get(path)

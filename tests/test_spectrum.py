@@ -1,0 +1,305 @@
+"""Which lines each test ran, and what localization makes of it (DESIGN.md §16): the child's
+recorder (real pytest processes), the Ochiai counts, the reader of a run's attempts, and the
+ranking that weighs them."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from pytest_fwloop.codemap.parse import parse_source
+from pytest_fwloop.core.code_symbols import FileSymbols
+from pytest_fwloop.core.failure_evidence import FailureText, gather_evidence
+from pytest_fwloop.core.localize import TreeMap, rank
+from pytest_fwloop.core.spectrum import Spectrum, overlaid, read_spectrum, suspicious_lines
+from pytest_fwloop.loop.spectra import SpectrumReader
+
+CALC = """\
+def double(x):
+    return 2 * x
+
+
+def halve(x):
+    return x // 2
+
+
+def twice_then_halve(x):
+    return halve(double(x))
+"""
+TEST_CALC = """\
+from calc import double, halve, twice_then_halve
+
+
+def test_double():
+    assert double(3) == 6
+
+
+def test_halve():
+    assert halve(6) == 3
+
+
+def test_round_trip():
+    assert twice_then_halve(5) == 4
+"""
+
+
+def spectrum_of(tests: list[str], lines: dict[str, dict[int, list[str]]]) -> Spectrum:
+    """A spectrum from lines → the tests that ran them, as a child's file holds it."""
+    sets: dict[tuple[int, ...], int] = {}
+    files = {
+        path: {
+            str(line): sets.setdefault(tuple(sorted(tests.index(t) for t in ran)), len(sets))
+            for line, ran in at.items()
+        }
+        for path, at in lines.items()
+    }
+    return read_spectrum({"tests": tests, "sets": [list(s) for s in sets], "files": files})
+
+
+def child_run(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, Path]:
+    pytester.makepyfile(calc=CALC, test_calc=TEST_CALC)
+    out = pytester.path / "round"
+    result = pytester.runpytest_subprocess(
+        f"--fwloop-child-report={out / 'results-1.json'}",
+        f"--fwloop-child-spectrum={out / 'spectrum-1.json'}",
+        "-p",
+        "no:randomly",
+        *args,
+    )
+    return result, out
+
+
+def test_the_child_records_which_lines_each_test_ran(pytester: pytest.Pytester) -> None:
+    result, out = child_run(pytester)
+    result.assert_outcomes(passed=2, failed=1)  # 5 doubled and halved is 5, not 4
+    spectrum = read_spectrum(json.loads((out / "spectrum-1.json").read_text()))
+    assert sorted(spectrum.tests) == [
+        "test_calc.py::test_double",
+        "test_calc.py::test_halve",
+        "test_calc.py::test_round_trip",
+    ]
+    # The tests' own file is not measured: it is never the code a patch may change.
+    assert list(spectrum.files) == ["calc.py"]
+
+    def ran(line: int) -> set[str]:
+        return {spectrum.tests[i] for i in spectrum.sets[spectrum.files["calc.py"][line]]}
+
+    assert ran(2) == {"test_calc.py::test_double", "test_calc.py::test_round_trip"}
+    assert ran(6) == {"test_calc.py::test_halve", "test_calc.py::test_round_trip"}
+    assert ran(10) == {"test_calc.py::test_round_trip"}
+    # Lines run at import, by no test, are no test's.
+    assert 1 not in spectrum.files["calc.py"]
+
+
+def test_each_xdist_worker_writes_its_own_file_and_the_reader_joins_them(
+    pytester: pytest.Pytester,
+) -> None:
+    pytest.importorskip("xdist")
+    result, out = child_run(pytester, "-n", "2")
+    result.assert_outcomes(passed=2, failed=1)
+    written = sorted(p.name for p in out.glob("spectrum-1*.json"))
+    assert written
+    assert all(name.startswith("spectrum-1.gw") for name in written)
+    recorded = SpectrumReader(out.parent, pytester.path).newest()
+    assert recorded is not None
+    assert len(recorded.spectrum.tests) == 3
+    assert recorded.passed == {"test_calc.py::test_double", "test_calc.py::test_halve"}
+
+
+def test_a_run_measured_by_pytest_cov_records_no_spectrum_and_keeps_its_coverage(
+    pytester: pytest.Pytester,
+) -> None:
+    pytest.importorskip("pytest_cov")
+    result, out = child_run(pytester, "-p", "pytest_cov", "--cov=calc", "--cov-report=term")
+    result.assert_outcomes(passed=2, failed=1)
+    assert not list(out.glob("spectrum-*"))
+    assert "calc.py" in result.stdout.str()  # pytest-cov's own report, unharmed
+
+
+def test_a_line_only_the_failing_test_ran_is_the_most_suspicious() -> None:
+    tests = ["t::fail", "t::pass_a", "t::pass_b"]
+    spectrum = spectrum_of(
+        tests,
+        {"calc.py": {2: tests, 6: ["t::fail", "t::pass_a"], 10: ["t::fail"], 14: ["t::pass_b"]}},
+    )
+    found = suspicious_lines(spectrum, {"t::fail"}, {"t::pass_a", "t::pass_b"}).lines
+    assert found[("calc.py", 10)].ochiai == 1.0
+    assert found[("calc.py", 6)].ochiai == pytest.approx(1 / math.sqrt(2))
+    assert found[("calc.py", 2)].ochiai == pytest.approx(1 / math.sqrt(3))
+    assert ("calc.py", 14) not in found  # no failing test ran it
+    assert found[("calc.py", 10)].score > found[("calc.py", 6)].score > found[("calc.py", 2)].score
+    assert "run by 1 failing and 0 passing" in found[("calc.py", 10)].reason(10)
+
+
+def test_when_nearly_every_test_fails_the_lines_they_share_say_little() -> None:
+    failing = [f"t::f{i}" for i in range(9)]
+    spectrum = spectrum_of([*failing, "t::p"], {"a.py": {1: failing}})
+    [nearly_all] = suspicious_lines(spectrum, set(failing), {"t::p"}).lines.values()
+    spectrum = spectrum_of([failing[0], "t::p", "t::q"], {"a.py": {1: [failing[0]]}})
+    [one_of_three] = suspicious_lines(spectrum, {failing[0]}, {"t::p", "t::q"}).lines.values()
+    assert nearly_all.ochiai == one_of_three.ochiai == 1.0
+    assert nearly_all.score == pytest.approx(math.sqrt(1 / 10))
+    assert one_of_three.score == pytest.approx(math.sqrt(2 / 3))
+
+
+def test_a_test_counts_with_the_lines_of_its_last_run() -> None:
+    old = spectrum_of(["t::a", "t::b"], {"x.py": {1: ["t::a", "t::b"], 2: ["t::a"]}})
+    new = spectrum_of(["t::a"], {"x.py": {3: ["t::a"]}})
+    joined = overlaid([old, new])
+    assert joined is not None
+    lines = {
+        line: {joined.tests[i] for i in joined.sets[at]}
+        for line, at in joined.files["x.py"].items()
+    }
+    assert lines == {1: {"t::b"}, 3: {"t::a"}}
+
+
+def test_the_reader_takes_every_attempt_oldest_first(tmp_path: Path) -> None:
+    def write(round_: str, attempt: int, spectrum: dict[str, object], outcomes: dict[str, str]):
+        folder = tmp_path / "rounds" / round_
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"spectrum-{attempt}.json").write_text(json.dumps(spectrum))
+        tests = [{"nodeid": n, "outcome": o} for n, o in outcomes.items()]
+        (folder / f"results-{attempt}.json").write_text(json.dumps({"tests": tests}))
+
+    root = str(tmp_path / "tree")
+    write(
+        "01",
+        1,
+        {"root": root, "tests": ["t::a", "t::b"], "sets": [[0, 1]], "files": {"x.py": {"1": 0}}},
+        {"t::a": "failed", "t::b": "failed"},
+    )
+    # After a patch, a focus run of t::a alone: it passes now, through other lines.
+    write(
+        "02",
+        1,
+        {"root": root, "tests": ["t::a"], "sets": [[0]], "files": {"x.py": {"5": 0}}},
+        {"t::a": "passed"},
+    )
+    # A rootdir outside the tree: none of its lines may be patched.
+    write("02", 2, {"root": "/elsewhere", "tests": [], "sets": [], "files": {}}, {})
+    (tmp_path / "rounds" / "02" / "spectrum-3.json").write_text("{cut short")
+    reader = SpectrumReader(tmp_path / "rounds", tmp_path / "tree")
+    recorded = reader.newest()
+    assert recorded is not None
+    assert recorded.passed == {"t::a"}
+    assert set(recorded.spectrum.files["x.py"]) == {1, 5}
+    assert reader.newest() is recorded  # read once while no file changes
+
+
+def tree_of(files: dict[str, str]) -> TreeMap:
+    tree = TreeMap()
+    parsed: dict[str, FileSymbols] = {}
+    for path, text in files.items():
+        symbols = parse_source(path, text.encode())
+        assert symbols is not None
+        parsed[path] = symbols
+    tree.update(parsed)
+    return tree
+
+
+def test_the_spectrum_outranks_the_words_of_the_failure_and_skips_the_messenger() -> None:
+    """A value comes out wrong: the traceback names only the test and the exception class the
+    library raises; the failing test's words name a helper it never ran."""
+    files = {
+        "lib/errors.py": (
+            "class CalcError(Exception):\n    def __str__(self):\n        return 'calc failed'\n"
+        ),
+        "lib/calc.py": CALC,
+        "lib/report.py": "def round_trip_report(x):\n    return f'{x}'\n",
+    }
+    tree = tree_of(files)
+    failure = FailureText(
+        "tests/test_calc.py::test_round_trip",
+        "tests/test_calc.py:12: in test_round_trip\n"
+        "E   lib.errors.CalcError: calc failed round_trip_report\n",
+    )
+    evidence = gather_evidence([failure], [], "", "", tree.files, {})
+    assert evidence.raised == {"CalcError"}
+    spectrum = spectrum_of(
+        ["tests/test_calc.py::test_round_trip", "tests/test_calc.py::test_double"],
+        {
+            "lib/calc.py": {
+                2: ["tests/test_calc.py::test_round_trip", "tests/test_calc.py::test_double"],
+                6: ["tests/test_calc.py::test_round_trip"],
+                10: ["tests/test_calc.py::test_round_trip"],
+            },
+            "lib/errors.py": {3: ["tests/test_calc.py::test_round_trip"]},
+        },
+    )
+    suspicions = suspicious_lines(
+        spectrum, {"tests/test_calc.py::test_round_trip"}, {"tests/test_calc.py::test_double"}
+    )
+    ranked = rank(tree, evidence, files, suspicions)
+    names = [tree.symbol((r.path, r.index)).name for r in ranked]
+    assert names[:2] == ["halve", "twice_then_halve"]
+    assert names.index("halve") < names.index("double")
+    by_name = {tree.symbol((r.path, r.index)).name: r for r in ranked}
+    assert by_name["halve"].line == 6
+    # The exception's own code runs only when a test fails; it gets no spectrum points.
+    assert "__str__" not in by_name or not any("Ochiai" in r for r in by_name["__str__"].reasons)
+    # Named by the failure, never run by it: a tenth of what the words gave it.
+    without = rank(tree, evidence, files)
+    before = next(r.score for r in without if r.path == "lib/report.py")
+    after = next(r.score for r in ranked if r.path == "lib/report.py")
+    assert after == pytest.approx(before * 0.1)
+
+
+def test_a_binding_and_its_locking_shell_hand_the_failure_on_whole() -> None:
+    """A Python frame ends in a Cython binding calling the C library's public function, which
+    calls its implementation: neither shell is a hop."""
+    pyx = (
+        "def dir_read(LFSFilesystem fs, LFSDirectory dh):\n"
+        "    cdef lfs_info info\n"
+        "    return _raise_on_error(lfs_dir_read(&fs._impl, &dh._impl, &info))\n"
+    )
+    c = (
+        "int lfs_dir_read(lfs_t *lfs, lfs_dir_t *dir, struct lfs_info *info) {\n"
+        "    LFS_LOCK(lfs->cfg);\n"
+        "    int err = lfs_dir_read_(lfs, dir, info);\n"
+        "    return err;\n"
+        "}\n"
+        "static int lfs_dir_read_(lfs_t *lfs, lfs_dir_t *dir, struct lfs_info *info) {\n"
+        "    return lfs_dir_fetch(lfs, dir);\n"
+        "}\n"
+        "static int lfs_dir_fetch(lfs_t *lfs, lfs_dir_t *dir) { return 0; }\n"
+    )
+    assert parse_source("lfs.pyi", b"def dir_read(fs, dh): ...\n") is None  # stubs never run
+    tree = tree_of({"src/lfs.pyx": pyx, "lfs.c": c})
+    assert [s.name for s in tree.files["src/lfs.pyx"].symbols] == ["dir_read"]
+    failure = FailureText("t::test_listing", "src/lfs.pyx:3: in lfs.dir_read\n")
+    evidence = gather_evidence([failure], [], "", "", tree.files, {}, {"src/lfs.pyx": pyx})
+    ranked = rank(tree, evidence, ["src/lfs.pyx", "lfs.c"])
+    by_name = {tree.symbol((r.path, r.index)).name: r for r in ranked}
+    # A call is a hop (half the caller's score); a shell is not.
+    assert by_name["lfs_dir_read_"].score > 0.75 * by_name["lfs_dir_read"].score
+    assert by_name["lfs_dir_fetch"].score < 0.6 * by_name["lfs_dir_read_"].score
+    assert "wrapped by lfs_dir_read" in by_name["lfs_dir_read_"].reasons
+
+
+def test_an_error_code_the_failure_names_points_at_the_condition_that_chose_it() -> None:
+    c = (
+        "static uint16_t disk_version_major(lfs_t *lfs) { return lfs->v >> 16; }\n"
+        "static int mount_(lfs_t *lfs) {\n"
+        "    if (major != disk_version_major(lfs)) {\n"
+        "        err = LFS_ERR_INVAL;\n"
+        "        goto cleanup;\n"
+        "    }\n"
+        "    return -EIO_UNUSED;\n"
+        "}\n"
+    )
+    symbols = parse_source("lfs.c", c.encode())
+    assert symbols is not None
+    sites = {(lit.text, lit.line): lit.line_names for lit in symbols.literals}
+    assert sites[("LFS_ERR_INVAL", 4)] == ("major", "disk_version_major", "lfs")
+    assert sites[("EIO_UNUSED", 7)] == ()
+    tree = tree_of({"lfs.c": c})
+    failure = FailureText("t::test_mount", "E   LittleFSError: -22: LFS_ERR_INVAL\n")
+    evidence = gather_evidence([failure], [], "", "", tree.files, {})
+    ranked = rank(tree, evidence, ["lfs.c"])
+    reasons = {tree.symbol((r.path, r.index)).name: r.reasons for r in ranked}
+    assert any('named beside "lfs_err_inval" on line 4' in r for r in reasons["disk_version_major"])
+    assert any('holds "lfs_err_inval" (line 4)' in r for r in reasons["mount_"])
