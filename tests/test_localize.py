@@ -386,8 +386,8 @@ def test_a_whole_function_is_sent_with_the_lines_around_it() -> None:
 def test_asked_again_the_coder_is_sent_the_code_ranked_next(tmp_path: Path) -> None:
     root = tmp_path / "tree"
     root.mkdir()
+    notes = "".join(f"    # step {n}: scale the reading by the channel's gain\n" for n in range(12))
     for i in range(12):
-        notes = "".join(f"    # step {n}: scale the reading by the channel's gain\n" for n in range(12))
         (root / f"mod_{i}.py").write_text(f"def handler_{i}(x):\n{notes}    return x * {i}\n")
     failure = TestRecord(
         nodeid="tests/test_all.py::test_all",

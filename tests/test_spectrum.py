@@ -158,7 +158,9 @@ def test_a_test_counts_with_the_lines_of_its_last_run() -> None:
 
 
 def test_the_reader_takes_every_attempt_oldest_first(tmp_path: Path) -> None:
-    def write(round_: str, attempt: int, spectrum: dict[str, object], outcomes: dict[str, str]):
+    def write(
+        round_: str, attempt: int, spectrum: dict[str, object], outcomes: dict[str, str]
+    ) -> None:
         folder = tmp_path / "rounds" / round_
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"spectrum-{attempt}.json").write_text(json.dumps(spectrum))
