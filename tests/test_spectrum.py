@@ -290,6 +290,9 @@ def test_an_error_code_the_failure_names_points_at_the_condition_that_chose_it()
         "        err = LFS_ERR_INVAL;\n"
         "        goto cleanup;\n"
         "    }\n"
+        "    while (busy(lfs)) {\n"
+        "        return -EBUSY_WAIT;\n"
+        "    }\n"
         "    return -EIO_UNUSED;\n"
         "}\n"
     )
@@ -297,7 +300,8 @@ def test_an_error_code_the_failure_names_points_at_the_condition_that_chose_it()
     assert symbols is not None
     sites = {(lit.text, lit.line): lit.line_names for lit in symbols.literals}
     assert sites[("LFS_ERR_INVAL", 4)] == ("major", "disk_version_major", "lfs")
-    assert sites[("EIO_UNUSED", 7)] == ()
+    assert sites[("EBUSY_WAIT", 8)] == ()  # a loop's condition did not choose the error
+    assert sites[("EIO_UNUSED", 10)] == ()
     tree = tree_of({"lfs.c": c})
     failure = FailureText("t::test_mount", "E   LittleFSError: -22: LFS_ERR_INVAL\n")
     evidence = gather_evidence([failure], [], "", "", tree.files, {})

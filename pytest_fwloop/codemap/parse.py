@@ -283,7 +283,9 @@ class _Reader:
             if guard is None or guard.type == "if_statement":
                 break
             guard = guard.parent
-        condition = guard.child_by_field_name("condition") if guard is not None else None
+        condition = None
+        if guard is not None and guard.type == "if_statement":
+            condition = guard.child_by_field_name("condition")
         self.error_sites.append((line, name, condition))
 
     def _names_of(self, node: Node | None) -> tuple[str, ...]:

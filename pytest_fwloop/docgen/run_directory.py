@@ -294,6 +294,17 @@ _ROUND_FILES: tuple[tuple[str, str], ...] = (
         ),
     ),
     (
+        "`spectrum-K.json`",
+        (
+            "which lines of the tree's Python each test of run K ran, for localization "
+            "(DESIGN.md §16; docs/providers.md, the spectrum): `{root, tests, sets, files}`, "
+            "`files` mapping each path under `root` to its lines, each line to an index into "
+            "`sets`, each set the indices into `tests` of the tests that ran it. One file per "
+            "pytest-xdist worker (`spectrum-K.gw0.json`); none when `fwloop_source_bytes` is 0 "
+            "or something else measured the run (pytest-cov, a debugger)"
+        ),
+    ),
+    (
         "`focus-select.txt`",
         "the node ids a focus run selected (`--fwloop-focus`, DESIGN.md §13)",
     ),

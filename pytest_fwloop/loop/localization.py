@@ -64,7 +64,7 @@ class Localizer:
     redact: Callable[[str], str]
     #: The policy as it stands: after the baseline it protects every module tests came from.
     policy: Callable[[], PatchPolicy]
-    #: The run's round folders, where its whole-suite children record their spectra.
+    #: The run's round folders, where its child runs record their spectra.
     rounds: Path | None = None
     index: CodeIndex = field(init=False)
     spectra: SpectrumReader | None = field(init=False, default=None)
