@@ -33,6 +33,10 @@ TEST_CALC = """\
 from calc import double, halve, twice_then_halve
 
 
+def test_nothing_of_the_tree():
+    assert len("calc") == 4
+
+
 def test_double():
     assert double(3) == 6
 
@@ -74,11 +78,14 @@ def child_run(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, 
 
 def test_the_child_records_which_lines_each_test_ran(pytester: pytest.Pytester) -> None:
     result, out = child_run(pytester)
-    result.assert_outcomes(passed=2, failed=1)  # 5 doubled and halved is 5, not 4
+    result.assert_outcomes(passed=3, failed=1)  # 5 doubled and halved is 5, not 4
     spectrum = read_spectrum(json.loads((out / "spectrum-1.json").read_text()))
+    # Every test measured is listed, one that ran no line of the tree too: run again later,
+    # it counts with that run.
     assert sorted(spectrum.tests) == [
         "test_calc.py::test_double",
         "test_calc.py::test_halve",
+        "test_calc.py::test_nothing_of_the_tree",
         "test_calc.py::test_round_trip",
     ]
     # The tests' own file is not measured: it is never the code a patch may change.
@@ -99,14 +106,18 @@ def test_each_xdist_worker_writes_its_own_file_and_the_reader_joins_them(
 ) -> None:
     pytest.importorskip("xdist")
     result, out = child_run(pytester, "-n", "2")
-    result.assert_outcomes(passed=2, failed=1)
+    result.assert_outcomes(passed=3, failed=1)
     written = sorted(p.name for p in out.glob("spectrum-1*.json"))
     assert written
     assert all(name.startswith("spectrum-1.gw") for name in written)
     recorded = SpectrumReader(out.parent, pytester.path).newest()
     assert recorded is not None
-    assert len(recorded.spectrum.tests) == 3
-    assert recorded.passed == {"test_calc.py::test_double", "test_calc.py::test_halve"}
+    assert len(recorded.spectrum.tests) == 4
+    assert recorded.passed == {
+        "test_calc.py::test_double",
+        "test_calc.py::test_halve",
+        "test_calc.py::test_nothing_of_the_tree",
+    }
 
 
 def test_a_run_measured_by_pytest_cov_records_no_spectrum_and_keeps_its_coverage(
@@ -114,7 +125,7 @@ def test_a_run_measured_by_pytest_cov_records_no_spectrum_and_keeps_its_coverage
 ) -> None:
     pytest.importorskip("pytest_cov")
     result, out = child_run(pytester, "-p", "pytest_cov", "--cov=calc", "--cov-report=term")
-    result.assert_outcomes(passed=2, failed=1)
+    result.assert_outcomes(passed=3, failed=1)
     assert not list(out.glob("spectrum-*"))
     assert "calc.py" in result.stdout.str()  # pytest-cov's own report, unharmed
 

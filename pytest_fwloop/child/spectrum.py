@@ -43,14 +43,16 @@ def worker_path(path: Path, config: pytest.Config) -> Path:
 
 
 class SpectrumRecorder:
-    """Measures each test's phases with coverage.py, naming their lines by its node id."""
+    """Measures each test's call with coverage.py, naming its lines by the test's node id."""
 
     def __init__(self, path: Path, config: pytest.Config) -> None:
         self.path = worker_path(path, config)
         self.root = config.rootpath
         self.test_globs = [str(g) for g in config.getini("python_files")]
         self.coverage: Any = None
-        self.ran: set[str] = set()
+        #: Every test measured, in order, whether or not it ran a line of the tree: a test run
+        #: again counts with this run (`core/spectrum.overlaid`), lines or none.
+        self.ran: dict[str, None] = {}
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -85,7 +87,7 @@ class SpectrumRecorder:
             warnings.simplefilter("ignore")
             cov.start()
         cov.switch_context(item.nodeid)
-        self.ran.add(item.nodeid)
+        self.ran[item.nodeid] = None
         try:
             return (yield)
         finally:
@@ -99,16 +101,17 @@ class SpectrumRecorder:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             data = cov.get_data()
-        payload = encode(data, self.root)
+        payload = encode(data, self.root, list(self.ran))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         partial = self.path.with_suffix(".partial")
         partial.write_text(json.dumps(payload, separators=(",", ":")), encoding="utf-8")
         os.replace(partial, self.path)
 
 
-def encode(data: Any, root: Path) -> dict[str, Any]:
-    """coverage.py's data as the spectrum file holds it: lines by the tests that ran them."""
-    tests: dict[str, int] = {}
+def encode(data: Any, root: Path, measured: list[str]) -> dict[str, Any]:
+    """coverage.py's data as the spectrum file holds it: lines by the tests that ran them;
+    `measured` lists every test measured, those that ran no line of the tree too."""
+    tests = {test: number for number, test in enumerate(measured)}
     sets: dict[tuple[int, ...], int] = {}
     files: dict[str, dict[str, int]] = {}
     for filename in sorted(data.measured_files()):
