@@ -101,6 +101,25 @@ def test_the_child_records_which_lines_each_test_ran(pytester: pytest.Pytester) 
     assert 1 not in spectrum.files["calc.py"]
 
 
+def test_a_conftest_fixture_s_calls_into_the_library_count_for_the_tests_using_it(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(
+        "import pytest\nfrom calc import halve\n\n\n"
+        "@pytest.fixture\ndef half_ten():\n    return halve(10)\n"
+    )
+    pytester.makepyfile(
+        test_fixture="def test_uses_it(half_ten):\n    assert half_ten == 5\n\n\n"
+        "def test_plain():\n    assert True\n"
+    )
+    result, out = child_run(pytester, "test_fixture.py")
+    result.assert_outcomes(passed=2)
+    spectrum = read_spectrum(json.loads((out / "spectrum-1.json").read_text()))
+    [ran] = [spectrum.sets[spectrum.files["calc.py"][6]]]
+    assert {spectrum.tests[i] for i in ran} == {"test_fixture.py::test_uses_it"}
+    assert "conftest.py" not in spectrum.files
+
+
 def test_each_xdist_worker_writes_its_own_file_and_the_reader_joins_them(
     pytester: pytest.Pytester,
 ) -> None:

@@ -201,11 +201,16 @@ class Localizer:
         return sent
 
     def _suspicions(self, failing: Sequence[TestRecord]) -> Suspicions | None:
-        """The lines the failing tests ran, by Ochiai (`core/spectrum.py`)."""
+        """The lines the failing tests ran, by Ochiai (`core/spectrum.py`); None when none of
+        them was measured (each failed in its fixtures' set-up, before its call): then the
+        spectrum says nothing of them, and no code is the less likely for it."""
         recorded = self.spectra.newest() if self.spectra is not None else None
         if recorded is None:
             return None
-        return suspicious_lines(recorded.spectrum, {t.nodeid for t in failing}, recorded.passed)
+        measured = {t.nodeid for t in failing} & set(recorded.spectrum.tests)
+        if not measured:
+            return None
+        return suspicious_lines(recorded.spectrum, measured, recorded.passed)
 
     def _editable(self, path: str, policy: PatchPolicy) -> bool:
         verdict = self._verdicts.get(path)

@@ -23,7 +23,7 @@ _ATTEMPT = re.compile(r"spectrum-(\d+)(?:\.[\w-]+)?\.json")
 
 @dataclass
 class Recorded:
-    """One attempt's spectrum and the tests that passed in it."""
+    """The run's spectra overlaid, and the tests whose last outcome was a pass."""
 
     spectrum: Spectrum
     passed: frozenset[str]
