@@ -13,7 +13,7 @@ import pytest
 from pytest_fwloop.codemap.parse import parse_source
 from pytest_fwloop.core.code_symbols import FileSymbols
 from pytest_fwloop.core.failure_evidence import FailureText, gather_evidence
-from pytest_fwloop.core.localize import TreeMap, rank
+from pytest_fwloop.core.localize import TreeMap, _wraps, rank
 from pytest_fwloop.core.spectrum import Spectrum, overlaid, read_spectrum, suspicious_lines
 from pytest_fwloop.loop.spectra import SpectrumReader
 
@@ -339,3 +339,12 @@ def test_an_error_code_the_failure_names_points_at_the_condition_that_chose_it()
     reasons = {tree.symbol((r.path, r.index)).name: r.reasons for r in ranked}
     assert any('named beside "lfs_err_inval" on line 4' in r for r in reasons["disk_version_major"])
     assert any('holds "lfs_err_inval" (line 4)' in r for r in reasons["mount_"])
+
+
+def test_a_wrapper_is_named_with_whole_words_of_its_shell() -> None:
+    assert _wraps("dir_read", "lfs_dir_read")
+    assert _wraps("lfs_dir_read", "lfs_dir_read_")
+    assert _wraps("mount", "lfs_mount")
+    assert not _wraps("read", "thread_create")  # a word inside a word
+    assert not _wraps("test_mount", "lfs_test_mount_impl")  # a test names what it tests
+    assert not _wraps("get", "get_value")  # too short to say anything

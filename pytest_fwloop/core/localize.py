@@ -386,7 +386,7 @@ def _through_wrappers(
 ) -> dict[tuple[str, int], float]:
     """`frontier` with what its symbols wrap, each at its wrapper's score: a function calling
     one named like itself (`dir_read` → `lfs_dir_read` → `lfs_dir_read_`, a binding, a
-    locking shell, an implementation) hands the failure on whole, however many shells deep."""
+    locking shell, an implementation) hands the failure on whole, up to `MAX_WRAPPERS` deep."""
     grown = dict(frontier)
     todo = list(frontier.items())
     for _ in range(MAX_WRAPPERS):
@@ -408,10 +408,13 @@ def _through_wrappers(
 
 
 def _wraps(outer: str, inner: str) -> bool:
-    """Whether `inner` is named as what `outer` wraps: its name holds the outer one whole
-    (`mount` → `lfs_mount` → `lfs_mount_`). A test is named after what it tests, not a shell."""
+    """Whether `inner` is named as what `outer` wraps: its name holds the outer one whole, as
+    words (`mount` → `lfs_mount` → `lfs_mount_`; `read` is not in `thread_create`). A test is
+    named after what it tests, not a shell."""
     a, b = outer.strip("_").lower(), inner.strip("_").lower()
-    return len(a) >= 4 and a in b and not a.startswith("test")
+    if len(a) < 4 or a.startswith("test"):
+        return False
+    return re.search(rf"(?:^|_){re.escape(a)}(?:_|$)", b) is not None
 
 
 def _combine(kind: str, values: list[float]) -> float:
