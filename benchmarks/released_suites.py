@@ -344,8 +344,11 @@ def rerank(tree: Path, run_dir: Path, seeded: list[Seeded]) -> dict[str, str]:
     workspace = Workspace(tree)
     workspace.take_baseline("released-suites-rerank")
     policy = PatchPolicy(protected=DEFAULT_PROTECTED)
+    # The spectra the first request could read: the baseline's round alone.
+    first_round = Path(tempfile.mkdtemp(prefix="fwloop-rerank-")) / "rounds"
+    shutil.copytree(run_dir / "rounds" / "01", first_round / "01")
     localizer = localization.Localizer(
-        workspace, SOURCE_BYTES, lambda text: text, lambda: policy, run_dir / "rounds"
+        workspace, SOURCE_BYTES, lambda text: text, lambda: policy, first_round
     )
     request = AgentRequest(role="coder", iteration=2, goal="g", workspace=str(tree), failures=[])
     try:
@@ -353,6 +356,7 @@ def rerank(tree: Path, run_dir: Path, seeded: list[Seeded]) -> dict[str, str]:
             localizer.coder_request(request, failing, [])
     finally:
         workspace.close(keep_tree=True)
+        shutil.rmtree(first_round.parent)
     [ranked] = captured
     standing: dict[str, str] = {}
     for s in seeded:
