@@ -6,6 +6,8 @@ plain values and never import tree-sitter.
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 
@@ -49,3 +51,23 @@ class FileSymbols:
     literals: tuple[Literal, ...] = ()
     #: Identifiers of the file outside every symbol (plain text files: all of them).
     names: frozenset[str] = field(default_factory=frozenset)
+
+    def innermost(self, lines: Iterable[int]) -> dict[int, int]:
+        """Each of `lines` held by a symbol, with the index of the innermost one holding it (the
+        first of the shortest): a method rather than its class, one pass over the symbols for
+        any number of lines."""
+        numbers = sorted(set(lines))
+        if not numbers:
+            return {}
+        first, last = numbers[0], numbers[-1]
+        held: dict[int, tuple[int, int]] = {}  # line → (span, symbol index)
+        for index, symbol in enumerate(self.symbols):
+            if symbol.end_line < first or symbol.start_line > last:
+                continue  # most symbols, when a frame or a literal asks for one line
+            span = symbol.end_line - symbol.start_line
+            low = bisect.bisect_left(numbers, symbol.start_line)
+            high = bisect.bisect_right(numbers, symbol.end_line)
+            for line in numbers[low:high]:
+                if line not in held or span < held[line][0]:
+                    held[line] = (span, index)
+        return {line: index for line, (_, index) in held.items()}

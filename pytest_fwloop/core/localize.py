@@ -146,15 +146,8 @@ class TreeMap:
 
     def enclosing(self, path: str, line: int) -> tuple[str, int] | None:
         """The innermost symbol of `path` holding `line`."""
-        best: tuple[str, int] | None = None
-        span = 1 << 30
-        for index, symbol in enumerate(self.files[path].symbols):
-            if (
-                symbol.start_line <= line <= symbol.end_line
-                and symbol.end_line - symbol.start_line < span
-            ):
-                best, span = (path, index), symbol.end_line - symbol.start_line
-        return best
+        index = self.files[path].innermost([line]).get(line)
+        return None if index is None else (path, index)
 
 
 def _stem_parts(path: str) -> frozenset[str]:

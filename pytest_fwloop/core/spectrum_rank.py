@@ -7,7 +7,6 @@ Symbols are `(path, index)` keys into the files' symbols (`core/code_symbols.py`
 
 from __future__ import annotations
 
-import bisect
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
@@ -35,13 +34,17 @@ def most_suspicious(files: Mapping[str, FileSymbols], suspicions: Suspicions) ->
             by_path[path].append((line, suspicion))
     best: dict[Key, Suspect] = {}
     for path, lines in by_path.items():
-        for site, key in _innermost(files[path], path, sorted(lines)):
+        holder = files[path].innermost(line for line, _ in lines)
+        for line, suspicion in sorted(lines, key=lambda site: site[0]):
+            if line not in holder:
+                continue
+            key = (path, holder[line])
             held = best.get(key)
-            if held is None or (site[1].score, -site[1].passed) > (
+            if held is None or (suspicion.score, -suspicion.passed) > (
                 held[1].score,
                 -held[1].passed,
             ):
-                best[key] = site
+                best[key] = (line, suspicion)
     return best
 
 
@@ -112,20 +115,3 @@ def taking_turns(ranked: Sequence[Key], best: Mapping[Key, Suspect]) -> list[Key
         if other is not None:
             turns.setdefault(other)
     return list(turns)
-
-
-def _innermost(file: FileSymbols, path: str, lines: list[Suspect]) -> Iterable[tuple[Suspect, Key]]:
-    """Each of the sorted `lines` with the innermost symbol of `file` holding it, if any."""
-    numbers = [line for line, _ in lines]
-    held: dict[int, tuple[int, int]] = {}  # position in `lines` → (span, symbol index)
-    for index, symbol in enumerate(file.symbols):
-        if symbol.kind in ("lines", "prototype"):
-            continue
-        span = symbol.end_line - symbol.start_line
-        low = bisect.bisect_left(numbers, symbol.start_line)
-        high = bisect.bisect_right(numbers, symbol.end_line)
-        for at in range(low, high):
-            if at not in held or span < held[at][0]:
-                held[at] = (span, index)
-    for at, (_, index) in held.items():
-        yield lines[at], (path, index)
