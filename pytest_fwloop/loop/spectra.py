@@ -44,39 +44,40 @@ class SpectrumReader:
         found = self._attempts()
         if not found:
             return None
-        key = tuple(f"{p}:{p.stat().st_mtime_ns}" for files in found for p in files)
+        key = tuple(f"{p}:{p.stat().st_mtime_ns}" for _, files in found for p in files)
         if key != self._read[0]:
             self._read = (key, self._load(found))
         return self._read[1]
 
-    def _attempts(self) -> list[list[Path]]:
-        """Each attempt's spectrum files, oldest first."""
+    def _attempts(self) -> list[tuple[Path, list[Path]]]:
+        """Each attempt's results file and spectrum files, oldest first."""
         if not self.rounds.is_dir():
             return []
-        found: list[list[Path]] = []
+        found: list[tuple[Path, list[Path]]] = []
         for folder in sorted(self.rounds.iterdir()):
             numbers = {
                 int(m.group(1))
                 for m in (_ATTEMPT.fullmatch(p.name) for p in folder.glob("spectrum-*.json"))
                 if m is not None
             }
-            found += [spectrum_paths(folder / f"spectrum-{n}.json") for n in sorted(numbers)]
-        return [files for files in found if files]
+            for number in sorted(numbers):
+                files = spectrum_paths(folder / f"spectrum-{number}.json")
+                if files:
+                    found.append((folder / f"results-{number}.json", files))
+        return found
 
-    def _load(self, attempts: list[list[Path]]) -> Recorded | None:
+    def _load(self, attempts: list[tuple[Path, list[Path]]]) -> Recorded | None:
         spectra: list[Spectrum] = []
         outcomes: dict[str, str] = {}
-        for files in attempts:
-            attempt = files[0].name.split(".", 1)[0].removeprefix("spectrum-")
+        for results, files in attempts:
             try:
-                results = json.loads(
-                    files[0].with_name(f"results-{attempt}.json").read_text(encoding="utf-8")
-                )
-                outcomes.update({str(t["nodeid"]): str(t["outcome"]) for t in results["tests"]})
-                parts = [json.loads(p.read_text(encoding="utf-8")) for p in files]
-                spectra += [s for s in (self._part(part) for part in parts) if s is not None]
+                tests = json.loads(results.read_text(encoding="utf-8"))["tests"]
+                these = {str(t["nodeid"]): str(t["outcome"]) for t in tests}
+                parts = [self._part(json.loads(p.read_text(encoding="utf-8"))) for p in files]
             except (OSError, ValueError, KeyError, TypeError, AttributeError):
                 continue  # an attempt cut short (its child killed) leaves the others
+            outcomes.update(these)
+            spectra += [part for part in parts if part is not None]
         spectrum = overlaid(spectra)
         if spectrum is None:
             return None
