@@ -26,20 +26,34 @@ from urllib.parse import parse_qsl, urlsplit
 from pydantic import ValidationError
 
 from pytest_fwloop.agents.base import RawAnswer
+from pytest_fwloop.agents.chat_refusals import (
+    RESPONSE_FORMATS,
+    format_refused,
+    refuses_request,
+    stream_refused,
+    tool_choice_refused,
+)
+from pytest_fwloop.agents.chat_stream import StreamAssembler, StreamError
 from pytest_fwloop.agents.chat_wire import ChatCompletion, ChatMessage, ErrorBody
 from pytest_fwloop.agents.errors import (
+    Conversed,
     ProviderError,
     ProviderErrorKind,
     SpecError,
     kind_of_status,
 )
 from pytest_fwloop.agents.model_io import bare_schema, instructions, request_json
+from pytest_fwloop.agents.model_server import ModelServer
 from pytest_fwloop.agents.retry import parse_retry_after
 from pytest_fwloop.agents.tool_conversation import TOOLS_NOTE, Conversation, tools_refused
-from pytest_fwloop.core.read_tools import tool_specs
+from pytest_fwloop.core.read_tools import MAX_TOTAL_BYTES, tool_specs
 from pytest_fwloop.core.redaction import Redactor
+from pytest_fwloop.core.request_fit import fit_request
+from pytest_fwloop.core.token_window import ContextRefusal, answer_room, context_refusal
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pytest_fwloop.core.agent_protocol import AgentRequest
     from pytest_fwloop.core.read_tools import TreeReader
 
@@ -50,19 +64,38 @@ KEY_ENV_SELECTOR = "FWLOOP_API_KEY_ENV"
 MAX_BODY_BYTES = 4 * 1024 * 1024
 #: How long the check before the baseline waits for the server to answer at all.
 PREFLIGHT_SECONDS = 10.0
-#: response_format modes, best first; a server that rejects one gets the next (DESIGN.md §5).
-RESPONSE_FORMATS = ("json_schema", "json_object", "none")
+#: How long each question to the server about itself (its kind, its window) may take.
+PROBE_SECONDS = 5.0
 #: No tokenizer packs more than this many bytes of a request into one token: a server that
 #: counts fewer prompt tokens than the request's bytes divided by it has cut the prompt short.
 MAX_BYTES_PER_TOKEN = 10
 #: Below this size a short prompt count proves nothing.
 TRUNCATION_MIN_BYTES = 16 * 1024
-#: How to give each server room, said whenever a server cuts a request or an answer short.
+#: How to give each server room, said whenever a request does not fit or is cut short.
 CONTEXT_REMEDY = (
-    "give the server a larger context: Ollama `OLLAMA_CONTEXT_LENGTH=32768 ollama serve` (its "
-    "OpenAI route ignores a per-request size; or `PARAMETER num_ctx 32768` in a Modelfile), "
-    "llama.cpp `llama-server -c 32768`, vLLM `--max-model-len 32768`; or send less with "
-    "fwloop_source_bytes and fwloop_context_bytes"
+    "give the server a larger context: llama.cpp `llama-server -c 32768`, llama-cpp-python "
+    "`--n_ctx 32768`, vLLM `--max-model-len 32768`, Ollama `OLLAMA_CONTEXT_LENGTH=32768 ollama "
+    "serve` (its OpenAI route ignores a per-request size; or `PARAMETER num_ctx 32768` in a "
+    "Modelfile); or send less with fwloop_source_bytes (code) and fwloop_context_bytes "
+    "(failures)"
+)
+#: Said once when a server answered `tool_choice: required` without calling a tool.
+TOOLS_IGNORED = (
+    "ignores tools (no tool call to tool_choice required): asking with the sources only from "
+    "now on; to give the model the read-only tools start llama.cpp `llama-server --jinja`, "
+    "llama-cpp-python `--chat_format chatml-function-calling`, vLLM "
+    "`--enable-auto-tool-choice --tool-call-parser NAME`, or use an Ollama model that does tools"
+)
+#: What the window may give the tool results of one call, of what it has left after the opening.
+TOOL_SHARE = 0.8
+#: The parts of a request that `fit_request` may leave out, for the size of what is never cut.
+_CODE_FIELDS = (
+    "repo_map",
+    "similar_fixes",
+    "test_sources",
+    "patch_functions",
+    "sources",
+    "history",
 )
 #: Some gateways turn away the standard library's default user agent.
 USER_AGENT = "pytest-fwloop"
@@ -119,19 +152,46 @@ class _Reply:
 
 
 @dataclass
+class _Ask:
+    """One call's request as it goes to the server: fitted to the window, its conversation."""
+
+    request: AgentRequest
+    talk: Conversation
+    #: Whether the request was cut to the window (then it is recorded as sent).
+    cut: bool = False
+    #: Whether the server has refused this call's request as too long once already.
+    refused_once: bool = False
+
+
+@dataclass
 class OpenAIProvider:
     """POSTs the request to `base_url/chat/completions` as a system message (the instructions and
-    the schema) and a user message (the request JSON)."""
+    the schema) and a user message (the request JSON), fitted to the server's context window and
+    streamed where the server streams."""
 
     model: str
     base_url: str
     api_key_env: str | None = None
     #: The tree the read-only tools read (DESIGN.md §16); None: no tools are offered.
     reader: TreeReader | None = None
-    #: Index into RESPONSE_FORMATS; kept per instance, so a server is probed once, not per call.
-    format_index: int = field(default=0, init=False)
-    #: Set when the server refused `tools`: asked without them from then on.
-    tools_refused: bool = field(default=False, init=False)
+    #: `fwloop_response_format`: "auto" negotiates, any other value of RESPONSE_FORMATS is sent
+    #: whatever the server says.
+    response_format: str = "auto"
+    #: `fwloop_model_context`: the window in tokens, over what the server publishes.
+    model_context: int | None = None
+    #: What the run learned of the server; kept per instance, so it is asked once, not per call.
+    server: ModelServer = field(init=False)
+    #: Set when the server refused `tool_choice: required`: its tools are used unproven.
+    _probe_refused: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        self.server = ModelServer(self.base_url, self.model)
+        if self.response_format != "auto":
+            self.server.response_format = self.response_format
+        if self.reader is not None:
+            self.server.tools = "offered"
+        if self.model_context is not None:
+            self.server.set_window(self.model_context, "fwloop_model_context")
 
     @property
     def spec(self) -> str:
@@ -144,6 +204,10 @@ class OpenAIProvider:
     def key_env(self) -> str:
         return self.api_key_env or os.environ.get(KEY_ENV_SELECTOR) or DEFAULT_KEY_ENV
 
+    def _headers(self) -> dict[str, str]:
+        key = os.environ.get(self.key_env(), "")
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
     def body(
         self,
         request: AgentRequest,
@@ -151,12 +215,13 @@ class OpenAIProvider:
         tool_choice: str | None = None,
     ) -> dict[str, object]:
         """The POST body: the conversation so far (the system and user messages when None), the
-        response format, and the tools with `tool_choice` when they are offered."""
+        response format, the tools with `tool_choice` when they are offered, the answer's room
+        when the window is known, and the streaming switch."""
         body: dict[str, object] = {
             "model": self.model,
             "messages": messages if messages is not None else self.opening(request),
         }
-        mode = RESPONSE_FORMATS[self.format_index]
+        mode = self.server.response_format
         if mode == "json_schema":
             body["response_format"] = {
                 "type": "json_schema",
@@ -171,25 +236,40 @@ class OpenAIProvider:
         if tool_choice is not None:
             body["tools"] = tool_specs()
             body["tool_choice"] = tool_choice
+        if self.server.window is not None:
+            body["max_tokens"] = answer_room(self.server.window)
+        if self.server.streaming:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
         return body
 
     def opening(self, request: AgentRequest) -> list[dict[str, object]]:
-        system = instructions(request)
-        if self._offers_tools(request):
-            system += TOOLS_NOTE
+        """The system message (the same for every call of a role in a run: a server's prompt
+        cache keeps it) and the user message (the request)."""
         return [
-            {"role": "system", "content": system},
+            {"role": "system", "content": self._system(request)},
             {"role": "user", "content": request_json(request)},
         ]
 
+    def _system(self, request: AgentRequest) -> str:
+        return instructions(request) + (TOOLS_NOTE if self._offers_tools(request) else "")
+
     def _offers_tools(self, request: AgentRequest) -> bool:
-        return self.reader is not None and request.role == "coder" and not self.tools_refused
+        return (
+            self.reader is not None
+            and request.role == "coder"
+            and self.server.tools in ("offered", "taken")
+        )
 
     def preflight(self) -> None:
         """Before the baseline: the server answers at all (any HTTP status will do; the key and
-        the model are judged by the first call). A GET, so nothing is billed."""
+        the model are judged by the first call), then what it is and how large its window is.
+        GETs, so nothing is billed."""
         try:
-            with _open(urllib.request.Request(f"{self.base_url}/models"), PREFLIGHT_SECONDS):
+            with _open(
+                urllib.request.Request(f"{self.base_url}/models", headers=self._headers()),
+                PREFLIGHT_SECONDS,
+            ):
                 pass
         except (OSError, http.client.HTTPException) as exc:
             cause = _cause(exc)
@@ -199,45 +279,62 @@ class OpenAIProvider:
                 f"{self.base_url} cannot be reached ({type(cause).__name__}: {cause}); start the "
                 "server or fix the URL",
             ) from None
+        self.server.discover(self._fetch)
+
+    def _fetch(self, url: str, data: bytes | None) -> tuple[int, bytes] | None:
+        """One probe of the server (`ModelServer.discover`): its status and body, or None."""
+        request = urllib.request.Request(url, data=data, headers=self._headers())
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        try:
+            with _open(request, PROBE_SECONDS) as response:
+                return response.status, response.read(MAX_BODY_BYTES)
+        except (OSError, http.client.HTTPException):
+            return None
 
     def call(self, request: AgentRequest, timeout: float) -> RawAnswer:
         key_env = self.key_env()
         key = os.environ.get(key_env, "")
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        headers = self._headers()
         deadline = time.monotonic() + timeout
+        self.server.discover(self._fetch)
         notes: list[str] = []
-        talk = Conversation(self.opening(request), Redactor(os.environ))
+        ask = self._ask(request, notes)
         while True:
+            talk = ask.talk
             offered = self._offers_tools(request)
-            choice = ("none" if talk.told_to_answer else "auto") if offered else None
-            body = self.body(request, talk.messages, choice)
+            choice = self._tool_choice(talk) if offered else None
+            body = self.body(ask.request, talk.messages, choice)
             data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
-            sent = len(data)
+            prompt = prompt_bytes(body)
             reply = self._post(data, headers, timeout, deadline)
-            if self._format_refused(reply):
-                notes.append(
-                    f"{self.url} refused response_format {RESPONSE_FORMATS[self.format_index]} "
-                    f"(HTTP {reply.status}: {reply.error_text()}); "
-                    f"sending {RESPONSE_FORMATS[self.format_index + 1]} from now on"
-                )
-                self.format_index += 1
+            text = reply.error_text() if reply.status >= 300 else ""
+            if reply.status >= 300 and self._negotiate(reply, text, choice, notes):
+                if choice is not None and not self._offers_tools(request):
+                    ask = self._ask(request, notes)  # asked again without the tools' note
                 continue
-            if offered and tools_refused(reply.status, reply.body):
-                notes.append(
-                    f"{self.url} refused tools (HTTP {reply.status}: {reply.error_text()}); "
-                    "asking without them from now on"
-                )
-                self.tools_refused = True
-                talk.messages = self.opening(request)
+            conversed = Conversed(
+                tuple(talk.calls), offered, ask.request.to_wire() if ask.cut else None
+            )
+            refusal = context_refusal(text) if reply.status >= 400 else None
+            if refusal is not None:
+                ask = self._refit(request, ask, refusal, prompt, notes, _scrub(text, key))
                 continue
             # A server may echo what it was sent; the key must not reach the run directory.
             stderr = _scrub("\n".join([*notes, *talk.summary()]), key)
             if reply.status >= 300:
-                raise self._http_error(reply, key, key_env, stderr)
-            message, usage = self._message(reply, stderr, sent, talk)
-            if not message.tool_calls:
-                return self._final(message, stderr, talk.add_usage(usage), talk)
+                raise self._http_error(reply, key, key_env, stderr, talk.usage, conversed)
+            message, usage = self._message(reply, stderr, len(data), talk, conversed)
+            if "input_tokens" in usage:
+                self.server.usage_reported = True
+                self.server.ratio.learn(prompt, int(usage["input_tokens"]))
             talk.add_usage(usage)
+            if choice == "required" and not message.tool_calls:
+                self.server.tools = "ignored"
+                notes.append(f"{self.url} {TOOLS_IGNORED}")
+                stderr = _scrub("\n".join([*notes, *talk.summary()]), key)
+            if not message.tool_calls:
+                return self._final(message, stderr, talk, conversed)
             if not offered or talk.told_to_answer:
                 raise ProviderError(
                     ProviderErrorKind.PROVIDER_BAD_OUTPUT,
@@ -248,12 +345,129 @@ class OpenAIProvider:
                     "JSON answer",
                     stderr=stderr,
                     usage=talk.usage,
+                    conversation=conversed,
                 )
+            self.server.tools = "taken"
             assert self.reader is not None
             talk.answer_calls(message, self.reader)
 
+    def _tool_choice(self, talk: Conversation) -> str:
+        """`required` on the first turn until the server has shown it calls tools (a server
+        whose chat template knows no tools answers in text: it ignores them); then `auto`, and
+        `none` once the model was told to answer."""
+        if talk.told_to_answer:
+            return "none"
+        if self.server.tools == "offered" and not talk.calls and not self._probe_refused:
+            return "required"
+        return "auto"
+
+    def _negotiate(self, reply: _Reply, text: str, choice: str | None, notes: list[str]) -> bool:
+        """Whether the refusal was of a part the server may go without (the response format,
+        streaming, `tool_choice: required`, the tools), now left out: then ask again."""
+        status, refused = reply.status, f"(HTTP {reply.status}: {text})"
+        mode = self.server.response_format
+        if self.response_format == "auto" and format_refused(status, text, mode):
+            following = RESPONSE_FORMATS[RESPONSE_FORMATS.index(mode) + 1]
+            notes.append(
+                f"{self.url} refused response_format {mode} {refused}; sending {following} "
+                "from now on"
+            )
+            self.server.response_format = following
+            return True
+        if self.server.streaming and stream_refused(status, text):
+            notes.append(f"{self.url} refused streaming {refused}; asking without it from now on")
+            self.server.streaming = False
+            return True
+        if choice == "required" and tool_choice_refused(status, text):
+            notes.append(
+                f"{self.url} refused tool_choice required {refused}; offering the tools with "
+                "auto from now on"
+            )
+            self._probe_refused = True
+            return True
+        if choice is not None and tools_refused(status, reply.body):
+            notes.append(f"{self.url} refused tools {refused}; asking without them from now on")
+            self.server.tools = "refused"
+            return True
+        return False
+
+    def _ask(self, request: AgentRequest, notes: list[str]) -> _Ask:
+        """The request fitted to the window as far as it is known, in a new conversation whose
+        tool results may fill what the window has left."""
+        fitted, cap = self._fit(request, notes)
+        talk = Conversation(self.opening(fitted), Redactor(os.environ))
+        if cap is not None:
+            left = cap - self._measure(request)(fitted)
+            talk.max_bytes = max(min(MAX_TOTAL_BYTES, int(left * TOOL_SHARE)), 0)
+        return _Ask(fitted, talk, cut=fitted is not request)
+
+    def _measure(self, request: AgentRequest) -> Callable[[AgentRequest], int]:
+        """The prompt bytes of a version of `request`: the system message, which is the same for
+        all, the user message, and the tools' definitions when they are offered."""
+        fixed = len(self._system(request).encode())
+        if self._offers_tools(request):
+            fixed += len(json.dumps(tool_specs(), separators=(",", ":")).encode())
+        return lambda version: fixed + len(request_json(version).encode())
+
+    def _fit(self, request: AgentRequest, notes: list[str]) -> tuple[AgentRequest, int | None]:
+        """`request` cut to the window (as it is, when the window is unknown) and the prompt's
+        cap in bytes; ProviderError when what is never cut does not fit."""
+        window = self.server.window
+        if window is None:
+            return request, None
+        cap = self.server.ratio.prompt_bytes(window)
+        measure = self._measure(request)
+        fitted = fit_request(request, cap, measure)
+        if fitted is None:
+            need = measure(request.model_copy(update={k: [] for k in _CODE_FIELDS}))
+            raise ProviderError(
+                ProviderErrorKind.PROVIDER_BAD_OUTPUT,
+                self.spec,
+                f"the {request.role} request cannot fit the model's window of {window} tokens "
+                f"({self.server.window_source}): without any code it still takes {need} bytes, "
+                f"about {self.server.ratio.tokens(need)} tokens at "
+                f"{self.server.ratio.bytes_per_token:.2f} bytes a token, and "
+                f"{answer_room(window)} tokens are kept for the answer; {CONTEXT_REMEDY}",
+                stderr="\n".join(notes),
+            )
+        note = fitted.note(cap)
+        if note:
+            notes.append(note)
+        return fitted.request, cap
+
+    def _refit(
+        self,
+        request: AgentRequest,
+        ask: _Ask,
+        refusal: ContextRefusal,
+        prompt: int,
+        notes: list[str],
+        text: str,
+    ) -> _Ask:
+        """The request fitted again to the window the server's refusal named, once a call; a
+        second refusal, or one after tool calls filled the window, ends the call."""
+        if refusal.prompt_tokens is not None:
+            self.server.ratio.learn(prompt, refusal.prompt_tokens)
+        self.server.set_window(refusal.window, "the server's refusal")
+        if ask.refused_once or ask.talk.calls:
+            raise ProviderError(
+                ProviderErrorKind.PROVIDER_BAD_OUTPUT,
+                self.spec,
+                f"{self.url} refused the request as longer than its window ({text}); "
+                f"{CONTEXT_REMEDY}",
+                stderr="\n".join(notes),
+                usage=ask.talk.usage,
+            )
+        notes.append(
+            f"refitted the request to the window of {refusal.window} tokens the server named "
+            f"({text[:200]}), at {self.server.ratio.bytes_per_token:.2f} bytes a token"
+        )
+        refitted = self._ask(request, notes)
+        refitted.refused_once = True
+        return refitted
+
     def _message(
-        self, reply: _Reply, stderr: str, sent: int, talk: Conversation
+        self, reply: _Reply, stderr: str, sent: int, talk: Conversation, conversed: Conversed
     ) -> tuple[ChatMessage, dict[str, float]]:
         """The completion's message, or ProviderError when it is none or was cut short."""
         try:
@@ -268,6 +482,7 @@ class OpenAIProvider:
                 f"({where}: {first['msg']}); check that it is an OpenAI-compatible API",
                 stderr=stderr,
                 usage=talk.usage,
+                conversation=conversed,
             ) from None
         usage = completion.usage_report()
         cut = _cut_short(completion, sent)
@@ -278,11 +493,12 @@ class OpenAIProvider:
                 f"{self.url} {cut}; {CONTEXT_REMEDY}",
                 stderr=stderr,
                 usage=talk.add_usage(usage),
+                conversation=conversed,
             )
         return completion.choices[0].message, usage
 
     def _final(
-        self, message: ChatMessage, stderr: str, usage: dict[str, float], talk: Conversation
+        self, message: ChatMessage, stderr: str, talk: Conversation, conversed: Conversed
     ) -> RawAnswer:
         if message.content is None:
             raise ProviderError(
@@ -291,37 +507,44 @@ class OpenAIProvider:
                 "the completion has no choices[0].message.content"
                 + (f"; the model refused: {message.refusal}" if message.refusal else ""),
                 stderr=stderr,
-                usage=usage,
+                usage=talk.usage,
+                conversation=conversed,
             )
         return RawAnswer(
-            text=message.content, stderr=stderr, usage=usage, tool_calls=tuple(talk.calls)
+            text=message.content, stderr=stderr, usage=talk.usage, conversation=conversed
         )
-
-    def _format_refused(self, reply: _Reply) -> bool:
-        if reply.status != 400 or self.format_index + 1 >= len(RESPONSE_FORMATS):
-            return False
-        text = reply.body.decode("utf-8", errors="replace").lower()
-        return "response_format" in text or "json_schema" in text
 
     def _post(
         self, data: bytes, headers: dict[str, str], timeout: float, deadline: float
     ) -> _Reply:
-        """One POST of the encoded body, read to the end within the deadline; transport
-        failures as ProviderError."""
+        """One POST of the encoded body, read to the end within the deadline (a streamed answer
+        put together); transport failures as ProviderError. Leaving early closes the
+        connection, which is what tells a streaming server to stop."""
         request = urllib.request.Request(
             self.url,
             data=data,
-            headers={"Content-Type": "application/json", "Accept": "application/json", **headers},
+            headers={
+                "Content-Type": "application/json",
+                "Accept": "text/event-stream, application/json",
+                **headers,
+            },
             method="POST",
         )
         try:
             # The timeout bounds the connection and each stall; the deadline bounds a server
             # that trickles.
             with _open(request, max(deadline - time.monotonic(), 0.001)) as response:
+                streamed = response.headers.get_content_type() == "text/event-stream"
+                stream = StreamAssembler()
                 content = bytearray()
                 while chunk := response.read1(65536):
-                    content += chunk
-                    if len(content) > MAX_BODY_BYTES:
+                    if streamed:
+                        stream.feed(chunk)
+                        if stream.done:
+                            break
+                    else:
+                        content += chunk
+                    if len(content) > MAX_BODY_BYTES or stream.size() > MAX_BODY_BYTES:
                         raise ProviderError(
                             ProviderErrorKind.PROVIDER_BAD_OUTPUT,
                             self.spec,
@@ -330,9 +553,17 @@ class OpenAIProvider:
                         )
                     if time.monotonic() > deadline:
                         raise TimeoutError("deadline passed while reading the body")
+                if streamed:
+                    return self._streamed(response, stream)
                 if response.length:  # the connection closed before Content-Length was read
                     raise http.client.IncompleteRead(bytes(content), response.length)
                 return _Reply(response.status, response.headers, bytes(content))
+        except StreamError as exc:
+            raise ProviderError(
+                ProviderErrorKind.PROVIDER_BAD_OUTPUT,
+                self.spec,
+                f"{self.url} streamed {exc}; check that it is an OpenAI-compatible API",
+            ) from None
         except (OSError, http.client.HTTPException) as exc:
             cause = _cause(exc)
             if isinstance(cause, TimeoutError):
@@ -350,19 +581,73 @@ class OpenAIProvider:
                 "check the URL and that the server is running",
             ) from None
 
-    def _http_error(self, reply: _Reply, key: str, key_env: str, stderr: str) -> ProviderError:
-        detail = f"HTTP {reply.status} from {self.url}: {_scrub(reply.error_text(), key)}"
+    def _streamed(self, response: http.client.HTTPResponse, stream: StreamAssembler) -> _Reply:
+        """The streamed answer as one reply: an error event as the error status it stands for;
+        a stream that ended before `[DONE]` or a finish reason as a cut connection."""
+        if stream.error is not None:
+            error = stream.error.get("error")
+            code = error.get("code") if isinstance(error, dict) else None
+            status = code if isinstance(code, int) and 400 <= code < 600 else 500
+            return _Reply(status, response.headers, json.dumps(stream.error).encode())
+        if not stream.done and stream.finish_reason is None:
+            raise http.client.IncompleteRead(b"", None)
+        return _Reply(response.status, response.headers, stream.completion())
+
+    def _http_error(
+        self,
+        reply: _Reply,
+        key: str,
+        key_env: str,
+        stderr: str,
+        usage: dict[str, float],
+        conversed: Conversed,
+    ) -> ProviderError:
+        text = _scrub(reply.error_text(), key)
+        detail = f"HTTP {reply.status} from {self.url}: {text}"
         header = reply.headers.get("Retry-After")
         retry_after = parse_retry_after(header) if header is not None else None
         kind = kind_of_status(reply.status, detail)
         if kind is ProviderErrorKind.PROVIDER_AUTH_ERROR:
             remedy = f"check the key in ${key_env}" if key else f"put the API key in ${key_env}"
             message = f"{detail}; {remedy}"
+        elif reply.status >= 500 and refuses_request(reply.status, text):
+            # llama-cpp-python reports its own request validation as a 500: an answer about
+            # what was sent, which no retry changes.
+            kind = ProviderErrorKind.PROVIDER_BAD_OUTPUT
+            message = (
+                f"{detail}; the server refused the request as sent (its HTTP {reply.status} is "
+                "a refusal, not a network fault): check that it takes OpenAI chat completions, "
+                "or fix what it names (fwloop_response_format for the answer's format)"
+            )
         elif kind is ProviderErrorKind.PROVIDER_BAD_OUTPUT:
             message = f"{detail}; check the model name and that the URL is the API base (…/v1)"
         else:
             message = detail
-        return ProviderError(kind, self.spec, message, retry_after=retry_after, stderr=stderr)
+        return ProviderError(
+            kind,
+            self.spec,
+            message,
+            retry_after=retry_after,
+            stderr=stderr,
+            usage=usage,
+            conversation=conversed,
+        )
+
+
+def prompt_bytes(body: dict[str, object]) -> int:
+    """The bytes of a body that a server reads into the prompt: the messages' text and tool
+    calls, and the tools' definitions; what the tokens-a-byte ratio is measured against."""
+    total = 0
+    messages = body.get("messages")
+    for message in messages if isinstance(messages, list) else []:
+        if isinstance(message, dict):
+            content = message.get("content")
+            total += len(content.encode()) if isinstance(content, str) else 0
+            if message.get("tool_calls"):
+                total += len(json.dumps(message["tool_calls"], separators=(",", ":")).encode())
+    if body.get("tools"):
+        total += len(json.dumps(body["tools"], separators=(",", ":")).encode())
+    return total
 
 
 def _cut_short(completion: ChatCompletion, sent: int) -> str:

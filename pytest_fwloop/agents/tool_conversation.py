@@ -33,6 +33,9 @@ class Conversation:
     usage: dict[str, float] = field(default_factory=dict)
     spent: int = 0
     told_to_answer: bool = False
+    #: The bytes all tool results may take: MAX_TOTAL_BYTES, or less where the model's window
+    #: has less room left after the opening messages.
+    max_bytes: int = MAX_TOTAL_BYTES
 
     def add_usage(self, usage: dict[str, float]) -> dict[str, float]:
         for name, value in usage.items():
@@ -42,19 +45,21 @@ class Conversation:
     def answer_calls(self, message: ChatMessage, reader: TreeReader) -> None:
         """Each tool call answered in turn; past the limits, with the order to answer now."""
         assert message.tool_calls is not None
+        # `content` is a string even when the model wrote none: llama-cpp-python refuses the
+        # usual `null` beside `tool_calls` with HTTP 500 ("Input should be a valid string").
         self.messages.append(
             {
                 "role": "assistant",
-                "content": message.content,
+                "content": message.content or "",
                 "tool_calls": [call.model_dump() for call in message.tool_calls],
             }
         )
         for call in message.tool_calls:
-            room = MAX_TOTAL_BYTES - self.spent
+            room = self.max_bytes - self.spent
             if len(self.calls) >= MAX_CALLS or room <= 0:
                 self.told_to_answer = True
                 text, refused = (
-                    f"error: the tool limit is reached ({MAX_CALLS} calls, {MAX_TOTAL_BYTES} "
+                    f"error: the tool limit is reached ({MAX_CALLS} calls, {self.max_bytes} "
                     "bytes); answer now with the JSON object",
                     True,
                 )

@@ -94,7 +94,7 @@ class CallLog:
         self.recorder.write_text(f"{rel}/{stem}.answer.txt", call.raw)
         if call.document is not None:
             self.recorder.write_json(f"{rel}/{stem}.answer.json", call.document)
-        if call.tool_calls:
+        if call.tool_calls or call.tools_offered:
             self.recorder.write_json(f"{rel}/{stem}.tools.json", list(call.tool_calls))
         meta = CallMeta(
             provider=call.provider,
