@@ -20,6 +20,8 @@ from pytest_fwloop.core.token_window import TokenRatio
 
 #: A GET (body None) or POST of `url`: the status and body, or None when nothing answered.
 Fetch = Callable[[str, "bytes | None"], "tuple[int, bytes] | None"]
+#: Where a window the user set comes from; no published one replaces it.
+USER_WINDOW = "fwloop_model_context"
 #: Ollama serves its OpenAI route with this window unless told otherwise (0.6 and later on a
 #: machine with less than 24 GiB of VRAM; older versions 2,048, which the truncation check
 #: catches).
@@ -92,8 +94,13 @@ class ModelServer:
                 break
 
     def set_window(self, tokens: int, source: str) -> None:
-        if tokens > 0:
+        """A window the server published; the user's `fwloop_model_context` stands over it."""
+        if tokens > 0 and self.window_source != USER_WINDOW:
             self.window, self.window_source = tokens, source
+
+    def refused_over(self, tokens: int) -> None:
+        """The window a server's refusal named: the truth, whatever was published or set."""
+        self.window, self.window_source = tokens, "the server's refusal"
 
 
 def _json(fetch: Fetch, url: str, body: bytes | None = None) -> dict[str, Any] | None:

@@ -43,7 +43,7 @@ from pytest_fwloop.agents.errors import (
     kind_of_status,
 )
 from pytest_fwloop.agents.model_io import bare_schema, instructions, request_json
-from pytest_fwloop.agents.model_server import ModelServer
+from pytest_fwloop.agents.model_server import USER_WINDOW, ModelServer
 from pytest_fwloop.agents.retry import parse_retry_after
 from pytest_fwloop.agents.tool_conversation import TOOLS_NOTE, Conversation, tools_refused
 from pytest_fwloop.core.read_tools import MAX_TOTAL_BYTES, tool_specs
@@ -191,7 +191,7 @@ class OpenAIProvider:
         if self.reader is not None:
             self.server.tools = "offered"
         if self.model_context is not None:
-            self.server.set_window(self.model_context, "fwloop_model_context")
+            self.server.set_window(self.model_context, USER_WINDOW)
 
     @property
     def spec(self) -> str:
@@ -448,7 +448,7 @@ class OpenAIProvider:
         second refusal, or one after tool calls filled the window, ends the call."""
         if refusal.prompt_tokens is not None:
             self.server.ratio.learn(prompt, refusal.prompt_tokens)
-        self.server.set_window(refusal.window, "the server's refusal")
+        self.server.refused_over(refusal.window)
         if ask.refused_once or ask.talk.calls:
             raise ProviderError(
                 ProviderErrorKind.PROVIDER_BAD_OUTPUT,
