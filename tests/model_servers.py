@@ -385,8 +385,8 @@ class LocalServer:
                 number = len(server.requests)
                 refused = server.refusal(body)
                 if refused is not None:
-                    status, message = refused
-                    self._json(status, {"error": {"message": message, "code": None}})
+                    status, text = refused
+                    self._json(status, {"error": {"message": text, "code": None}})
                     return
                 offered = bool(body.get("tools")) and server.functions
                 if not offered:
@@ -421,7 +421,7 @@ class LocalServer:
                     for sent, delta in enumerate(deltas):
                         time.sleep(server.delay)
                         last = sent == len(deltas) - 1
-                        chunk = {
+                        chunk: dict[str, Any] = {
                             "choices": [
                                 {
                                     "index": 0,
