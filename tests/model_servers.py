@@ -309,7 +309,8 @@ def prompt_tokens(body: dict[str, Any]) -> int:
 class LocalServer:
     """An on-prem model server on 127.0.0.1 as real ones behave (DESIGN.md §16): `kind` is
     "llama-cpp-python" (no window published, json_schema and `content: null` refused with HTTP
-    500, no usage when streaming, one request computed at a time), "llama.cpp" (`/props` has
+    500, no usage when streaming, a streamed prompt over the window answered by a stream that
+    closes at once, one request computed at a time), "llama.cpp" (`/props` has
     `n_ctx`) or "vllm" (`max_model_len` in `/v1/models`). A prompt over `n_ctx` is refused with
     a 400 that gives the numbers; `functions` False is a chat template that knows no tools:
     `tools` are accepted and ignored. `model(body)` is the model's judgement: the assistant
@@ -384,6 +385,16 @@ class LocalServer:
                 server.requests.append(body)
                 number = len(server.requests)
                 refused = server.refusal(body)
+                hidden = server.kind == "llama-cpp-python" and body.get("stream")
+                if refused is not None and refused[0] == 400 and hidden:
+                    # Its window is checked once the stream has begun: the refusal is a stream
+                    # closed before its first event (the error only in its log).
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.close_connection = True
+                    return
                 if refused is not None:
                     status, text = refused
                     self._json(status, {"error": {"message": text, "code": None}})

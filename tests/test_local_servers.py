@@ -134,16 +134,20 @@ def test_a_window_the_server_names_in_its_refusal_is_fitted_once(tmp_path: Path)
     """llama-cpp-python publishes no window: the first request is refused with the numbers,
     the second is cut to them (repo map and sources first) and reaches the model."""
     with LocalServer(judgement, n_ctx=4096) as server:
-        chat = OpenAIProvider("local", server.url)
+        chat = OpenAIProvider("local", server.url, response_format="json_object")
         records: list[CallRecord] = []
         agent(chat, "coder", records).ask(big_coder_request(tmp_path, 30_000))
-    refused, *rest = server.requests
+    # Streamed, the refusal is a stream closed at once; asked without streaming, the numbers.
+    hidden, refused, *rest = server.requests
+    assert (hidden["stream"], "stream" in refused) == (True, False)
     assert len(rest) >= 1
     last = rest[-1]
+    assert last["stream"] is True  # the refitted request is streamed again
     assert last["max_tokens"] + _tokens(last) <= 4096  # fits, with room for the answer
     assert _tokens(refused) > 4096
     (record,) = records
     assert record.error_kind is None
+    assert "closed the stream before its first event" in record.stderr
     assert "refitted the request to the window of 4096 tokens the server named" in record.stderr
     assert "left out" in record.stderr
     # The record holds the request as the model was sent it, not as the loop built it.
@@ -179,10 +183,12 @@ def test_a_request_whose_failures_alone_overflow_stops_with_the_flags_to_change(
     assert "fwloop_source_bytes" in message
     assert "fwloop_context_bytes" in message
     assert "\n" not in message
-    # json_schema refused, then the prompt: the refusal taught the window, nothing more was sent.
-    assert [(b.get("response_format") or {})["type"] for b in server.requests] == [
-        "json_schema",
-        "json_object",
+    # json_schema refused, then the prompt (streamed: a closed stream; not: the numbers). The
+    # refusal taught the window, and nothing more was sent.
+    assert [((b.get("response_format") or {})["type"], "stream" in b) for b in server.requests] == [
+        ("json_schema", True),
+        ("json_object", True),
+        ("json_object", False),
     ]
 
 

@@ -86,6 +86,8 @@ TOOLS_IGNORED = (
     "llama-cpp-python `--chat_format chatml-function-calling`, vLLM "
     "`--enable-auto-tool-choice --tool-call-parser NAME`, or use an Ollama model that does tools"
 )
+#: The status `_post` gives a stream that closed before its first event.
+EMPTY_STREAM = 0
 #: What the window may give the tool results of one call, of what it has left after the opening.
 TOOL_SHARE = 0.8
 #: The parts of a request that `fit_request` may leave out, for the size of what is never cut.
@@ -161,6 +163,9 @@ class _Ask:
     cut: bool = False
     #: Whether the server has refused this call's request as too long once already.
     refused_once: bool = False
+    #: Asked without streaming: the stream closed before its first event, and llama-cpp-python
+    #: reports a refusal of a streamed request (a prompt over its window) only that way.
+    unstreamed: bool = False
 
 
 @dataclass
@@ -188,8 +193,6 @@ class OpenAIProvider:
         self.server = ModelServer(self.base_url, self.model)
         if self.response_format != "auto":
             self.server.response_format = self.response_format
-        if self.reader is not None:
-            self.server.tools = "offered"
         if self.model_context is not None:
             self.server.set_window(self.model_context, USER_WINDOW)
 
@@ -213,6 +216,7 @@ class OpenAIProvider:
         request: AgentRequest,
         messages: list[dict[str, object]] | None = None,
         tool_choice: str | None = None,
+        stream: bool | None = None,
     ) -> dict[str, object]:
         """The POST body: the conversation so far (the system and user messages when None), the
         response format, the tools with `tool_choice` when they are offered, the answer's room
@@ -238,7 +242,7 @@ class OpenAIProvider:
             body["tool_choice"] = tool_choice
         if self.server.window is not None:
             body["max_tokens"] = answer_room(self.server.window)
-        if self.server.streaming:
+        if self.server.streaming if stream is None else stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
         return body
@@ -258,7 +262,7 @@ class OpenAIProvider:
         return (
             self.reader is not None
             and request.role == "coder"
-            and self.server.tools in ("offered", "taken")
+            and self.server.tools not in ("refused", "ignored")
         )
 
     def preflight(self) -> None:
@@ -303,11 +307,21 @@ class OpenAIProvider:
         while True:
             talk = ask.talk
             offered = self._offers_tools(request)
+            if offered and self.server.tools == "not offered":
+                self.server.tools = "offered"
             choice = self._tool_choice(talk) if offered else None
-            body = self.body(ask.request, talk.messages, choice)
+            streamed = self.server.streaming and not ask.unstreamed
+            body = self.body(ask.request, talk.messages, choice, streamed)
             data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
             prompt = prompt_bytes(body)
             reply = self._post(data, headers, timeout, deadline)
+            if reply.status == EMPTY_STREAM:
+                notes.append(
+                    f"{self.url} closed the stream before its first event; asking once more "
+                    "without streaming for the server's own answer"
+                )
+                ask.unstreamed = True
+                continue
             text = reply.error_text() if reply.status >= 300 else ""
             if reply.status >= 300 and self._negotiate(reply, text, choice, notes):
                 if choice is not None and not self._offers_tools(request):
@@ -589,6 +603,8 @@ class OpenAIProvider:
             code = error.get("code") if isinstance(error, dict) else None
             status = code if isinstance(code, int) and 400 <= code < 600 else 500
             return _Reply(status, response.headers, json.dumps(stream.error).encode())
+        if not stream.chunks and not stream.done:
+            return _Reply(EMPTY_STREAM, response.headers, b"")
         if not stream.done and stream.finish_reason is None:
             raise http.client.IncompleteRead(b"", None)
         return _Reply(response.status, response.headers, stream.completion())
