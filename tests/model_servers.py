@@ -307,15 +307,19 @@ def prompt_tokens(body: dict[str, Any]) -> int:
 
 @dataclass
 class LocalServer:
-    """An on-prem model server on 127.0.0.1 as real ones behave (DESIGN.md §16): `kind` is
-    "llama-cpp-python" (no window published, json_schema and `content: null` refused with HTTP
-    500, no usage when streaming, a streamed prompt over the window answered by a stream that
-    closes at once, one request computed at a time), "llama.cpp" (`/props` has
+    """An on-prem model server on 127.0.0.1 as real ones behave (DESIGN.md §16).
+
+    `kind` is "llama-cpp-python" (no window published, json_schema and `content: null` refused
+    with HTTP 500, no usage when streaming, a streamed prompt over the window answered by a
+    stream that closes at once, one request computed at a time), "llama.cpp" (`/props` has
     `n_ctx`) or "vllm" (`max_model_len` in `/v1/models`). A prompt over `n_ctx` is refused with
-    a 400 that gives the numbers; `functions` False is a chat template that knows no tools:
-    `tools` are accepted and ignored. `model(body)` is the model's judgement: the assistant
-    message for a request. Streamed answers come `chunks` pieces `delay` seconds apart, and the
-    server stops generating when the client goes away."""
+    a 400 that gives the numbers. `functions` False is a chat template that knows no tools:
+    `tools` are accepted and ignored; True is llama-cpp-python's chatml-function-calling (which
+    fails on `tool_choice: required` with an empty HTTP 500) or a server that does tools.
+    `model(body)` is the model's judgement: the assistant message for a request. Streamed
+    answers come `chunks` pieces `delay` seconds apart, and the server stops generating when
+    the client goes away.
+    """
 
     model: Callable[[dict[str, Any]], dict[str, Any]]
     kind: str = "llama-cpp-python"
@@ -398,6 +402,11 @@ class LocalServer:
                 if refused is not None:
                     status, text = refused
                     self._json(status, {"error": {"message": text, "code": None}})
+                    return
+                required = body.get("tool_choice") == "required" and body.get("tools")
+                if required and server.functions and server.kind == "llama-cpp-python":
+                    # chatml-function-calling asserts `auto`: an HTTP 500 with no message
+                    self._json(500, {"error": {"message": "", "type": "internal_server_error"}})
                     return
                 offered = bool(body.get("tools")) and server.functions
                 if not offered:

@@ -51,9 +51,8 @@ def stream_refused(status: int, text: str) -> bool:
 
 
 def tool_choice_refused(status: int, text: str) -> bool:
-    """The server refused `tool_choice: required` (or failed on it: llama-cpp-python's
-    function-calling chat format asserts `auto`)."""
-    lowered = text.lower()
-    if "assert" in lowered:
-        return status >= 500
-    return refuses_request(status, text) and "tool_choice" in lowered
+    """The server refused `tool_choice: required`, or failed on it: llama-cpp-python's
+    function-calling chat format asserts `auto` and answers an HTTP 500 with an empty message.
+    Any 5xx to it counts, so at worst a failure that was not about it costs one more request
+    with `auto`."""
+    return status >= 500 or (refuses_request(status, text) and "tool_choice" in text.lower())
