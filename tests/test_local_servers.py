@@ -256,6 +256,8 @@ def test_a_server_that_ignores_tools_is_found_out_once(tmp_path: Path) -> None:
         agent(chat, "coder", records).ask(request(tmp_path, "coder"))
     first, second = server.requests
     assert (first["tool_choice"], "tools" in second) == ("required", False)
+    # Without the tools the system message is still the same bytes: the server's cache holds.
+    assert first["messages"][0]["content"] == second["messages"][0]["content"]
     assert chat.server.record()["tools"] == "ignored"
     said = [r.stderr for r in records if "ignores tools" in r.stderr]
     assert len(said) == 1

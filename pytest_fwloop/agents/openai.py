@@ -256,7 +256,10 @@ class OpenAIProvider:
         ]
 
     def _system(self, request: AgentRequest) -> str:
-        return instructions(request) + (TOOLS_NOTE if self._offers_tools(request) else "")
+        """The same for every call of a role in a run: the tools' note goes to every coder
+        call of a provider that has them, offered this time or not."""
+        note = self.reader is not None and request.role == "coder"
+        return instructions(request) + (TOOLS_NOTE if note else "")
 
     def _offers_tools(self, request: AgentRequest) -> bool:
         return (

@@ -10,10 +10,12 @@ from pytest_fwloop.agents.chat_wire import ChatMessage
 from pytest_fwloop.core.read_tools import MAX_CALLS, MAX_TOTAL_BYTES, TreeReader, run_tool
 from pytest_fwloop.core.redaction import Redactor
 
+#: Said whether or not this call offers the tools, so that the system message stays the same
+#: bytes when a server turns out to refuse or ignore them (its prompt cache keeps it).
 TOOLS_NOTE = (
-    "\n\nYou may call the read-only tools read_file, search and list_dir to look at the "
-    "workspace before you answer (paths relative to the workspace root; at most "
-    f"{MAX_CALLS} calls); then answer with the JSON object."
+    "\n\nWhen this request offers the read-only tools read_file, search and list_dir, you may "
+    "call them to look at the workspace before you answer (paths relative to the workspace "
+    f"root; at most {MAX_CALLS} calls); then answer with the JSON object."
 )
 
 
