@@ -389,24 +389,18 @@ class LocalServer:
                 server.requests.append(body)
                 number = len(server.requests)
                 refused = server.refusal(body)
-                hidden = server.kind == "llama-cpp-python" and body.get("stream")
-                if refused is not None and refused[0] == 400 and hidden:
-                    # Its window is checked once the stream has begun: the refusal is a stream
-                    # closed before its first event (the error only in its log).
-                    self.send_response(200)
-                    self.send_header("Content-Type", "text/event-stream")
-                    self.send_header("Connection", "close")
-                    self.end_headers()
-                    self.close_connection = True
-                    return
-                if refused is not None:
-                    status, text = refused
-                    self._json(status, {"error": {"message": text, "code": None}})
-                    return
                 required = body.get("tool_choice") == "required" and body.get("tools")
                 if required and server.functions and server.kind == "llama-cpp-python":
                     # chatml-function-calling asserts `auto`: an HTTP 500 with no message
-                    self._json(500, {"error": {"message": "", "type": "internal_server_error"}})
+                    refused = refused or (500, "")
+                if refused is not None:
+                    status, text = refused
+                    # Found once generating (not by pydantic): a streamed one closes at once.
+                    generating = status != 500 or text == ""
+                    if generating and server.kind == "llama-cpp-python" and body.get("stream"):
+                        self._empty_stream()
+                        return
+                    self._json(status, {"error": {"message": text, "code": None}})
                     return
                 offered = bool(body.get("tools")) and server.functions
                 if not offered:
@@ -421,6 +415,16 @@ class LocalServer:
                         time.sleep(server.delay * server.chunks)  # computed to the end
                         server.log.append(f"done {number}")
                         self._json(200, _completion(message, usage))
+
+            def _empty_stream(self) -> None:
+                """llama-cpp-python's failure once a streamed response has begun (a prompt
+                over its window, a tool_choice its chat format asserts against): the stream
+                closes before its first event, the error only in its log."""
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.close_connection = True
 
             def _stream(self, number: int, message: dict[str, Any], usage: dict[str, Any]) -> None:
                 self.send_response(200)

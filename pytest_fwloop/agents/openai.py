@@ -163,8 +163,9 @@ class _Ask:
     cut: bool = False
     #: Whether the server has refused this call's request as too long once already.
     refused_once: bool = False
-    #: Asked without streaming: the stream closed before its first event, and llama-cpp-python
-    #: reports a refusal of a streamed request (a prompt over its window) only that way.
+    #: The next request goes without streaming: the stream closed before its first event, and
+    #: llama-cpp-python reports a refusal of a streamed request (a prompt over its window, a
+    #: `tool_choice` its chat format fails on) only that way.
     unstreamed: bool = False
 
 
@@ -325,6 +326,7 @@ class OpenAIProvider:
                 )
                 ask.unstreamed = True
                 continue
+            ask.unstreamed = False  # one request unstreamed, for the server's own answer
             text = reply.error_text() if reply.status >= 300 else ""
             if reply.status >= 300 and self._negotiate(reply, text, choice, notes):
                 if choice is not None and not self._offers_tools(request):
