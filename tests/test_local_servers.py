@@ -320,3 +320,43 @@ def test_the_system_message_is_the_same_bytes_in_every_call_of_a_run(tmp_path: P
     common = next(i for i, (a, b) in enumerate(zip(one, two, strict=False)) if a != b)
     assert json.loads(one)["goal"] in one[:common]
     assert one[:common].endswith('"iteration": ')  # all that is the same comes before it
+
+
+def reader_of_big_files(body: dict[str, Any]) -> dict[str, Any]:
+    """A model that reads one more large file each turn until it is told to answer."""
+    read = sum(1 for m in body["messages"] if m["role"] == "tool")
+    if body.get("tools") and body.get("tool_choice") != "none":
+        call = {"name": "read_file", "arguments": json.dumps({"path": f"big{read}.c"})}
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": f"call_{read}", "type": "function", "function": call}],
+        }
+    return {"role": "assistant", "content": json.dumps(ANSWERS["coder"])}
+
+
+def test_tool_results_past_the_window_are_replaced_by_the_order_to_answer(
+    tmp_path: Path,
+) -> None:
+    """The window is learned only from a refusal (llama-cpp-python), after files of ~3.5k
+    tokens each: the last result is replaced by the order to answer, and the model answers."""
+    from pytest_fwloop.agents.tool_conversation import TOO_LONG
+    from pytest_fwloop.workspace.tree_reader import ToolReader
+
+    for i in range(4):
+        line = "static const int table_{n:03d}[] = {{" + "0x00, " * 10 + "}};\n"
+        (tmp_path / f"big{i}.c").write_text("".join(line.format(n=n) for n in range(200)))
+    with LocalServer(reader_of_big_files, functions=True, n_ctx=10000) as server:
+        chat = OpenAIProvider(
+            "local", server.url, reader=ToolReader(tmp_path), response_format="json_object"
+        )
+        records: list[CallRecord] = []
+        agent(chat, "coder", records).ask(request(tmp_path, "coder"))
+    (record,) = records
+    assert record.error_kind is None
+    assert "those past it were replaced by the order to answer now" in record.stderr
+    last = server.requests[-1]
+    assert last["tool_choice"] == "none"
+    tools = [m["content"] for m in last["messages"] if m["role"] == "tool"]
+    assert tools[-1] == TOO_LONG
+    assert tools[0] != TOO_LONG  # what fitted is kept

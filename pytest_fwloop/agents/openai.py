@@ -413,12 +413,18 @@ class OpenAIProvider:
     def _ask(self, request: AgentRequest, notes: list[str]) -> _Ask:
         """The request fitted to the window as far as it is known, in a new conversation whose
         tool results may fill what the window has left."""
-        fitted, cap = self._fit(request, notes)
+        fitted = self._fit(request, notes)
         talk = Conversation(self.opening(fitted), Redactor(os.environ))
-        if cap is not None:
-            left = cap - self._measure(request)(fitted)
-            talk.max_bytes = max(min(MAX_TOTAL_BYTES, int(left * TOOL_SHARE)), 0)
+        talk.max_bytes = self._tool_room(request, fitted)
         return _Ask(fitted, talk, cut=fitted is not request)
+
+    def _tool_room(self, request: AgentRequest, fitted: AgentRequest) -> int:
+        """The bytes the tool results of one call may take: what the window leaves after the
+        opening messages, in part (the calls' own turns take some too)."""
+        if self.server.window is None:
+            return MAX_TOTAL_BYTES
+        left = self.server.ratio.prompt_bytes(self.server.window) - self._measure(request)(fitted)
+        return max(min(MAX_TOTAL_BYTES, int(left * TOOL_SHARE)), 0)
 
     def _measure(self, request: AgentRequest) -> Callable[[AgentRequest], int]:
         """The prompt bytes of a version of `request`: the system message, which is the same for
@@ -428,12 +434,12 @@ class OpenAIProvider:
             fixed += len(json.dumps(tool_specs(), separators=(",", ":")).encode())
         return lambda version: fixed + len(request_json(version).encode())
 
-    def _fit(self, request: AgentRequest, notes: list[str]) -> tuple[AgentRequest, int | None]:
-        """`request` cut to the window (as it is, when the window is unknown) and the prompt's
-        cap in bytes; ProviderError when what is never cut does not fit."""
+    def _fit(self, request: AgentRequest, notes: list[str]) -> AgentRequest:
+        """`request` cut to the window (as it is, when the window is unknown); ProviderError
+        when what is never cut does not fit."""
         window = self.server.window
         if window is None:
-            return request, None
+            return request
         cap = self.server.ratio.prompt_bytes(window)
         measure = self._measure(request)
         fitted = fit_request(request, cap, measure)
@@ -452,7 +458,7 @@ class OpenAIProvider:
         note = fitted.note(cap)
         if note:
             notes.append(note)
-        return fitted.request, cap
+        return fitted.request
 
     def _refit(
         self,
@@ -463,11 +469,18 @@ class OpenAIProvider:
         notes: list[str],
         text: str,
     ) -> _Ask:
-        """The request fitted again to the window the server's refusal named, once a call; a
-        second refusal, or one after tool calls filled the window, ends the call."""
+        """The request fitted again to the window the server's refusal named, once a call; when
+        tool results filled the window, the last ones replaced by the order to answer, once; a
+        refusal after either ends the call."""
         if refusal.prompt_tokens is not None:
             self.server.ratio.learn(prompt, refusal.prompt_tokens)
         self.server.refused_over(refusal.window)
+        if ask.talk.calls and ask.talk.drop_results(self._tool_room(request, ask.request)):
+            notes.append(
+                f"the tool results took the prompt past the window of {refusal.window} tokens "
+                "the server named; those past it were replaced by the order to answer now"
+            )
+            return ask
         if ask.refused_once or ask.talk.calls:
             raise ProviderError(
                 ProviderErrorKind.PROVIDER_BAD_OUTPUT,

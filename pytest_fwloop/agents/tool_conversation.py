@@ -19,6 +19,13 @@ TOOLS_NOTE = (
 )
 
 
+#: What a tool result becomes when the results took the prompt past the model's window.
+TOO_LONG = (
+    "error: this result does not fit the model's context window; answer now with the JSON "
+    "object from what you have"
+)
+
+
 def tools_refused(status: int, body: bytes) -> bool:
     """A server that does not do function calling says so in a 400 (vLLM without
     --enable-auto-tool-choice, llama.cpp without --jinja) or a 422."""
@@ -80,6 +87,25 @@ class Conversation:
                 }
             )
             self.messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
+
+    def drop_results(self, keep: int) -> bool:
+        """Tool results past the first `keep` bytes replaced by the order to answer now, once:
+        what to do when they took the prompt past the model's window. False when done before,
+        or when nothing was past them."""
+        if self.told_to_answer:
+            return False
+        kept, dropped = 0, False
+        for message in self.messages:
+            if message["role"] != "tool":
+                continue
+            size = len(str(message["content"]).encode())
+            if kept + size > keep:
+                message["content"] = TOO_LONG
+                dropped = True
+            else:
+                kept += size
+        self.told_to_answer = dropped
+        return dropped
 
     def summary(self) -> list[str]:
         if not self.calls:
