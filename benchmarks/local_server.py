@@ -2,17 +2,19 @@
 
     .venv/bin/python benchmarks/local_server.py --url http://127.0.0.1:8080/v1 \
         [--model NAME] [--example uart-console] [--max-iter 2] [--agent-timeout 300] \
-        [--cancel-after 20] [--server-log PATH] [-o fwloop_source_bytes=8192 ...]
+        [--cancel-after 20 [--window 8192]] [--server-log PATH] [-o fwloop_source_bytes=8192]
 
 It installs and starts nothing: start the server yourself (docs/providers.md, "Local models"),
 e.g. `python -m llama_cpp.server --model M.gguf --port 8080 --n_ctx 8192`. For each example it
 copies the bundled example into a temporary folder, runs `pytest --fwloop` there with the
 server as coder and reviewer, and prints the outcome, the reason, what `summary.json` says of
 the server, and per call its seconds and tokens. With `--cancel-after S` it then measures what
-an abandoned call costs the server: one call given S seconds (it times out, the streamed
-connection closes), then a small call at once, whose seconds say whether the server was freed;
-with `--server-log` it prints the server's log lines written meanwhile. The seconds are this
-machine's; compare runs made on the same machine only.
+an abandoned call costs the server: one call given S seconds (it times out, the connection
+closes), then at once a one-token request, whose seconds say how long the server kept the
+abandoned call's work; streamed, then not streamed (the baseline), then streamed again, so
+load from others shows as a change between the two streamed rounds. `--server-log` prints the
+server's log lines meanwhile. The seconds are this machine's; compare runs made on the same
+machine only.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 from pytest_fwloop.agents.errors import ProviderError
@@ -107,12 +110,15 @@ def _tree(root: Path) -> str:
     return head + "".join(line for line in status.splitlines(True) if "build/" not in line)
 
 
-def measure_cancel(args: argparse.Namespace) -> None:
-    """An abandoned streamed call, then a small one at once: does the server start it?"""
+def measure_cancel(args: argparse.Namespace, streamed: bool) -> None:
+    """An abandoned call, then a small one at once: does the server start it? Streamed, and
+    not (the baseline: the server computes the abandoned answer to its end first)."""
     log = Path(args.server_log) if args.server_log else None
     mark = log.stat().st_size if log else 0
-    chat = OpenAIProvider(args.model, args.url)
+    chat = OpenAIProvider(args.model, args.url, model_context=args.window or None)
     chat.preflight()
+    chat.server.streaming = streamed
+    how = "streamed" if streamed else "not streamed"
     request = AgentRequest.model_validate(
         {
             "role": "reviewer",
@@ -126,17 +132,21 @@ def measure_cancel(args: argparse.Namespace) -> None:
     started = time.monotonic()
     try:
         chat.call(request, args.cancel_after)
-        print(f"cancel: the call answered within {args.cancel_after} s; raise the prompt size")
+        print(f"cancel ({how}): the call answered within {args.cancel_after} s")
     except ProviderError as exc:
-        print(f"cancel: abandoned after {time.monotonic() - started:.1f} s ({exc.kind.value})")
-    small = request.model_copy(update={"goal": "review"})
+        print(
+            f"cancel ({how}): abandoned after {time.monotonic() - started:.1f} s ({exc.kind.value})"
+        )
     started = time.monotonic()
-    try:
-        chat.call(small, 600)
-        outcome = "answered"
-    except ProviderError as exc:
-        outcome = exc.kind.value
-    print(f"cancel: the next call {outcome} in {time.monotonic() - started:.1f} s")
+    one_token = {"model": args.model, "messages": [{"role": "user", "content": "hi"}]}
+    post = urllib.request.Request(
+        f"{args.url}/chat/completions",
+        data=json.dumps({**one_token, "max_tokens": 1}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(post, timeout=900) as response:
+        response.read()
+    print(f"cancel ({how}): a one-token request then took {time.monotonic() - started:.1f} s")
     if log:
         with log.open("rb") as stream:
             stream.seek(mark)
@@ -155,12 +165,14 @@ def main() -> int:
     parser.add_argument("--agent-timeout", type=float, default=300)
     parser.add_argument("--cancel-after", type=float, default=0)
     parser.add_argument("--server-log", default="")
+    parser.add_argument("--window", type=int, default=0, help="fwloop_model_context for --cancel")
     parser.add_argument("-o", dest="option", action="append", default=[], help="NAME=VALUE")
     args = parser.parse_args()
     for name in args.example:
         run_example(args, name)
     if args.cancel_after:
-        measure_cancel(args)
+        for streamed in (True, False, True):
+            measure_cancel(args, streamed)
     return 0
 
 
