@@ -21,12 +21,19 @@ from pytest_fwloop.codemap.parse import parse_source
 from pytest_fwloop.core.change.unified_diff import PatchParseError, parse_patch, touched_paths
 from pytest_fwloop.core.gate.policy import PatchPolicy, path_violations
 from pytest_fwloop.core.machine.substates import SubState
-from pytest_fwloop.core.records.agent_protocol import AgentRequest, PatchFunction, SourceChunk
+from pytest_fwloop.core.records.agent_protocol import (
+    AgentRequest,
+    MapEntry,
+    PatchFunction,
+    SourceChunk,
+)
+from pytest_fwloop.core.records.round_records import RankingRecord, call_files
 from pytest_fwloop.core.request.code_symbols import FileSymbols, Symbol
 from pytest_fwloop.core.request.failure_evidence import FailureText, frame_paths, gather_evidence
 from pytest_fwloop.core.request.hidden_paths import is_secret
 from pytest_fwloop.core.request.ochiai import Suspicions, suspicious_lines
-from pytest_fwloop.core.request.ranking import Ranked, TreeMap, rank
+from pytest_fwloop.core.request.ranking import Ranked, TreeMap, ranking
+from pytest_fwloop.core.request.ranking_audit import audit
 from pytest_fwloop.core.request.source_pack import failing_test_code, pack_sources, repo_map
 from pytest_fwloop.core.suite.results import TestRecord
 from pytest_fwloop.core.suite.signature import signature
@@ -54,6 +61,8 @@ class Localization:
     ranked: int
     seconds: float
     sources_bytes: int
+    #: Every candidate ranked and what became of it, for `coder-K.ranking.json`.
+    ranking: RankingRecord
 
 
 @dataclass
@@ -121,7 +130,8 @@ class Localizer:
             named,
             self._texts(files, framed),
         )
-        ranked = rank(self.tree, evidence, editable, self._suspicions(failing))
+        ranks = ranking(self.tree, evidence, editable, self._suspicions(failing))
+        ranked = ranks.ranked
         number, shown = self._shown
         if number != request.iteration or not again:
             shown = set()
@@ -130,8 +140,18 @@ class Localizer:
         texts = self._texts(files, best)
         map_budget = self.budget // 4
         sources = pack_sources(self.tree, fresh, texts, self.budget - map_budget - self.budget // 8)
-        self._shown = (request.iteration, shown | self._sent(fresh, sources))
+        sent = self._sent(fresh, sources)
+        self._shown = (request.iteration, shown | sent)
         entries, more = repo_map(self.tree, ranked, editable, sources, map_budget)
+        record = audit(
+            self.tree,
+            ranks,
+            iteration=request.iteration,
+            sources=sent,
+            mapped=self._mapped(ranked, entries),
+            shown_before=shown,
+            withheld_because=lambda path: self._withheld_because(path, policy),
+        )
         done = request.model_copy(
             update={
                 "sources": sources,
@@ -146,6 +166,7 @@ class Localizer:
             ranked=len(ranked),
             seconds=time.perf_counter() - started,
             sources_bytes=sum(len(c.text.encode()) for c in sources),
+            ranking=record,
         )
         return done, report
 
@@ -200,6 +221,23 @@ class Localizer:
             ):
                 sent.add((item.path, item.index))
         return sent
+
+    def _mapped(
+        self, ranked: Sequence[Ranked], entries: Sequence[MapEntry]
+    ) -> set[tuple[str, int]]:
+        """The ranked symbols whose signature a repo-map entry lists (`LINE: SIGNATURE`)."""
+        lines = {e.path: {int(s.split(":", 1)[0]) for s in e.symbols} for e in entries}
+        return {
+            (r.path, r.index)
+            for r in ranked
+            if self.tree.symbol((r.path, r.index)).start_line in lines.get(r.path, ())
+        }
+
+    def _withheld_because(self, path: str, policy: PatchPolicy) -> str:
+        if is_secret(path):
+            return "hidden"
+        broken = path_violations(path, policy)
+        return broken[0].rule if broken else "not a file a patch may change"
 
     def _suspicions(self, failing: Sequence[TestRecord]) -> Suspicions | None:
         """The lines the failing tests ran, by Ochiai (`core/request/ochiai.py`); None when none of
@@ -368,6 +406,13 @@ def localize(
         return request
     notice = f"; {localizer.index.notice}" if localizer.index.notice else ""
     localizer.index.notice = ""
+    folder = services.recorder.round_path(number)
+    # Beside the first call made with this request: a re-ask of the same request shares it.
+    stem = f"coder-{len(call_files(folder, 'coder', 'meta.json')) + 1}"
+    written = services.recorder.write_json(
+        f"{services.recorder.relative(folder)}/{stem}.ranking.json",
+        report.ranking.model_dump(),
+    )
     services.substate(
         number,
         SubState.LOCALIZATION,
@@ -377,6 +422,7 @@ def localize(
         f"file(s) (+{done.repo_map_more} not listed) within fwloop_source_bytes="
         f"{localizer.budget} in {report.seconds:.2f}s{notice}"
         f"{'; the next-ranked code, as the coder was unsure' if again else ''}",
+        [services.recorder.relative(written)],
     )
     return done
 
