@@ -16,9 +16,9 @@ from pytest_fwloop.core.records.round_records import (
     CommandsRecord,
     ConvergenceRecord,
     PanelRecord,
+    PanelVote,
     RankedCandidate,
     RankingRecord,
-    PanelVote,
 )
 from pytest_fwloop.core.records.run_records import (
     AnalysisRecord,

@@ -40,7 +40,6 @@ from pytest_fwloop.core.suite.signature import signature
 from pytest_fwloop.loop.request.spectrum_files import SpectrumReader
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import LoopState
-from pytest_fwloop.loop.steps.decline import open_failures
 from pytest_fwloop.workspace import Workspace
 from pytest_fwloop.workspace.git_run import WorkspaceError, git_env, run_git, user_git_dir
 
@@ -377,25 +376,32 @@ _LOCALIZATION_ERRORS = (WorkspaceError, OSError, sqlite3.Error, ValueError, Recu
 
 
 def with_code(
-    services: Services, loop: LoopState, localizer: Localizer, request: AgentRequest
+    services: Services,
+    loop: LoopState,
+    localizer: Localizer,
+    request: AgentRequest,
+    failing: Sequence[TestRecord],
 ) -> AgentRequest:
     """`request` with the tree's code a model of its role is sent (DESIGN.md §16): the coder's
     ranked sources, the reviewer's changed functions; as it was with `fwloop_source_bytes=0`."""
     if services.settings.source_bytes <= 0:
         return request
     if request.role == "coder":
-        return localize(services, loop, localizer, request)
+        return localize(services, loop, localizer, request, failing)
     if request.role == "reviewer" and request.patch:
         return review_context(services, loop, localizer, request)
     return request
 
 
 def localize(
-    services: Services, loop: LoopState, localizer: Localizer, request: AgentRequest
+    services: Services,
+    loop: LoopState,
+    localizer: Localizer,
+    request: AgentRequest,
+    failing: Sequence[TestRecord],
 ) -> AgentRequest:
     """The coder's request with the tree's best-ranked code, the step traced as LOCALIZATION."""
     number = loop.current.number
-    failing = open_failures(loop, str(services.settings.rootdir))
     patches = [it.patch for it in loop.iterations if it.patch]
     again = any(d.status == "low_confidence" for d in loop.current.decisions)
     try:
