@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pytest_fwloop.codemap.index import INDEX_NAME, CodeIndex
 from pytest_fwloop.codemap.parse import parse_source
+from pytest_fwloop.core.change.lines import text_lines
 from pytest_fwloop.core.change.unified_diff import PatchParseError, parse_patch, touched_paths
 from pytest_fwloop.core.gate.policy import PatchPolicy, path_violations
 from pytest_fwloop.core.machine.substates import SubState
@@ -318,7 +319,7 @@ def changed_functions(path: str, old_text: str, new_text: str) -> list[PatchFunc
     the two texts finds them (context lines do not count)."""
     old = parse_source(path, old_text.encode()) if old_text else None
     new = parse_source(path, new_text.encode()) if new_text else None
-    old_lines, new_lines = old_text.splitlines(), new_text.splitlines()
+    old_lines, new_lines = text_lines(old_text), text_lines(new_text)
     matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
     found: dict[str, PatchFunction] = {}
     for tag, old_low, old_high, new_low, new_high in matcher.get_opcodes():
