@@ -254,7 +254,7 @@ class ControllerKit:
             recorder,
             Invocation(args=["--fwloop"], dir=str(self.root)),
             settings.rootdir,
-            settings.max_iter,
+            settings.options.max_iter,
             workspace.baseline,
             controller.calls.usage,
             continued.state.revision if continued is not None else 0,

@@ -47,7 +47,7 @@ def role_agent(
         list(settings.providers[role] if providers is None else providers),
         schema if schema is not None else shipped,
         on_call,
-        timeout=settings.agent_timeout,
+        timeout=settings.options.agent_timeout,
         time_left=time_left,
     )
 

@@ -120,7 +120,7 @@ class ChildRunner:
         self.abort = abort
         self.terminal = terminal
         self.rewrites = rewrites
-        self.fork_guard = ForkGuard(settings.child_start)
+        self.fork_guard = ForkGuard(settings.options.child_start)
         self._head: tuple[Attempt, Running] | None = None
         self._said: set[str] = set()
         self._notes: list[str] = []
@@ -142,7 +142,7 @@ class ChildRunner:
                 int(folder.name),  # rounds/NN
             ),
         ]
-        if self.settings.source_bytes > 0:
+        if self.settings.options.source_bytes > 0:
             args.append(f"{CHILD_SPECTRUM_FLAG}={attempt.spectrum}")
         if selection is not None:
             args += self.selection_args(selection)
@@ -343,7 +343,7 @@ class ChildRunner:
         ]
         asked = len(failing)
         prefix = "flaky" + attempt.log.stem.removeprefix("pytest")
-        for k in range(1, self.settings.flaky_reruns + 1):
+        for k in range(1, self.settings.options.flaky_reruns + 1):
             if not failing:
                 break
             selection = self.recorder.write_text(

@@ -93,7 +93,7 @@ class Controller:
         self.runner = AllowlistRunner(
             settings.allowed_commands,
             cwd=settings.rootdir,
-            timeout=settings.command_timeout,
+            timeout=settings.options.command_timeout,
             abort=abort,
             environ=os.environ,
         )
@@ -123,7 +123,7 @@ class Controller:
         self.gate = PatchGate(services, self.reviewer, panel)
         self.proposals = ProposalDesk(services, self.reviewer, self.tester)
         rounds = services.recorder.path / "rounds"
-        budget = settings.source_bytes
+        budget = settings.options.source_bytes
         self.localizer = Localizer(workspace, budget, redact, services.policy, rounds)
         self.desk = RequestDesk(services, self.loop, self.localizer)
         self.end = IterationEnd(services, self.loop, self.clock)
@@ -175,7 +175,7 @@ class Controller:
                 self.move(over)
                 break
             bound = fsm.STATE_TIMEOUTS[self.loop.state]
-            limit = float(getattr(self.settings, bound.option))
+            limit = float(getattr(self.settings.options, bound.option))
             self.clock.start(self.deadline.cap(limit) if bound.resume else limit)
             try:
                 step = self.handlers[self.loop.state]()
@@ -209,7 +209,8 @@ class Controller:
     def init(self) -> Step:
         return Step(
             LoopEvent.BASELINE,
-            f"baseline snapshot {self.workspace.baseline[:12]}; max_iter={self.settings.max_iter}, "
+            f"baseline snapshot {self.workspace.baseline[:12]}; "
+            f"max_iter={self.settings.options.max_iter}, "
             f"mode={self.settings.mode.value}",
         )
 

@@ -137,7 +137,7 @@ def report_page(
         reason,
         loop.labgrid,
         loop.declined,
-        judge(loop.measured(), settings.metric_tolerance),
+        judge(loop.measured(), settings.options.metric_tolerance),
     )
 
 
@@ -234,7 +234,7 @@ def _summary(
         exit_status=int(exit_status(outcome, advisory=settings.advisory)),
         mode=settings.mode.value,
         criteria=settings.criteria.to_dict(),
-        max_iter=settings.max_iter,
+        max_iter=settings.options.max_iter,
         rootdir=str(settings.rootdir),
         baseline_snapshot=workspace.baseline,
         internal_error=INTERNAL_ERROR_FILE if outcome is Outcome.INTERNAL_ERROR else None,
@@ -252,9 +252,9 @@ def _summary(
             for t in (latest.tests if latest else [])
             if t.nodeid in settings.endings.known_failures
         },
-        metrics=series(loop.attempts(), settings.metric_tolerance),
+        metrics=series(loop.attempts(), settings.options.metric_tolerance),
         recommendation=_last_recommendation(loop, measured),
-        goal=settings.goal,
+        goal=settings.options.goal,
         evidence=settings.evidence.path if settings.evidence else None,
         notifications=loop.notifications,
     )
@@ -273,7 +273,7 @@ def _metric_rows(
 ) -> list[list[object]]:
     """The terminal's metrics table: each metric's values over the run, and how the tree left
     standing compares with the baseline."""
-    judged = {c.name: c for c in judge(loop.measured(), settings.metric_tolerance)}
+    judged = {c.name: c for c in judge(loop.measured(), settings.options.metric_tolerance)}
     rows: list[list[object]] = []
     for name, metric in metrics.items():
         change = judged.get(name)
@@ -334,7 +334,8 @@ def _warnings(summary: Summary, settings: LoopSettings) -> list[str]:
     if summary.flaky:
         flaky = sorted({nodeid for nodeids in summary.flaky.values() for nodeid in nodeids})
         lines.append(
-            f"flaky ({len(flaky)}, counted as fwloop_flaky_policy = {settings.flaky_policy}, "
+            f"flaky ({len(flaky)}, counted as fwloop_flaky_policy = "
+            f"{settings.options.flaky_policy}, "
             f"never sent to the coder): {', '.join(flaky[:5])}" + (" …" if len(flaky) > 5 else "")
         )
     if summary.exit_status == 0 and summary.outcome is not Outcome.SUCCESS:

@@ -67,7 +67,7 @@ def control(
             recorder,
             continued.state.invocation if continued is not None else _invocation(config),
             settings.rootdir,
-            settings.max_iter,
+            settings.options.max_iter,
             workspace.baseline,
             controller.calls.usage,
             continued.state.revision if continued is not None else 0,

@@ -146,7 +146,7 @@ def _document(
             "unresolved": unresolved[:MAX_UNRESOLVED],
             "unresolved_count": len(unresolved),
             "mode": settings.mode.value,
-            "goal": settings.goal,
+            "goal": settings.options.goal,
             "run_dir": str(recorder.path),
             "report": str(recorder.path / "report.html"),
             "summary": summary,
@@ -189,7 +189,7 @@ def _deliver(
 
 def _send(channel: str, body: str, settings: LoopSettings, redact: Redactor) -> str:
     """Deliver `body` on `channel`: "" when it was taken, else why not (one line)."""
-    timeout = settings.notify_timeout
+    timeout = settings.options.notify_timeout
     if channel.startswith(COMMAND):
         provider = CommandProvider(channel.removeprefix(COMMAND), settings.rootdir)
         try:

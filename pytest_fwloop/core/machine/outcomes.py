@@ -5,6 +5,33 @@ from __future__ import annotations
 import enum
 
 
+class ProviderErrorKind(str, enum.Enum):
+    """How a provider call failed; each kind ends a run as the outcome of the same value."""
+
+    PROVIDER_NOT_FOUND = "provider_not_found"
+    PROVIDER_PERMISSION_DENIED = "provider_permission_denied"
+    PROVIDER_AUTH_ERROR = "provider_auth_error"
+    PROVIDER_TIMEOUT = "provider_timeout"
+    PROVIDER_NETWORK_ERROR = "provider_network_error"
+    PROVIDER_RATE_LIMITED = "provider_rate_limited"
+    PROVIDER_QUOTA_EXHAUSTED = "provider_quota_exhausted"
+    PROVIDER_BAD_OUTPUT = "provider_bad_output"
+
+    @property
+    def transient(self) -> bool:
+        """Worth retrying the same provider after a pause; the others fail over at once."""
+        return self in _TRANSIENT_KINDS
+
+
+_TRANSIENT_KINDS = frozenset(
+    {
+        ProviderErrorKind.PROVIDER_TIMEOUT,
+        ProviderErrorKind.PROVIDER_NETWORK_ERROR,
+        ProviderErrorKind.PROVIDER_RATE_LIMITED,
+    }
+)
+
+
 class Outcome(str, enum.Enum):
     """Every way a loop run can end; `summary.json["outcome"]` is one of these values."""
 
@@ -25,14 +52,14 @@ class Outcome(str, enum.Enum):
     PATCH_APPLY_FAILED = "patch_apply_failed"
     BUILD_FAILED = "build_failed"
     ENV_UNAVAILABLE = "env_unavailable"
-    PROVIDER_NOT_FOUND = "provider_not_found"
-    PROVIDER_PERMISSION_DENIED = "provider_permission_denied"
-    PROVIDER_AUTH_ERROR = "provider_auth_error"
-    PROVIDER_TIMEOUT = "provider_timeout"
-    PROVIDER_NETWORK_ERROR = "provider_network_error"
-    PROVIDER_RATE_LIMITED = "provider_rate_limited"
-    PROVIDER_QUOTA_EXHAUSTED = "provider_quota_exhausted"
-    PROVIDER_BAD_OUTPUT = "provider_bad_output"
+    PROVIDER_NOT_FOUND = ProviderErrorKind.PROVIDER_NOT_FOUND.value
+    PROVIDER_PERMISSION_DENIED = ProviderErrorKind.PROVIDER_PERMISSION_DENIED.value
+    PROVIDER_AUTH_ERROR = ProviderErrorKind.PROVIDER_AUTH_ERROR.value
+    PROVIDER_TIMEOUT = ProviderErrorKind.PROVIDER_TIMEOUT.value
+    PROVIDER_NETWORK_ERROR = ProviderErrorKind.PROVIDER_NETWORK_ERROR.value
+    PROVIDER_RATE_LIMITED = ProviderErrorKind.PROVIDER_RATE_LIMITED.value
+    PROVIDER_QUOTA_EXHAUSTED = ProviderErrorKind.PROVIDER_QUOTA_EXHAUSTED.value
+    PROVIDER_BAD_OUTPUT = ProviderErrorKind.PROVIDER_BAD_OUTPUT.value
     BUDGET_EXHAUSTED = "budget_exhausted"
     REPEATED_PATCH = "repeated_patch"
     TIMEOUT = "timeout"

@@ -64,7 +64,7 @@ def answer_chat(
             settings,
             role,
             lambda call: thread.record_call(call.request, call.raw, redact),
-            lambda: settings.agent_timeout,
+            lambda: settings.options.agent_timeout,
         )
         for role in order.roles
     ]

@@ -46,7 +46,7 @@ def agent_request(
         signatures = [signature(t, root) for t in failing]
         # A quarter of the context at most, taken from what the failures may fill.
         similar, note = similar_fixes(
-            knowledge, signatures, loop.run_id, settings.context_bytes // 4
+            knowledge, signatures, loop.run_id, settings.options.context_bytes // 4
         )
         before, unread = declined_before(knowledge, signatures, loop.run_id)
         for text in (note, unread):
@@ -55,7 +55,7 @@ def agent_request(
     evidence = _evidence(loop, settings) if role == "coder" else None
     taken = [*similar, *before, *([evidence] if evidence else [])]
     used = sum(len(item.model_dump_json()) for item in taken)
-    failures = pack_failures(failing, settings.context_bytes - used, root=root)
+    failures = pack_failures(failing, settings.options.context_bytes - used, root=root)
     history = [
         HistoryEntry(
             iteration=it.number,
@@ -70,7 +70,7 @@ def agent_request(
     fields: dict[str, object] = {
         "role": role,
         "iteration": loop.current.number,
-        "goal": settings.goal,
+        "goal": settings.options.goal,
         "workspace": str(settings.rootdir),
         "failures": failures,
         "history": history,
@@ -95,5 +95,5 @@ def _evidence(loop: LoopState, settings: LoopSettings) -> Evidence | None:
     log = settings.evidence
     if log is None or len(loop.attempts()) > 1:
         return None
-    text = excerpt(scrub(log.text, str(settings.rootdir)), settings.context_bytes // 4)
+    text = excerpt(scrub(log.text, str(settings.rootdir)), settings.options.context_bytes // 4)
     return Evidence(path=log.path, size_bytes=log.size_bytes, excerpt=text)

@@ -385,7 +385,7 @@ def with_code(
 ) -> AgentRequest:
     """`request` with the tree's code a model of its role is sent (DESIGN.md §16): the coder's
     ranked sources, the reviewer's changed functions; as it was with `fwloop_source_bytes=0`."""
-    if services.settings.source_bytes <= 0:
+    if services.settings.options.source_bytes <= 0:
         return request
     if request.role == "coder":
         return localize(services, loop, localizer, request, failing)

@@ -98,7 +98,8 @@ def _triage(failing: int, services: Services, request: AgentRequest) -> str:
     signatures = len({f.signature for f in request.failures})
     return (
         f"{failing} failing test(s) packed as {len(request.failures)} record(s) of "
-        f"{signatures} signature(s) within fwloop_context_bytes={services.settings.context_bytes}"
+        f"{signatures} signature(s) within fwloop_context_bytes="
+        f"{services.settings.options.context_bytes}"
         f"; {len(request.regressions)} regression(s), {len(request.must_fix)} must-fix "
         f"item(s), {len(request.similar_fixes)} similar fix(es) sent"
     )

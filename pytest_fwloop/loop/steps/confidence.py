@@ -37,7 +37,7 @@ def weigh_answer(loop: LoopState, settings: LoopSettings) -> Step | None:
             counts, f"the coder asked to abort: {record.reason}"
         )
         return Step(LoopEvent.CODER_ABORTED, loop.final_reason)
-    if record.status == "usable" or settings.propose != "off":
+    if record.status == "usable" or settings.options.propose != "off":
         return None  # a low-confidence proposal stops for the operator (ProposalDesk.due)
     said = f"coder confidence {shown(record.confidence)} < fwloop_min_confidence={shown(minimum)}"
     root = str(settings.rootdir)

@@ -163,8 +163,10 @@ class IterationEnd:
         # A rolled-back attempt still counts as what it measured: the rules judge the attempts
         # (a coder whose patches keep making things worse plateaus), not the tree that stands.
         self.checker.add_iteration_result(iteration.pass_count, iteration.total_count)
-        _, verdict, reason = self.checker.check_convergence(iteration.number, settings.max_iter)
-        gate = baseline_gate(self.loop.measured(), settings.metric_tolerance)
+        _, verdict, reason = self.checker.check_convergence(
+            iteration.number, settings.options.max_iter
+        )
+        gate = baseline_gate(self.loop.measured(), settings.options.metric_tolerance)
         if verdict is ConvergenceType.SUCCESS or (verdict is None and self._at_target()):
             # Whatever the target, no test that passed at the baseline may fail (DESIGN.md §13)
             # and no metric may be worse than its tolerance allows (seed 001 §5.15): a green
@@ -185,7 +187,7 @@ class IterationEnd:
                 self.checker.total_counts,
                 settings.criteria,
                 iteration.number,
-                settings.max_iter,
+                settings.options.max_iter,
                 verdict,
                 settings.mode,
                 gate.regressions,
@@ -251,8 +253,8 @@ class IterationEnd:
             reason=reason,
             score=iteration.score,
             criteria=settings.criteria.to_dict(),
-            max_iter=settings.max_iter,
-            metric_tolerance=dict(settings.metric_tolerance),
+            max_iter=settings.options.max_iter,
+            metric_tolerance=dict(settings.options.metric_tolerance),
             metrics=gate.metrics,
             mode=settings.mode.value,
             analysis=iteration.analysis,
@@ -352,7 +354,7 @@ class IterationEnd:
         )
 
     def _next_iteration(self, reason: str) -> Step:
-        gate = baseline_gate(self.loop.measured(), self.services.settings.metric_tolerance)
+        gate = baseline_gate(self.loop.measured(), self.services.settings.options.metric_tolerance)
         green = self._at_target() and gate.holds
         # The coder hears of a metric gone worse as of a test to fix: the tests may all pass.
         self.loop.must_fix = [

@@ -87,8 +87,8 @@ class PatchGate:
             refusal = review_refusal(
                 review,
                 current.review_rounds,
-                self.services.settings.review_rounds,
-                self.services.settings.max_risk,
+                self.services.settings.options.review_rounds,
+                self.services.settings.options.max_risk,
                 current.number,
                 risky,
                 "review panel" if said else "reviewer",
@@ -155,7 +155,7 @@ class PatchGate:
         )
         files = sorted({c.new_path or c.old_path or "" for c in parse_patch(answer.patch)})
         current.patch_summary = f"{answer.summary[:200]} [{', '.join(files)}]"
-        bound = f"{risk} <= {self.services.settings.max_risk:.2f}"
+        bound = f"{risk} <= {self.services.settings.options.max_risk:.2f}"
         if said:
             return Verdict(
                 Step(

@@ -50,11 +50,15 @@ class ProposalDesk:
     def due(self, applied: int, unsure: bool = False) -> bool:
         """Whether the next patch stops here: `every` patch, the `first` one of the run, or
         (in proposal mode) one whose analysis is below fwloop_min_confidence."""
-        if self.services.settings.propose == "every" or (
-            unsure and self.services.settings.propose != "off"
+        if self.services.settings.options.propose == "every" or (
+            unsure and self.services.settings.options.propose != "off"
         ):
             return True
-        return self.services.settings.propose == "first" and applied == 0 and self.confirmed == 0
+        return (
+            self.services.settings.options.propose == "first"
+            and applied == 0
+            and self.confirmed == 0
+        )
 
     def stop(
         self, applied: int, loop: LoopState, request: Callable[[str, str], AgentRequest]
@@ -109,7 +113,7 @@ class ProposalDesk:
         loop.outcome = Outcome.AWAITING_OPERATOR_CONFIRM
         run_id = self.services.recorder.run_id
         why = (
-            f"proposal mode ({self.services.settings.propose})"
+            f"proposal mode ({self.services.settings.options.propose})"
             if due
             else f"boot-critical code that no failing test names ({describe(boot)})"
         )

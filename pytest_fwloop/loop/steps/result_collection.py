@@ -85,11 +85,11 @@ class ResultCollection:
             self.loop.partial_results = None
         settings = self.services.settings
         results = with_known(
-            with_flaky(results, self.loop.reruns, settings.flaky_policy),
+            with_flaky(results, self.loop.reruns, settings.options.flaky_policy),
             settings.endings.known_failures,
         )
         if self.loop.reruns.flaky:
-            merged.append(f"{len(self.loop.reruns.flaky)} flaky ({settings.flaky_policy})")
+            merged.append(f"{len(self.loop.reruns.flaky)} flaky ({settings.options.flaky_policy})")
         if self.loop.reruns.failed:
             merged.append(f"{len(self.loop.reruns.failed)} failing on every rerun (latest kept)")
         known = sum(t.known_failure for t in results.tests)

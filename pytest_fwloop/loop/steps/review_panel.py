@@ -73,7 +73,7 @@ class ReviewPanel:
             answer = future.result()
             assert isinstance(answer, ReviewerAnswer)
             votes.append((member.providers[0].spec, answer))
-        verdict = panel_verdict(self.services.settings.review_rule, votes)
+        verdict = panel_verdict(self.services.settings.options.review_rule, votes)
         self._keep(verdict, votes, iteration)
         return verdict
 
@@ -90,7 +90,7 @@ class ReviewPanel:
             decision=verdict.review.decision,
             split=verdict.split,
             risk=verdict.review.risk,
-            max_risk=self.services.settings.max_risk,
+            max_risk=self.services.settings.options.max_risk,
             votes=[
                 PanelVote(
                     provider=who,

@@ -58,7 +58,7 @@ class SuiteRun:
         kind, standing = loop.current.kind, loop.latest_results()
         plan = (
             plan_iteration(kind, standing, loop.attempts(), picked)
-            if self.services.settings.focus
+            if self.services.settings.options.focus
             else WHOLE_SUITE
         )
         outcome = self.run(folder, plan, standing, run, gate=kind is IterationKind.PATCH)
@@ -95,7 +95,8 @@ class SuiteRun:
             return focused  # RESULT_COLLECTION reports what the child left
         settings = self.services.settings
         ran = with_known(
-            with_flaky(raw, focused.reruns, settings.flaky_policy), settings.endings.known_failures
+            with_flaky(raw, focused.reruns, settings.options.flaky_policy),
+            settings.endings.known_failures,
         )
         note += f": {ran.pass_count}/{ran.total_count} passed"
         assert plan.carried is not None

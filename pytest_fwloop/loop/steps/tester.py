@@ -114,7 +114,7 @@ def plan_tests(
             retry_blocked=settings.mode is ExecutionMode.AUTO,
         )
     except AnswerInvalid as exc:
-        return _plan_invalid(loop, exc.errors, settings.tester_schema_rounds)
+        return _plan_invalid(loop, exc.errors, settings.options.tester_schema_rounds)
     except ProviderError as exc:
         return loop.fail(provider_error("tester", exc), LoopEvent.TESTER_FAILED)
     loop.tester_invalid_rounds = 0
@@ -178,7 +178,7 @@ def run_tester_commands(
     changes a protected path (an allowed `make test` runs a Makefile the coder may have
     patched) fails, and the path is put back. None starts once TEST_RUN's time is spent."""
     workspace, recorder = services.workspace, services.recorder
-    abort, timeout = services.abort, services.settings.command_timeout
+    abort, timeout = services.abort, services.settings.options.command_timeout
     reasons = {tuple(c.argv): c.reason for c in tester.plan.commands}
     entries = [
         CommandEntry(
