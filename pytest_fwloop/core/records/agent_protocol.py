@@ -55,7 +55,7 @@ class SimilarFix(BaseModel):
     patch: str
 
 
-class Evidence(BaseModel):
+class EvidenceExcerpt(BaseModel):
     """The failure log of an earlier run (`--fwloop-evidence`, seed 001 §5.3): its head and
     tail, scrubbed and bounded, for the coder's first analysis."""
 
@@ -156,7 +156,7 @@ class AgentRequest(BaseModel):
     declined_before: list[DeclinedBefore] = Field(default_factory=list)
     operator_messages: list[str] = Field(default_factory=list)
     risky: list[RiskyChange] = Field(default_factory=list)
-    evidence: Evidence | None = None
+    evidence: EvidenceExcerpt | None = None
     sources: list[SourceChunk] = Field(default_factory=list)
     test_sources: list[SourceChunk] = Field(default_factory=list)
     repo_map: list[MapEntry] = Field(default_factory=list)

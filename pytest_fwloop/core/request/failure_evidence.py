@@ -125,7 +125,7 @@ class Frame:
 
 
 @dataclass
-class Evidence:
+class FailureClues:
     """What the failures say, in the terms the ranking reads."""
 
     frames: list[Frame] = field(default_factory=list)
@@ -193,13 +193,13 @@ def gather_evidence(
     known: Mapping[str, object],
     named_files: Mapping[str, tuple[float, str]],
     frame_texts: Mapping[str, str] | None = None,
-) -> Evidence:
+) -> FailureClues:
     """The evidence of the current failures: `test_code` is the failing tests' own source,
     `diagnostics` the build's and the pre-check's, `named_files` files named for other reasons
     (path → weight, why), `frame_texts` the text of files the frames point into (read by the
     caller from `frame_paths`). A frame many failures share counts once: a hundred tests
     failing through one wrapper say no more about it than one."""
-    evidence = Evidence()
+    evidence = FailureClues()
     texts: list[str] = []
     frames: dict[tuple[str, int], Frame] = {}
     for _, text in _samples(failures):

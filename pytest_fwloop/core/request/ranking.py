@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from pytest_fwloop.core.request.code_symbols import FileSymbols, Symbol
-from pytest_fwloop.core.request.failure_evidence import WORD, Evidence
+from pytest_fwloop.core.request.failure_evidence import WORD, FailureClues
 from pytest_fwloop.core.request.ochiai import Suspicions
 from pytest_fwloop.core.request.suspicion import (
     messengers,
@@ -224,7 +224,7 @@ class _Scores:
 
 def rank(
     tree: TreeMap,
-    evidence: Evidence,
+    evidence: FailureClues,
     candidates: Iterable[str],
     suspicions: Suspicions | None = None,
 ) -> list[Ranked]:
@@ -236,7 +236,7 @@ def rank(
 
 def ranking(
     tree: TreeMap,
-    evidence: Evidence,
+    evidence: FailureClues,
     candidates: Iterable[str],
     suspicions: Suspicions | None = None,
 ) -> Ranking:
@@ -280,7 +280,7 @@ def ranking(
     )
 
 
-def _frame_matches(scored: _Scores, evidence: Evidence) -> None:
+def _frame_matches(scored: _Scores, evidence: FailureClues) -> None:
     """A traceback frame or a build diagnostic on a line: the symbol holding it."""
     tree = scored.tree
     for frame in evidence.frames:
@@ -291,7 +291,7 @@ def _frame_matches(scored: _Scores, evidence: Evidence) -> None:
             )
 
 
-def _word_matches(scored: _Scores, evidence: Evidence) -> None:
+def _word_matches(scored: _Scores, evidence: FailureClues) -> None:
     """Identifiers of the failing tests and their output that the tree defines, the symbols
     that call them, and the names on the lines the frames point at."""
     for word, count in evidence.words.items():
@@ -311,7 +311,7 @@ def _word_matches(scored: _Scores, evidence: Evidence) -> None:
             )
 
 
-def _name_matches(scored: _Scores, evidence: Evidence) -> None:
+def _name_matches(scored: _Scores, evidence: FailureClues) -> None:
     """Each failing test's name votes for the symbols and files named with its words
     (`test_file_seek` for `lfs_file_seek_`, `test_dump_j1939` for `j1939.py`): `NAME_VOTE` per
     test (as much as a traceback frame), shared among its best matches."""
@@ -352,7 +352,7 @@ def _name_matches(scored: _Scores, evidence: Evidence) -> None:
                 scored.add((path, index), share, f"in a file named like the failing {test}", "name")
 
 
-def _literal_matches(scored: _Scores, evidence: Evidence) -> None:
+def _literal_matches(scored: _Scores, evidence: FailureClues) -> None:
     """Literals of the code that the failure output or the tests' source show verbatim."""
     if not evidence.text:
         return

@@ -15,7 +15,7 @@ from pytest_fwloop.core.gate.risky import MAX_LISTED, assess
 from pytest_fwloop.core.records.agent_protocol import (
     AgentRequest,
     DeclinedBefore,
-    Evidence,
+    EvidenceExcerpt,
     HistoryEntry,
     SimilarFix,
 )
@@ -88,7 +88,7 @@ def agent_request(
     return AgentRequest.model_validate({**fields, **extra})
 
 
-def _evidence(loop: LoopState, settings: LoopSettings) -> Evidence | None:
+def _evidence(loop: LoopState, settings: LoopSettings) -> EvidenceExcerpt | None:
     """The earlier run's failure log (--fwloop-evidence), until the coder's first patch has been
     tested: from then on the live tree's failures say more than an old log. A quarter of the
     context at most, head and tail, paths and timestamps scrubbed as in the failures."""
@@ -96,4 +96,4 @@ def _evidence(loop: LoopState, settings: LoopSettings) -> Evidence | None:
     if log is None or len(loop.attempts()) > 1:
         return None
     text = excerpt(scrub(log.text, str(settings.rootdir)), settings.options.context_bytes // 4)
-    return Evidence(path=log.path, size_bytes=log.size_bytes, excerpt=text)
+    return EvidenceExcerpt(path=log.path, size_bytes=log.size_bytes, excerpt=text)
