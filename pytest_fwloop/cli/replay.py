@@ -38,7 +38,7 @@ from pytest_fwloop.core.machine.fsm import IterationKind
 from pytest_fwloop.core.machine.substates import misplaced
 from pytest_fwloop.core.records.agent_protocol import ReviewerAnswer
 from pytest_fwloop.core.records.round_records import ConvergenceRecord, PanelRecord, call_files
-from pytest_fwloop.core.records.run_records import Event, Summary, Timeline
+from pytest_fwloop.core.records.run_records import AnalysisRecord, Event, Summary, Timeline
 from pytest_fwloop.core.suite.results import IterationResults
 from pytest_fwloop.core.verdict.baseline_gate import baseline_gate, unconfirmed
 from pytest_fwloop.core.verdict.convergence import (
@@ -228,62 +228,78 @@ def check_verdicts(
         if recorded.results is None:
             return Difference(number, "convergence", "a verdict with no results.json")
         attempts.append((number, recorded.results))
-        counted = ([r.pass_count for _, r in attempts], [r.total_count for _, r in attempts])
-        record = recorded.convergence
-        if (record.pass_counts, record.total_counts) != counted:
-            return Difference(
-                number,
-                "convergence",
-                f"the verdict was taken on pass/total counts {record.pass_counts}/"
-                f"{record.total_counts}; the results give {counted[0]}/{counted[1]}",
-            )
-        try:
-            criteria = _criteria(record.criteria)
-        except (TypeError, CriteriaError) as exc:
-            return Difference(number, "convergence", f"unusable criteria: {exc}")
-        limit = record.max_iter if record.max_iter is not None else max_iter
-        verdict, reason = determine_convergence(*counted, criteria, number, limit)
-        measured = [(n, r) for n, r in attempts if kinds.get(n) != IterationKind.ROLLBACK]
-        gate = baseline_gate(measured, record.metric_tolerance)
-        if verdict is ConvergenceType.SUCCESS:
-            # Withheld while a baseline-passing test fails, a metric is worse, or the tree
-            # has not been confirmed with no new patch.
-            ran = [kinds.get(n, IterationKind.PATCH) for n, _ in attempts]
-            withheld = gate.withheld() + unconfirmed(ran, criteria.stable_iterations_required)
-            if withheld:
-                verdict = None
-                reason += withheld
-        expected = verdict.value if verdict is not None else None
-        if expected != record.convergence_type:
-            return Difference(
-                number,
-                "convergence",
-                f"the record says {record.convergence_type or 'continue'}, the rules give "
-                f"{expected or 'continue'} ({reason})",
-            )
-        if record.analysis is None or record.mode is None:
-            continue  # recorded before the analysis was
-        derived = analyse(
-            Facts(
-                *counted,
-                criteria,
-                number,
-                limit,
-                verdict,
-                ExecutionMode(record.mode),
-                gate.regressions,
-                gate.metrics,
-            )
-        )
-        if derived != record.analysis:
-            return Difference(
-                number,
-                "analysis",
-                f"the record recommends {record.analysis.recommendation!r} (score "
-                f"{record.analysis.score}, {record.analysis.trend}); its numbers give "
-                f"{derived.recommendation!r} (score {derived.score}, {derived.trend})",
-            )
+        found = _check_verdict(number, recorded.convergence, attempts, kinds, max_iter)
+        if found is not None:
+            return found
     return None
+
+
+def _check_verdict(
+    number: int,
+    record: ConvergenceRecord,
+    attempts: list[tuple[int, IterationResults]],
+    kinds: dict[int, IterationKind],
+    max_iter: int,
+) -> Difference | None:
+    """Round `number`'s verdict and analysis against the rules, over the attempts up to it."""
+    counted = ([r.pass_count for _, r in attempts], [r.total_count for _, r in attempts])
+    if (record.pass_counts, record.total_counts) != counted:
+        return Difference(
+            number,
+            "convergence",
+            f"the verdict was taken on pass/total counts {record.pass_counts}/"
+            f"{record.total_counts}; the results give {counted[0]}/{counted[1]}",
+        )
+    try:
+        criteria = _criteria(record.criteria)
+    except (TypeError, CriteriaError) as exc:
+        return Difference(number, "convergence", f"unusable criteria: {exc}")
+    limit = record.max_iter if record.max_iter is not None else max_iter
+    verdict, reason = determine_convergence(*counted, criteria, number, limit)
+    measured = [(n, r) for n, r in attempts if kinds.get(n) != IterationKind.ROLLBACK]
+    gate = baseline_gate(measured, record.metric_tolerance)
+    if verdict is ConvergenceType.SUCCESS:
+        # Withheld while a baseline-passing test fails, a metric is worse, or the tree
+        # has not been confirmed with no new patch.
+        ran = [kinds.get(n, IterationKind.PATCH) for n, _ in attempts]
+        withheld = gate.withheld() + unconfirmed(ran, criteria.stable_iterations_required)
+        if withheld:
+            verdict = None
+            reason += withheld
+    expected = verdict.value if verdict is not None else None
+    if expected != record.convergence_type:
+        return Difference(
+            number,
+            "convergence",
+            f"the record says {record.convergence_type or 'continue'}, the rules give "
+            f"{expected or 'continue'} ({reason})",
+        )
+    if record.analysis is None or record.mode is None:
+        return None  # recorded before the analysis was
+    facts = Facts(
+        *counted,
+        criteria,
+        number,
+        limit,
+        verdict,
+        ExecutionMode(record.mode),
+        gate.regressions,
+        gate.metrics,
+    )
+    return _check_analysis(number, record.analysis, facts)
+
+
+def _check_analysis(number: int, recorded: AnalysisRecord, facts: Facts) -> Difference | None:
+    derived = analyse(facts)
+    if derived == recorded:
+        return None
+    return Difference(
+        number,
+        "analysis",
+        f"the record recommends {recorded.recommendation!r} (score {recorded.score}, "
+        f"{recorded.trend}); its numbers give {derived.recommendation!r} (score "
+        f"{derived.score}, {derived.trend})",
+    )
 
 
 def _criteria(values: dict[str, float]) -> ConvergenceCriteria:

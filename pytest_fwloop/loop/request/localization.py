@@ -30,7 +30,12 @@ from pytest_fwloop.core.records.agent_protocol import (
 )
 from pytest_fwloop.core.records.round_records import RankingRecord, call_files
 from pytest_fwloop.core.request.code_symbols import FileSymbols, Symbol
-from pytest_fwloop.core.request.failure_evidence import FailureText, frame_paths, gather_evidence
+from pytest_fwloop.core.request.failure_evidence import (
+    FailureClues,
+    FailureText,
+    frame_paths,
+    gather_evidence,
+)
 from pytest_fwloop.core.request.hidden_paths import is_secret
 from pytest_fwloop.core.request.ochiai import Suspicions, suspicious_lines
 from pytest_fwloop.core.request.ranking import Ranked, TreeMap, ranking
@@ -109,27 +114,7 @@ class Localizer:
         if policy != self._judged_by:
             self._verdicts, self._judged_by = {}, policy
         editable = [p for p in symbols if self._editable(p, policy)]
-        nodeids = _one_per_signature(failing, str(self.workspace.root))
-        test_paths = list(dict.fromkeys(n.split("::", 1)[0] for n in nodeids))[:_FILES_READ]
-        test_texts = self._texts(files, [p for p in test_paths if p in symbols])
-        tests = failing_test_code(self.tree, nodeids, test_texts, self.budget // 8)
-        named = {**self._recent_files(), **_patched(earlier_patches, "patched earlier in this run")}
-        for fix in request.similar_fixes:
-            named.update(_patched([fix.patch], f"fixed before in run {fix.run_id}"))
-        texts_of_failures = [
-            FailureText(t.nodeid, "\n".join((t.longrepr, t.crash, t.sections))) for t in failing
-        ]
-        root = str(self.workspace.root)
-        framed = frame_paths(texts_of_failures, root, symbols)[:_FRAME_FILES]
-        evidence = gather_evidence(
-            texts_of_failures,
-            [chunk.text for chunk in tests],
-            request.build_diagnostics,
-            root,
-            symbols,
-            named,
-            self._texts(files, framed),
-        )
+        tests, evidence = self._clues(request, failing, earlier_patches, files, symbols)
         ranks = ranking(self.tree, evidence, editable, self._suspicions(failing))
         ranked = ranks.ranked
         number, shown = self._shown
@@ -169,6 +154,39 @@ class Localizer:
             ranking=record,
         )
         return done, report
+
+    def _clues(
+        self,
+        request: AgentRequest,
+        failing: Sequence[TestRecord],
+        earlier_patches: Sequence[str],
+        files: Mapping[str, str],
+        symbols: Mapping[str, FileSymbols],
+    ) -> tuple[list[SourceChunk], FailureClues]:
+        """The failing tests' own code (sent read-only) and what the failures, that code, the
+        build and the run's history say, in the terms the ranking reads."""
+        nodeids = _one_per_signature(failing, str(self.workspace.root))
+        test_paths = list(dict.fromkeys(n.split("::", 1)[0] for n in nodeids))[:_FILES_READ]
+        test_texts = self._texts(files, [p for p in test_paths if p in symbols])
+        tests = failing_test_code(self.tree, nodeids, test_texts, self.budget // 8)
+        named = {**self._recent_files(), **_patched(earlier_patches, "patched earlier in this run")}
+        for fix in request.similar_fixes:
+            named.update(_patched([fix.patch], f"fixed before in run {fix.run_id}"))
+        texts_of_failures = [
+            FailureText(t.nodeid, "\n".join((t.longrepr, t.crash, t.sections))) for t in failing
+        ]
+        root = str(self.workspace.root)
+        framed = frame_paths(texts_of_failures, root, symbols)[:_FRAME_FILES]
+        clues = gather_evidence(
+            texts_of_failures,
+            [chunk.text for chunk in tests],
+            request.build_diagnostics,
+            root,
+            symbols,
+            named,
+            self._texts(files, framed),
+        )
+        return tests, clues
 
     def patch_functions(self, patch: str) -> list[PatchFunction]:
         """The functions `patch` changes, whole, before and after it (for the reviewer); the

@@ -97,19 +97,7 @@ class ProposalDesk:
         notes = self.services.recorder.write_text("proposal.md", text)
         evidence = (self.services.recorder.relative(patch), self.services.recorder.relative(notes))
         if self.services.settings.mode is ExecutionMode.INTERACTIVE and sys.stdin.isatty():
-            self.services.terminal.proposal(text)
-            reply = self.services.terminal.answer(
-                "Apply this patch? [y = apply / n = stop / text = ask the coder for another] "
-            )
-            if reply.lower() in ("y", "yes"):
-                self.confirmed += 1
-                loop.current.notes.append("the operator approved the proposal")
-                return None
-            if reply.lower() in ("", "n", "no"):
-                loop.outcome = Outcome.CANCELED
-                loop.final_reason = "the operator declined the proposal"
-                return Step(LoopEvent.ABORT, loop.final_reason, evidence)
-            return _followed_up(loop, reply, evidence)
+            return self._ask_at_the_terminal(loop, text, evidence)
         loop.outcome = Outcome.AWAITING_OPERATOR_CONFIRM
         run_id = self.services.recorder.run_id
         why = (
@@ -122,6 +110,24 @@ class ProposalDesk:
             f"proposal.md, then `fwloop confirm {run_id}` or `fwloop followup {run_id} TEXT`"
         )
         return Step(LoopEvent.AWAIT_OPERATOR, loop.final_reason, evidence)
+
+    def _ask_at_the_terminal(
+        self, loop: LoopState, text: str, evidence: tuple[str, ...]
+    ) -> Step | None:
+        """Interactive mode: the operator answers the proposal where they sit."""
+        self.services.terminal.proposal(text)
+        reply = self.services.terminal.answer(
+            "Apply this patch? [y = apply / n = stop / text = ask the coder for another] "
+        )
+        if reply.lower() in ("y", "yes"):
+            self.confirmed += 1
+            loop.current.notes.append("the operator approved the proposal")
+            return None
+        if reply.lower() in ("", "n", "no"):
+            loop.outcome = Outcome.CANCELED
+            loop.final_reason = "the operator declined the proposal"
+            return Step(LoopEvent.ABORT, loop.final_reason, evidence)
+        return _followed_up(loop, reply, evidence)
 
     def _discussion_ends(
         self, loop: LoopState, request: Callable[[str, str], AgentRequest]
@@ -199,6 +205,24 @@ def _followed_up(loop: LoopState, reply: str, evidence: tuple[str, ...]) -> Step
     return Step(LoopEvent.OPERATOR_FOLLOWUP, f"operator: {reply[:120]}", evidence)
 
 
+def _boot_section(boot: list[RiskyChange]) -> list[str]:
+    """proposal.md's list of boot-critical changes no failing test names, if any."""
+    if not boot:
+        return []
+    return [
+        "## Boot-critical code no failing test names",
+        "",
+        "The patch changes code the board needs to start (fwloop_risky_patterns), and no "
+        "test that fails names it: it is applied only if you confirm it.",
+        "",
+        *[
+            f"- `{c.file}`" + (f" {c.hunk} `{c.line}`" if c.hunk else "") + f": {c.pattern}"
+            for c in boot
+        ],
+        "",
+    ]
+
+
 def _proposal_text(
     run_id: str,
     number: int,
@@ -218,19 +242,7 @@ def _proposal_text(
         f"**Patch policy:** {policy}",
         "",
     ]
-    if boot:
-        lines += [
-            "## Boot-critical code no failing test names",
-            "",
-            "The patch changes code the board needs to start (fwloop_risky_patterns), and no "
-            "test that fails names it: it is applied only if you confirm it.",
-            "",
-            *[
-                f"- `{c.file}`" + (f" {c.hunk} `{c.line}`" if c.hunk else "") + f": {c.pattern}"
-                for c in boot
-            ],
-            "",
-        ]
+    lines += _boot_section(boot)
     for role, comment in comments.items():
         lines += [f"## The {role}'s comment", "", comment, ""]
     if not answer.patch.strip():
