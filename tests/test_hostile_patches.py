@@ -195,7 +195,8 @@ STRUCTURAL = {
         f"--- /dev/null\n+++ lnk2/conftest.py\n@@ -4 +9,9 @@\n{_body(XFAIL_ALL)}"
     ),
     "file-then-write-under-it": (
-        f"--- /dev/null\n+++ b/fw/x\n{_hunk_new('x')}--- /dev/null\n+++ b/fw/x/y.c\n{_hunk_new('y')}"
+        f"--- /dev/null\n+++ b/fw/x\n{_hunk_new('x')}"
+        f"--- /dev/null\n+++ b/fw/x/y.c\n{_hunk_new('y')}"
     ),
     "submodule": (
         "diff --git a/hal b/hal\nnew file mode 160000\nindex 0000000..1234567\n"
