@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pytest_fwloop.core.agent_protocol import CoderAnswer, MustFix, ReviewerAnswer, RiskyChange
-from pytest_fwloop.core.decimals import SCORE_PLACES, above, shown
+from pytest_fwloop.core.decimals import over, written
 from pytest_fwloop.core.fsm import ErrorType, LoopEvent
 from pytest_fwloop.core.outcomes import Outcome
 from pytest_fwloop.core.policy import Violation
@@ -154,19 +154,19 @@ def review_refusal(
             f"{rounds}/{max_rounds})",
         )
     risk, said = raised_risk(review.risk, risky)
-    if above(risk, max_risk, SCORE_PLACES):
-        raised = f" and its risky code raised it to {shown(risk)}" if risky else ""
+    if over(risk, max_risk):
+        raised = f" and its risky code raised it to {written(risk)}" if risky else ""
         return Refusal(
             LoopEvent.PATCH_REJECTED,
             ErrorState(
                 ErrorType.POLICY_VIOLATION,
-                f"{who} risk {said} > fwloop_max_risk {shown(max_risk)}",
+                f"{who} risk {said} > fwloop_max_risk {written(max_risk)}",
                 LoopEvent.RECOVER_TO_ANALYSIS,
             ),
             [
                 MustFix(
-                    issue=f"the {who} rated the patch's risk {shown(review.risk)}{raised}, above "
-                    f"fwloop_max_risk={shown(max_risk)}; make a smaller, safer change"
+                    issue=f"the {who} rated the patch's risk {written(review.risk)}{raised}, "
+                    f"above fwloop_max_risk={written(max_risk)}; make a smaller, safer change"
                 )
             ],
             "risk",

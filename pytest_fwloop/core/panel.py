@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pytest_fwloop.core.agent_protocol import MustFix, ReviewerAnswer
+from pytest_fwloop.core.decimals import written
 
 ReviewRule = Literal["all", "majority"]
 REVIEW_RULES: tuple[ReviewRule, ...] = ("all", "majority")
@@ -61,11 +62,14 @@ def panel_verdict(rule: ReviewRule, votes: Sequence[tuple[str, ReviewerAnswer]])
         risk=risk,
         summary=f"review panel, {counted}: "
         + "; ".join(
-            f"{who} {answer.decision} (risk {answer.risk:.2f}): {answer.summary[:SUMMARY_CHARS]}"
+            f"{who} {answer.decision} (risk {written(answer.risk)}): "
+            f"{answer.summary[:SUMMARY_CHARS]}"
             for who, answer in votes
         ),
     )
-    each = ", ".join(f"{who} {answer.decision} (risk {answer.risk:.2f})" for who, answer in votes)
+    each = ", ".join(
+        f"{who} {answer.decision} (risk {written(answer.risk)})" for who, answer in votes
+    )
     line = (
         f"{'split' if split else 'unanimous'} decision, {counted}: {decision}; {each}; "
         f"highest risk {risk:.2f}"

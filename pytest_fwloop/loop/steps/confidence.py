@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pytest_fwloop.config.settings import LoopSettings
 from pytest_fwloop.core.agent_protocol import MustFix
-from pytest_fwloop.core.decimals import shown
+from pytest_fwloop.core.decimals import written
 from pytest_fwloop.core.decision_record import judge, stopped_short
 from pytest_fwloop.core.fsm import LoopEvent
 from pytest_fwloop.core.records import DeclinedRecord
@@ -39,7 +39,9 @@ def weigh_answer(loop: LoopState, settings: LoopSettings) -> Step | None:
         return Step(LoopEvent.CODER_ABORTED, loop.final_reason)
     if record.status == "usable" or settings.propose != "off":
         return None  # a low-confidence proposal stops for the operator (ProposalDesk.due)
-    said = f"coder confidence {shown(record.confidence)} < fwloop_min_confidence={shown(minimum)}"
+    said = (
+        f"coder confidence {written(record.confidence)} < fwloop_min_confidence={written(minimum)}"
+    )
     root = str(settings.rootdir)
     if record.status == "low_confidence":
         loop.coder_answer = None

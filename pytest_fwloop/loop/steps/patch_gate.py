@@ -15,6 +15,7 @@ from pathlib import Path
 from pytest_fwloop.agents.errors import AnswerInvalid, ProviderError
 from pytest_fwloop.agents.role import RoleAgent
 from pytest_fwloop.core.agent_protocol import AgentRequest, CoderAnswer, ReviewerAnswer
+from pytest_fwloop.core.decimals import written
 from pytest_fwloop.core.fsm import ErrorType, LoopEvent
 from pytest_fwloop.core.gate_rules import Refusal, apply_failure, first_refusal, review_refusal
 from pytest_fwloop.core.outcomes import Outcome
@@ -155,7 +156,7 @@ class PatchGate:
         )
         files = sorted({c.new_path or c.old_path or "" for c in parse_patch(answer.patch)})
         current.patch_summary = f"{answer.summary[:200]} [{', '.join(files)}]"
-        bound = f"{risk} <= {self.services.settings.max_risk:.2f}"
+        bound = f"{risk} <= {written(self.services.settings.max_risk)}"
         if said:
             return Verdict(
                 Step(
