@@ -18,8 +18,8 @@ from loopkit import (
     tree_state,
     unified_diff,
 )
-from pytest_fwloop.core.budget import Budget, Usage, UsageLedger
-from pytest_fwloop.core.repeats import RepeatedPatch, find_repeat, hunks, reverted
+from pytest_fwloop.core.gate.repeats import RepeatedPatch, find_repeat, hunks, reverted
+from pytest_fwloop.core.machine.agent_budget import Budget, Usage, UsageLedger
 
 # -- usage and budget (pure) ---------------------------------------------------------------------
 

@@ -12,8 +12,8 @@ from controllerkit import ControllerKit, fixing
 from loopkit import APPROVE
 from pytest_fwloop.agents.base import RawAnswer
 from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind
-from pytest_fwloop.core.agent_protocol import AgentRequest
-from pytest_fwloop.core.outcomes import Outcome
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.records.agent_protocol import AgentRequest
 from pytest_fwloop.workspace import PatchApplyError
 
 BASELINE_PATH = [

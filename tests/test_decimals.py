@@ -4,7 +4,7 @@ Each case below was decided by binary float arithmetic before issue 34: `0.1 + 0
 0.7000000000000001, so a trace said `0.70 > fwloop_max_risk 0.70`. Issue 34 compared the numbers
 as printed, so 0.7000001 passed a limit of 0.70; now a value as written (a risk, a confidence,
 a cost) is compared exactly, sums taken in decimal, and the trace prints the exact numbers.
-Rates of counts are still compared as printed (`core/decimals.py`).
+Rates of counts are still compared as printed (`core/machine/decimals.py`).
 """
 
 from __future__ import annotations
@@ -16,20 +16,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopkit import coder_answer
-from pytest_fwloop.core.agent_protocol import CoderAnswer, ReviewerAnswer, RiskyChange
-from pytest_fwloop.core.analysis import fitted_trend
-from pytest_fwloop.core.budget import Budget, Usage
-from pytest_fwloop.core.convergence import (
+from pytest_fwloop.core.gate.gate_rules import review_refusal
+from pytest_fwloop.core.gate.risky import raised_risk
+from pytest_fwloop.core.machine.agent_budget import Budget, Usage
+from pytest_fwloop.core.machine.decimals import above, below, percent, percent_apart, shown
+from pytest_fwloop.core.records.agent_protocol import CoderAnswer, ReviewerAnswer, RiskyChange
+from pytest_fwloop.core.suite.results import Metric
+from pytest_fwloop.core.verdict.coder_confidence import judge
+from pytest_fwloop.core.verdict.convergence import (
     ConvergenceCriteria,
     determine_convergence,
     stable_for_last_n_iterations,
 )
-from pytest_fwloop.core.decimals import above, below, percent, percent_apart, shown
-from pytest_fwloop.core.decision_record import judge
-from pytest_fwloop.core.gate_rules import review_refusal
-from pytest_fwloop.core.metrics import compare, describe
-from pytest_fwloop.core.results import Metric
-from pytest_fwloop.core.risky import raised_risk
+from pytest_fwloop.core.verdict.iteration_advice import fitted_trend
+from pytest_fwloop.core.verdict.metrics import compare, describe
 
 pure = settings(deadline=None)
 #: A decimal as a person writes it for a risk, a confidence or a limit: 0.00 to 1.00.

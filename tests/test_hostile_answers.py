@@ -21,15 +21,15 @@ from pytest_fwloop.agents.base import RawAnswer
 from pytest_fwloop.agents.errors import AnswerInvalid
 from pytest_fwloop.agents.retry import RetryPolicy
 from pytest_fwloop.agents.role import CallRecord, RoleAgent
-from pytest_fwloop.core.agent_protocol import (
+from pytest_fwloop.core.machine.outcomes import Outcome, exit_status
+from pytest_fwloop.core.records.agent_protocol import (
     MAX_JSON_DEPTH,
     AgentRequest,
     ReviewerAnswer,
     extract_json,
     load_schema,
 )
-from pytest_fwloop.core.outcomes import Outcome, exit_status
-from pytest_fwloop.core.redaction import Redactor
+from pytest_fwloop.core.records.redaction import Redactor
 from pytest_fwloop.loop.finish import final_state_of
 from pytest_fwloop.loop.rundir import RunRecorder
 from pytest_fwloop.loop.terminal import Terminal

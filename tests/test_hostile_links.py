@@ -20,8 +20,8 @@ import pytest
 from controllerkit import FIRMWARE, ControllerKit
 from loopkit import APPROVE, LoopProject, coder_answer
 from pytest_fwloop.agents.base import RawAnswer
-from pytest_fwloop.core.agent_protocol import AgentRequest, CoderAnswer
-from pytest_fwloop.core.outcomes import Outcome
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.records.agent_protocol import AgentRequest, CoderAnswer
 from pytest_fwloop.loop.steps.coder_patch import Formed, form_patch
 from pytest_fwloop.loop.steps.patch_gate import PatchGate
 from pytest_fwloop.workspace import PatchApplyError, PatchPolicy, Workspace

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from loopkit import APPROVE, CALC, LoopProject, coder_answer, tree_state
-from pytest_fwloop.core.agent_protocol import CoderAnswer
-from pytest_fwloop.core.fsm import ErrorType
+from pytest_fwloop.core.machine.fsm import ErrorType
+from pytest_fwloop.core.records.agent_protocol import CoderAnswer
 from pytest_fwloop.loop.steps.coder_patch import Formed, Refused, form_patch
 from pytest_fwloop.workspace import (
     DEFAULT_PROTECTED,

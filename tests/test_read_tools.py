@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from pytest_fwloop.core.read_tools import (
+from pytest_fwloop.core.request.read_tools import (
     MAX_MATCHES,
     MAX_READ_BYTES,
     MAX_READ_LINES,
     run_tool,
     tool_specs,
 )
-from pytest_fwloop.workspace.tree_reader import ToolReader
+from pytest_fwloop.workspace.confined_read import ToolReader
 
 OUTSIDE = "the victim's secret, outside the tree"
 

@@ -15,11 +15,9 @@ from controllerkit import ControllerKit, fixing
 from loopkit import CALC, FIXES, LoopProject, coder_answer, tree_state, unified_diff
 from pytest_fwloop.config.options import spec_of
 from pytest_fwloop.config.settings import load_settings
-from pytest_fwloop.core.agent_protocol import ReviewerAnswer, RiskyChange
-from pytest_fwloop.core.gate_rules import review_refusal
-from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.results import TestRecord
-from pytest_fwloop.core.risky import (
+from pytest_fwloop.core.change.unified_diff import Hunk, parse_patch
+from pytest_fwloop.core.gate.gate_rules import review_refusal
+from pytest_fwloop.core.gate.risky import (
     FIRMWARE_PATTERNS,
     RISK_PER_PATTERN,
     find_risky,
@@ -28,7 +26,9 @@ from pytest_fwloop.core.risky import (
     unnamed_boot,
     with_evidence,
 )
-from pytest_fwloop.core.unified_diff import Hunk, parse_patch
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.records.agent_protocol import ReviewerAnswer, RiskyChange
+from pytest_fwloop.core.suite.results import TestRecord
 
 FIRMWARE = parse_patterns(["firmware"])
 
@@ -302,7 +302,7 @@ def test_boot_critical_code_no_failing_test_names_waits_for_the_operator(
 
 
 def test_an_operators_confirm_lets_boot_critical_code_through(kit: ControllerKit) -> None:
-    from pytest_fwloop.loop.continuation import Action, Order
+    from pytest_fwloop.loop.operator.continuation import Action, Order
 
     kit.coder.answers = [fixing("bug", "ok")]
     kit.build("bug", BOOT_PATH)

@@ -31,24 +31,24 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from pytest_fwloop.core import fsm
-from pytest_fwloop.core.agent_protocol import ReviewerAnswer
-from pytest_fwloop.core.analysis import Facts, analyse
-from pytest_fwloop.core.baseline_gate import baseline_gate, unconfirmed
-from pytest_fwloop.core.convergence import (
+from pytest_fwloop.core.gate.review_panel import panel_verdict
+from pytest_fwloop.core.machine import fsm
+from pytest_fwloop.core.machine.decimals import over, written
+from pytest_fwloop.core.machine.fsm import IterationKind
+from pytest_fwloop.core.machine.substates import misplaced
+from pytest_fwloop.core.records.agent_protocol import ReviewerAnswer
+from pytest_fwloop.core.records.round_records import ConvergenceRecord, PanelRecord, call_files
+from pytest_fwloop.core.records.run_records import Event, Summary, Timeline
+from pytest_fwloop.core.suite.results import IterationResults
+from pytest_fwloop.core.verdict.baseline_gate import baseline_gate, unconfirmed
+from pytest_fwloop.core.verdict.convergence import (
     ConvergenceCriteria,
     ConvergenceType,
     CriteriaError,
     ExecutionMode,
     determine_convergence,
 )
-from pytest_fwloop.core.decimals import over, written
-from pytest_fwloop.core.fsm import IterationKind
-from pytest_fwloop.core.panel import panel_verdict
-from pytest_fwloop.core.records import Event, Summary, Timeline
-from pytest_fwloop.core.results import IterationResults
-from pytest_fwloop.core.round_records import ConvergenceRecord, PanelRecord, call_files
-from pytest_fwloop.core.substates import misplaced
+from pytest_fwloop.core.verdict.iteration_advice import Facts, analyse
 
 #: The stem of a reviewer call's files, as a panel vote names it.
 _CALL = re.compile(r"reviewer-[0-9]+")

@@ -13,8 +13,8 @@ from pathlib import Path
 from tabulate import tabulate
 
 from pytest_fwloop.cli.replay import RecordedRun, ReplayError, load_run, replay, timeline_lines
-from pytest_fwloop.core.known_failures import known_failures_file
-from pytest_fwloop.core.run_state import STATE_FILE, StateError, load_state
+from pytest_fwloop.core.records.run_state import STATE_FILE, StateError, load_state
+from pytest_fwloop.core.suite.known_failures import known_failures_file
 from pytest_fwloop.reports.html import RunPage, render_to
 from pytest_fwloop.workspace import Journal
 

@@ -16,7 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from pytest_fwloop.codemap.parse import language_of, parse_source
-from pytest_fwloop.core.code_symbols import FileSymbols, Literal, Symbol
+from pytest_fwloop.core.request.code_symbols import FileSymbols, Literal, Symbol
 
 #: Bumped whenever what the parser stores changes: older rows are then not read.
 INDEX_VERSION = 2

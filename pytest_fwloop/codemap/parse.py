@@ -15,7 +15,7 @@ from collections import defaultdict
 from functools import cache
 from typing import TYPE_CHECKING
 
-from pytest_fwloop.core.code_symbols import FileSymbols, Literal, Symbol
+from pytest_fwloop.core.request.code_symbols import FileSymbols, Literal, Symbol
 
 if TYPE_CHECKING:
     from tree_sitter import Node, Parser

@@ -31,20 +31,20 @@ from pytest_fwloop.config.preflight import (
     missing_build_program,
 )
 from pytest_fwloop.config.tree_rules import knowledge_path, patch_policy, snapshot_exclude
-from pytest_fwloop.core.allowlist import Argv, parse_prefixes
-from pytest_fwloop.core.budget import Budget
-from pytest_fwloop.core.collection import Collection
-from pytest_fwloop.core.convergence import (
+from pytest_fwloop.core.gate.allowlist import Argv, parse_prefixes
+from pytest_fwloop.core.gate.precheck import PrecheckSettings
+from pytest_fwloop.core.gate.risky import RiskyPattern, parse_patterns
+from pytest_fwloop.core.machine.agent_budget import Budget
+from pytest_fwloop.core.records.redaction import Redactor
+from pytest_fwloop.core.suite.collection import Collection
+from pytest_fwloop.core.suite.known_failures import read_known_failures
+from pytest_fwloop.core.verdict.convergence import (
     PRESETS,
     ConvergenceCriteria,
     CriteriaError,
     ExecutionMode,
     PlateauHandlingStrategy,
 )
-from pytest_fwloop.core.known_failures import read_known_failures
-from pytest_fwloop.core.precheck import PrecheckSettings
-from pytest_fwloop.core.redaction import Redactor
-from pytest_fwloop.core.risky import RiskyPattern, parse_patterns
 from pytest_fwloop.farm.client import FarmSettings
 from pytest_fwloop.procs.sandbox import SandboxUnavailable, find_bwrap
 from pytest_fwloop.reports.user_files import UserReports
@@ -52,9 +52,9 @@ from pytest_fwloop.workspace import PatchPolicy
 
 if TYPE_CHECKING:
     from pytest_fwloop.agents.base import Provider
-    from pytest_fwloop.core.agent_protocol import Role
-    from pytest_fwloop.core.flaky import FlakyPolicy
-    from pytest_fwloop.core.panel import ReviewRule
+    from pytest_fwloop.core.gate.review_panel import ReviewRule
+    from pytest_fwloop.core.records.agent_protocol import Role
+    from pytest_fwloop.core.suite.flaky import FlakyPolicy
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,16 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel
 
-from pytest_fwloop.core.records import (
+from pytest_fwloop.core.machine.substates import SUBSTATES
+from pytest_fwloop.core.records.round_records import (
+    CallMeta,
+    CommandEntry,
+    CommandsRecord,
+    ConvergenceRecord,
+    PanelRecord,
+    PanelVote,
+)
+from pytest_fwloop.core.records.run_records import (
     AnalysisRecord,
     Event,
     HeldPlace,
@@ -25,17 +34,8 @@ from pytest_fwloop.core.records import (
     UsageRecord,
     UsageTotals,
 )
-from pytest_fwloop.core.results import IterationResults, Metric, ProgressLine, TestRecord
-from pytest_fwloop.core.round_records import (
-    CallMeta,
-    CommandEntry,
-    CommandsRecord,
-    ConvergenceRecord,
-    PanelRecord,
-    PanelVote,
-)
-from pytest_fwloop.core.run_state import RunState, SavedIteration
-from pytest_fwloop.core.substates import SUBSTATES
+from pytest_fwloop.core.records.run_state import RunState, SavedIteration
+from pytest_fwloop.core.suite.results import IterationResults, Metric, ProgressLine, TestRecord
 
 #: Every JSON record of the run directory, in the order the docs show them.
 RECORDS: tuple[tuple[str, type[BaseModel]], ...] = (

@@ -17,19 +17,19 @@ from pathlib import Path
 import pytest
 
 from pytest_fwloop.config.settings import LoopSettings
-from pytest_fwloop.core import fsm, recovery
-from pytest_fwloop.core.agent_protocol import AgentRequest
-from pytest_fwloop.core.budget import BudgetExhausted, UsageLedger
-from pytest_fwloop.core.fsm import ErrorType, LoopEvent, State
-from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.redaction import Redactor
-from pytest_fwloop.core.state_clock import DeadlinePassed, StateClock
-from pytest_fwloop.core.substates import SubState
+from pytest_fwloop.core.machine import fsm, recovery
+from pytest_fwloop.core.machine.agent_budget import BudgetExhausted, UsageLedger
+from pytest_fwloop.core.machine.fsm import ErrorType, LoopEvent, State
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.machine.state_clock import DeadlinePassed, StateClock
+from pytest_fwloop.core.machine.substates import SubState
+from pytest_fwloop.core.records.agent_protocol import AgentRequest
+from pytest_fwloop.core.records.redaction import Redactor
 from pytest_fwloop.loop.agent_calls import CallLog, role_agent
-from pytest_fwloop.loop.agent_request import agent_request
 from pytest_fwloop.loop.child_runner import ChildRunner, precheck_files
-from pytest_fwloop.loop.continuation import Past
-from pytest_fwloop.loop.localization import Localizer, with_code
+from pytest_fwloop.loop.operator.continuation import Past
+from pytest_fwloop.loop.request.agent_request import agent_request
+from pytest_fwloop.loop.request.localization import Localizer, with_code
 from pytest_fwloop.loop.run_deadline import RunDeadline
 from pytest_fwloop.loop.rundir import RunRecorder
 from pytest_fwloop.loop.services import Services

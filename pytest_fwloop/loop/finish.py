@@ -9,13 +9,10 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from pytest_fwloop.core.budget import Usage
-from pytest_fwloop.core.convergence import ConvergenceType, ExecutionMode
-from pytest_fwloop.core.fsm import State
-from pytest_fwloop.core.history import broken_per_iteration, flaky_per_iteration, outcomes_by_test
-from pytest_fwloop.core.metrics import judge, series
-from pytest_fwloop.core.outcomes import Outcome, exit_status
-from pytest_fwloop.core.records import (
+from pytest_fwloop.core.machine.agent_budget import Usage
+from pytest_fwloop.core.machine.fsm import State
+from pytest_fwloop.core.machine.outcomes import Outcome, exit_status
+from pytest_fwloop.core.records.run_records import (
     BestTree,
     MetricSeries,
     RunContext,
@@ -23,7 +20,14 @@ from pytest_fwloop.core.records import (
     Timeline,
     UsageRecord,
 )
-from pytest_fwloop.core.results import TestRecord, nodeids
+from pytest_fwloop.core.suite.history import (
+    broken_per_iteration,
+    flaky_per_iteration,
+    outcomes_by_test,
+)
+from pytest_fwloop.core.suite.results import TestRecord, nodeids
+from pytest_fwloop.core.verdict.convergence import ConvergenceType, ExecutionMode
+from pytest_fwloop.core.verdict.metrics import judge, series
 from pytest_fwloop.knowledge.fixes import remember_verdicts
 from pytest_fwloop.knowledge.store import KnowledgeBase
 from pytest_fwloop.loop.crash import INTERNAL_ERROR_FILE
@@ -35,7 +39,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from pytest_fwloop.config.settings import LoopSettings
-    from pytest_fwloop.core.redaction import Redactor
+    from pytest_fwloop.core.records.redaction import Redactor
     from pytest_fwloop.loop.agent_calls import CallLog
     from pytest_fwloop.loop.rundir import RunRecorder
     from pytest_fwloop.loop.state import Iteration, LoopState

@@ -10,14 +10,19 @@ from typing import TYPE_CHECKING
 
 from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind
 from pytest_fwloop.agents.rules import triage_line
-from pytest_fwloop.core.agent_protocol import AgentRequest, CoderAnswer, MustFix, TesterAnswer
-from pytest_fwloop.core.allowlist import CommandCheck
-from pytest_fwloop.core.convergence import ConvergenceType
-from pytest_fwloop.core.flaky import Reruns
-from pytest_fwloop.core.fsm import ErrorType, IterationKind, LoopEvent, State, StateBound
-from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.policy import PatchPolicy, test_modules
-from pytest_fwloop.core.records import (
+from pytest_fwloop.core.change.unified_diff import touched_paths
+from pytest_fwloop.core.gate.allowlist import CommandCheck
+from pytest_fwloop.core.gate.policy import PatchPolicy, test_modules
+from pytest_fwloop.core.machine.fsm import ErrorType, IterationKind, LoopEvent, State, StateBound
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.machine.recovery import ErrorState
+from pytest_fwloop.core.records.agent_protocol import (
+    AgentRequest,
+    CoderAnswer,
+    MustFix,
+    TesterAnswer,
+)
+from pytest_fwloop.core.records.run_records import (
     AnalysisRecord,
     DecisionRecord,
     DeclinedRecord,
@@ -26,9 +31,9 @@ from pytest_fwloop.core.records import (
     NotificationRecord,
     TimelineEntry,
 )
-from pytest_fwloop.core.recovery import ErrorState
-from pytest_fwloop.core.results import IterationResults, TestRecord
-from pytest_fwloop.core.unified_diff import touched_paths
+from pytest_fwloop.core.suite.flaky import Reruns
+from pytest_fwloop.core.suite.results import IterationResults, TestRecord
+from pytest_fwloop.core.verdict.convergence import ConvergenceType
 from pytest_fwloop.loop.rundir import utc_now
 
 if TYPE_CHECKING:

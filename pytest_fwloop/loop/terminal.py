@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
     from pytest_fwloop.config.settings import LoopSettings
-    from pytest_fwloop.core.fsm import State
+    from pytest_fwloop.core.machine.fsm import State
     from pytest_fwloop.loop.rundir import RunRecorder
 
 PREFIX = "fwloop:"

@@ -17,7 +17,14 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pytest_fwloop.core.policy import (
+from pytest_fwloop.core.change.posix_paths import glob_match, normalize_path
+from pytest_fwloop.core.change.unified_diff import (
+    FileChange,
+    PatchParseError,
+    parse_patch,
+    touched_paths,
+)
+from pytest_fwloop.core.gate.policy import (
     DEFAULT_PROTECTED,
     GitReading,
     PatchPolicy,
@@ -27,9 +34,7 @@ from pytest_fwloop.core.policy import (
     path_violations,
     tree_violations,
 )
-from pytest_fwloop.core.posix_paths import glob_match, normalize_path
-from pytest_fwloop.core.unified_diff import FileChange, PatchParseError, parse_patch, touched_paths
-from pytest_fwloop.workspace import tree_reads
+from pytest_fwloop.workspace import snapshot_blobs as tree_reads
 from pytest_fwloop.workspace.git_run import WorkspaceError
 from pytest_fwloop.workspace.journal import Journal, WorkspaceLocked
 from pytest_fwloop.workspace.lock import RunLock

@@ -8,12 +8,12 @@ import os
 import stat
 from typing import TYPE_CHECKING
 
-from pytest_fwloop.core.posix_paths import normalize_path
+from pytest_fwloop.core.change.posix_paths import normalize_path
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from pytest_fwloop.core.policy import TreeKind
+    from pytest_fwloop.core.gate.policy import TreeKind
 
 
 def kinds_on_the_way(root: Path, path: str) -> list[tuple[str, TreeKind]]:

@@ -13,11 +13,11 @@ from pathlib import Path
 
 from pytest_fwloop.agents.errors import ProviderError
 from pytest_fwloop.agents.role import RoleAgent
-from pytest_fwloop.core.agent_protocol import AgentRequest, CoderAnswer
-from pytest_fwloop.core.fsm import LoopEvent
-from pytest_fwloop.core.round_records import call_files
-from pytest_fwloop.core.substates import SubState
-from pytest_fwloop.core.unified_diff import PatchParseError, parse_patch
+from pytest_fwloop.core.change.unified_diff import PatchParseError, parse_patch
+from pytest_fwloop.core.machine.fsm import LoopEvent
+from pytest_fwloop.core.machine.substates import SubState
+from pytest_fwloop.core.records.agent_protocol import AgentRequest, CoderAnswer
+from pytest_fwloop.core.records.round_records import call_files
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import LoopState, Step, coder_failed
 from pytest_fwloop.loop.steps.coder_patch import Refused, form_patch

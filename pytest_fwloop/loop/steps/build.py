@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pytest_fwloop.config.preflight import missing_build_program
-from pytest_fwloop.core.agent_protocol import MustFix
-from pytest_fwloop.core.fsm import ErrorType, IterationKind, LoopEvent
-from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.policy import PatchPolicy, protection
-from pytest_fwloop.core.recovery import ErrorState
+from pytest_fwloop.core.gate.policy import PatchPolicy, protection
+from pytest_fwloop.core.machine.fsm import ErrorType, IterationKind, LoopEvent
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.machine.recovery import ErrorState
+from pytest_fwloop.core.records.agent_protocol import MustFix
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import Iteration, Step, Verdict, failed
 from pytest_fwloop.loop.steps.precheck import PrecheckReport, run_precheck

@@ -1,4 +1,5 @@
-"""Seed 001's decision record in the loop (DESIGN.md §15; rules in `core/decision_record.py`).
+"""Seed 001's decision record in the loop (DESIGN.md §15; rules in
+`core/verdict/coder_confidence.py`).
 
 In PATCH_GENERATION, before the gate, each coder answer is judged: usable, below
 `fwloop_min_confidence` (asked once more, with the failing tests' fuller output and the
@@ -9,12 +10,12 @@ for (the run ends). In proposal mode a low-confidence patch goes to the operator
 from __future__ import annotations
 
 from pytest_fwloop.config.settings import LoopSettings
-from pytest_fwloop.core.agent_protocol import MustFix
-from pytest_fwloop.core.decimals import written
-from pytest_fwloop.core.decision_record import judge, stopped_short
-from pytest_fwloop.core.fsm import LoopEvent
-from pytest_fwloop.core.records import DeclinedRecord
-from pytest_fwloop.core.signature import scrub, signature
+from pytest_fwloop.core.machine.decimals import written
+from pytest_fwloop.core.machine.fsm import LoopEvent
+from pytest_fwloop.core.records.agent_protocol import MustFix
+from pytest_fwloop.core.records.run_records import DeclinedRecord
+from pytest_fwloop.core.suite.signature import scrub, signature
+from pytest_fwloop.core.verdict.coder_confidence import judge, stopped_short
 from pytest_fwloop.loop.state import LoopState, Step
 from pytest_fwloop.loop.steps.decline import open_failures
 

@@ -1,4 +1,4 @@
-"""The coder's "not a code defect" in the loop (DESIGN.md §15; rules in `core/declines.py`).
+"""The coder's "not a code defect" in the loop (DESIGN.md §15; rules in `core/verdict/declines.py`).
 
 PATCH_GENERATION takes a decline (no patch, the tests named in `declined`) as a decision, not a
 model failure: the declined tests are
@@ -8,11 +8,11 @@ about the declined ones. CODE_ANALYSIS ends the run when only declined tests are
 
 from __future__ import annotations
 
-from pytest_fwloop.core.declines import decline_ending, declined_by, still_declined
-from pytest_fwloop.core.fsm import LoopEvent
-from pytest_fwloop.core.records import DecisionRecord
-from pytest_fwloop.core.results import TestRecord
-from pytest_fwloop.core.signature import signature
+from pytest_fwloop.core.machine.fsm import LoopEvent
+from pytest_fwloop.core.records.run_records import DecisionRecord
+from pytest_fwloop.core.suite.results import TestRecord
+from pytest_fwloop.core.suite.signature import signature
+from pytest_fwloop.core.verdict.declines import decline_ending, declined_by, still_declined
 from pytest_fwloop.loop.state import LoopState, Step
 
 

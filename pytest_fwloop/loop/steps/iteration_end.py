@@ -10,18 +10,17 @@ from __future__ import annotations
 import shlex
 import sys
 
-from pytest_fwloop.core import recovery
-from pytest_fwloop.core.agent_protocol import MustFix
-from pytest_fwloop.core.analysis import Facts, analyse, headline
-from pytest_fwloop.core.baseline_gate import BaselineGate, baseline_gate, unconfirmed
-from pytest_fwloop.core.convergence import ConvergenceChecker, ConvergenceType, PlateauAction
-from pytest_fwloop.core.fsm import ErrorType, IterationKind, LoopEvent, State
-from pytest_fwloop.core.history import broken_per_iteration, regressions_between
-from pytest_fwloop.core.metrics import describe
-from pytest_fwloop.core.outcomes import ADVISORY_OUTCOMES, Outcome
-from pytest_fwloop.core.records import Event
-from pytest_fwloop.core.recovery import ErrorState
-from pytest_fwloop.core.results import (
+from pytest_fwloop.core.machine import recovery
+from pytest_fwloop.core.machine.fsm import ErrorType, IterationKind, LoopEvent, State
+from pytest_fwloop.core.machine.outcomes import ADVISORY_OUTCOMES, Outcome
+from pytest_fwloop.core.machine.recovery import ErrorState
+from pytest_fwloop.core.machine.run_limits import circuit_breaker
+from pytest_fwloop.core.machine.state_clock import StateClock
+from pytest_fwloop.core.records.agent_protocol import MustFix
+from pytest_fwloop.core.records.round_records import ConvergenceRecord
+from pytest_fwloop.core.records.run_records import Event
+from pytest_fwloop.core.suite.history import broken_per_iteration, regressions_between
+from pytest_fwloop.core.suite.results import (
     COMMAND_NODEID_PREFIX,
     IterationResults,
     TestRecord,
@@ -31,9 +30,14 @@ from pytest_fwloop.core.results import (
     nodeids,
     only_commands_failing,
 )
-from pytest_fwloop.core.round_records import ConvergenceRecord
-from pytest_fwloop.core.run_limits import circuit_breaker
-from pytest_fwloop.core.state_clock import StateClock
+from pytest_fwloop.core.verdict.baseline_gate import BaselineGate, baseline_gate, unconfirmed
+from pytest_fwloop.core.verdict.convergence import (
+    ConvergenceChecker,
+    ConvergenceType,
+    PlateauAction,
+)
+from pytest_fwloop.core.verdict.iteration_advice import Facts, analyse, headline
+from pytest_fwloop.core.verdict.metrics import describe
 from pytest_fwloop.knowledge.fixes import remember
 from pytest_fwloop.knowledge.store import KnowledgeBase
 from pytest_fwloop.loop.finish import report_page

@@ -8,7 +8,7 @@ directory. In interactive mode on a terminal the operator answers at once instea
 patch on through the strict gate, `n` cancels, any other text goes back to the coder.
 
 Whatever `fwloop_propose` says, a patch that changes boot-critical code no failing test names
-(`core/risky.py`, seed 001 §5.7) stops here the same way, once the policy passes it: only an
+(`core/gate/risky.py`, seed 001 §5.7) stops here the same way, once the policy passes it: only an
 operator lets it through.
 
 A follow-up on a proposal opens a discussion: when the coder answers it with an analysis and no
@@ -23,12 +23,17 @@ from collections.abc import Callable
 
 from pytest_fwloop.agents.errors import ProviderError
 from pytest_fwloop.agents.role import RoleAgent
-from pytest_fwloop.core.agent_protocol import AgentRequest, CoderAnswer, MustFix, RiskyChange
-from pytest_fwloop.core.convergence import ExecutionMode
-from pytest_fwloop.core.fsm import LoopEvent
-from pytest_fwloop.core.gate_rules import first_refusal
-from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.risky import assess, describe, unnamed_boot
+from pytest_fwloop.core.gate.gate_rules import first_refusal
+from pytest_fwloop.core.gate.risky import assess, describe, unnamed_boot
+from pytest_fwloop.core.machine.fsm import LoopEvent
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.records.agent_protocol import (
+    AgentRequest,
+    CoderAnswer,
+    MustFix,
+    RiskyChange,
+)
+from pytest_fwloop.core.verdict.convergence import ExecutionMode
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import LoopState, Step
 from pytest_fwloop.loop.steps.decline import open_failures

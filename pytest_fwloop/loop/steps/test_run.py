@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_fwloop.child.files import Attempt, next_attempt
-from pytest_fwloop.core.flaky import Reruns, with_flaky
-from pytest_fwloop.core.focus import WHOLE_SUITE, FocusPlan, gate_due, plan_iteration
-from pytest_fwloop.core.fsm import IterationKind
-from pytest_fwloop.core.known_failures import with_known
-from pytest_fwloop.core.results import IterationResults
-from pytest_fwloop.core.substates import SubState
+from pytest_fwloop.core.machine.fsm import IterationKind
+from pytest_fwloop.core.machine.substates import SubState
+from pytest_fwloop.core.suite.flaky import Reruns, with_flaky
+from pytest_fwloop.core.suite.focus import WHOLE_SUITE, FocusPlan, gate_due, plan_iteration
+from pytest_fwloop.core.suite.known_failures import with_known
+from pytest_fwloop.core.suite.results import IterationResults
 from pytest_fwloop.loop.child_runner import ChildRunner
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import LoopState

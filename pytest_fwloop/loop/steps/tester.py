@@ -15,19 +15,19 @@ from pathlib import Path
 
 from pytest_fwloop.agents.errors import AnswerInvalid, ProviderError
 from pytest_fwloop.agents.role import RoleAgent
-from pytest_fwloop.core.agent_protocol import AgentRequest, MustFix, TesterAnswer
-from pytest_fwloop.core.allowlist import Argv, CommandCheck
-from pytest_fwloop.core.convergence import ExecutionMode
-from pytest_fwloop.core.fsm import ErrorType, LoopEvent
-from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.recovery import ErrorState
-from pytest_fwloop.core.results import (
+from pytest_fwloop.core.gate.allowlist import Argv, CommandCheck
+from pytest_fwloop.core.machine.fsm import ErrorType, LoopEvent
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.machine.recovery import ErrorState
+from pytest_fwloop.core.records.agent_protocol import AgentRequest, MustFix, TesterAnswer
+from pytest_fwloop.core.records.round_records import CommandEntry, CommandsRecord
+from pytest_fwloop.core.suite.results import (
     COMMAND_NODEID_PREFIX,
     IterationResults,
     TestRecord,
     nodeids,
 )
-from pytest_fwloop.core.round_records import CommandEntry, CommandsRecord
+from pytest_fwloop.core.verdict.convergence import ExecutionMode
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import LoopState, Step, TesterRound, provider_error
 from pytest_fwloop.procs.allowlist_runner import AllowlistRunner, CommandResult
