@@ -3,8 +3,9 @@
 Each case below was decided by binary float arithmetic before issue 34: `0.1 + 0.2 x 3` is
 0.7000000000000001, so a trace said `0.70 > fwloop_max_risk 0.70`. Issue 34 compared the numbers
 as printed, so 0.7000001 passed a limit of 0.70; now a value as written (a risk, a confidence,
-a cost) is compared exactly, sums taken in decimal, and the trace prints the exact numbers.
-Rates of counts are still compared as printed (`core/machine/decimals.py`).
+a cost) is compared exactly, sums taken in decimal, and the trace prints the exact numbers;
+rates of counts are compared as exact fractions (`core/machine/decimals.py`,
+`core/verdict/exact_rates.py`).
 """
 
 from __future__ import annotations
@@ -163,3 +164,20 @@ def test_a_metric_moved_by_its_tolerance_is_not_worse() -> None:
     [tiny] = compare(drop, {"coverage": Metric(value=79.97, better="higher")}, {"*": 0.0})
     assert tiny.worse  # a tolerance of 0: any move the bad way
     assert describe(tiny) == "coverage 80 -> 79.97 (-0.04%)"
+
+
+def test_a_failure_rate_just_over_the_threshold_is_high_and_says_by_how_much() -> None:
+    """Issue 39: 7004 of 10000 failing is over 70%, though it prints as 70.0%; compared as the
+    exact fraction of its counts, and printed with the places that tell it from 70.0%."""
+    criteria = ConvergenceCriteria()
+    verdict, reason = determine_convergence([2996] * 3, [10000] * 3, criteria, 3, 10)
+    assert verdict is not None
+    assert verdict.value == "failure"
+    assert reason.startswith("FAILURE: failure_rate=70.04% > threshold=70.0% for 3")
+    assert determine_convergence([3000] * 3, [10000] * 3, criteria, 3, 10)[0] is None
+
+
+def test_a_pass_rate_that_moved_just_over_the_threshold_is_not_stable() -> None:
+    """2001/100000 is over a stability delta of 2%, though it prints as 2.00%."""
+    assert not stable_for_last_n_iterations([0.97999, 1.0], 2, 0.02)
+    assert stable_for_last_n_iterations([0.98, 1.0], 2, 0.02)

@@ -6,9 +6,10 @@ Risk, confidence, budgets and tolerances are decimals a person or a model writes
 `under`): each float stands for the decimal of its shortest repr, which is the text a JSON
 answer or an ini line wrote for any number of up to 15 significant digits, sums are taken in
 decimal, and the trace prints the very decimals compared (`written`: `0.7000001 >
-0.70`). Rates of the convergence checker, quotients of counts with no finite decimal (2/3),
-are compared as the trace prints them instead, rounded half up (`above`, `below`, `percent`),
-so a comparison and its line can never disagree. A metric's tolerance is compared exactly
+0.70`). The convergence checker's rates are exact fractions of their counts
+(`verdict/exact_rates.py`); the fitted slope of the iteration's advice, a least-squares fit,
+is compared as the trace prints it, rounded half up (`above`, `below`, `percent`), so a
+comparison and its line can never disagree. A metric's tolerance is compared exactly
 (`exact`, `percent_apart`): a tolerance of 0 means any move the bad way, however small, printed
 with as many places as tell it from the tolerance. Pure.
 """
@@ -74,10 +75,9 @@ def percent(value: float, places: int = RATE_PLACES) -> str:
     return f"{as_printed(value, places) * 100:.{max(places - 2, 0)}f}%"
 
 
-def percent_apart(value: float, limit: float) -> str:
-    """A rate as `percent` prints it, with more places while that would print it equal to
-    `limit` (or to 0) though it is not: `10.04%` beside a tolerance of 10%, not `10.0%`."""
-    places = RATE_PLACES
+def percent_apart(value: float, limit: float, places: int = RATE_PLACES) -> str:
+    """A rate as `percent` prints it with `places`, and more while that would print it equal
+    to `limit` (or to 0) though it is not: `10.04%` beside a tolerance of 10%, not `10.0%`."""
     while places < MAX_PLACES and (
         (as_printed(value, places) == as_printed(limit, places) and exact(value) != exact(limit))
         or (as_printed(value, places) == 0 and exact(value) != 0)
