@@ -23,8 +23,9 @@ from pytest_fwloop.core.change.answer_diff import (
     build_from_edits,
     render_diff,
 )
+from pytest_fwloop.core.change.lines import split_lines
 from pytest_fwloop.core.change.loose_diff import read_loose_diff
-from pytest_fwloop.core.change.quote_places import Miss, Place, find_place, split_lines
+from pytest_fwloop.core.change.quote_places import Miss, Place, find_place
 from pytest_fwloop.core.change.unified_diff import parse_patch
 from pytest_fwloop.core.records.agent_protocol import FileEdit
 

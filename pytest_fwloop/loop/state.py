@@ -33,7 +33,9 @@ from pytest_fwloop.core.records.run_records import (
 )
 from pytest_fwloop.core.suite.flaky import Reruns
 from pytest_fwloop.core.suite.results import IterationResults, TestRecord
+from pytest_fwloop.core.suite.signature import signature
 from pytest_fwloop.core.verdict.convergence import ConvergenceType
+from pytest_fwloop.core.verdict.declines import still_declined
 from pytest_fwloop.loop.rundir import utc_now
 
 if TYPE_CHECKING:
@@ -268,6 +270,13 @@ class LoopState:
         """The results of the latest iteration whose tree the loop kept."""
         measured = self.measured()
         return measured[-1][1] if measured else None
+
+    def open_failures(self, root: str) -> list[TestRecord]:
+        """The latest failures the coder is to hear about: not flaky, not declined as they fail."""
+        latest = self.latest_results()
+        failing = [t for t in latest.not_passing() if not t.flaky] if latest else []
+        declined = still_declined({t.nodeid: signature(t, root) for t in failing}, self.declined)
+        return [t for t in failing if t.nodeid not in declined]
 
     def timed_out(self, bound: StateBound, limit: float, detail: str) -> Step:
         """The state went over its timeout: resumed where the table says, else the run ends."""

@@ -15,9 +15,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
+from pytest_fwloop.core.change.lines import split_lines
 from pytest_fwloop.core.change.loose_diff import LooseFile, LooseHunk
 from pytest_fwloop.core.change.posix_paths import normalize_path
-from pytest_fwloop.core.change.quote_places import Miss, Place, find_place, split_lines
+from pytest_fwloop.core.change.quote_places import Miss, Place, find_place
 from pytest_fwloop.core.records.agent_protocol import FileEdit, MustFix
 
 #: Edits one answer may carry; more is not a fix but a rewrite, which a patch expresses better.

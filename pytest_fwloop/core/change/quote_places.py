@@ -9,9 +9,10 @@ in, and every search is linear in the file's size (`str.find`), whatever the quo
 from __future__ import annotations
 
 import bisect
-import re
 from dataclasses import dataclass
 from difflib import SequenceMatcher
+
+from pytest_fwloop.core.change.lines import split_lines
 
 #: Lines of the file shown around the nearest place, and how much of each.
 MAX_SHOWN_LINES = 8
@@ -20,14 +21,6 @@ MAX_SHOWN_CHARS = 160
 MAX_NAMED_PLACES = 5
 #: Characters of a line compared when looking for the nearest one (keeps the search linear).
 _COMPARED_CHARS = 120
-
-_LINE = re.compile(r"[^\n]*\n|[^\n]+\Z")
-
-
-def split_lines(text: str) -> list[str]:
-    """The lines of `text`, each with its `\\n` (the last may lack one); only `\\n` ends a line,
-    as in git, unlike `str.splitlines`."""
-    return _LINE.findall(text)
 
 
 def squeeze(line: str) -> str:

@@ -115,3 +115,57 @@ class CommandsRecord(Record):
     """`rounds/NN/commands.json`: the tester's commands of this iteration."""
 
     commands: list[CommandEntry] = Field(description="in the order proposed")
+
+
+#: What became of a ranked symbol: its code sent, its signature only, or nothing.
+Sent = Literal["source", "repo_map", "no"]
+
+
+class RankedCandidate(Record):
+    """One symbol in `rounds/NN/coder-K.ranking.json`: where it is, what it scored by each kind
+    of evidence, and what became of it."""
+
+    path: str = Field(description="the file, relative to the rootdir")
+    symbol: str = Field(description="the symbol's name (`lines A-B` for a window of a file)")
+    start_line: int = Field(description="its first line")
+    end_line: int = Field(description="its last line")
+    rank: int | None = Field(
+        description="1-based place in the ranking the request was packed from; null: withheld"
+    )
+    score: float = Field(description="what it was ranked by: the signals' sum times `factor`")
+    signals: dict[str, float] = Field(
+        description="points by kind of evidence, before the factor (docs/providers.md, "
+        '"Why a function was sent")'
+    )
+    factor: float = Field(
+        description="what the spectrum multiplied the points by (Python code no failing test "
+        "ran keeps a tenth); 1.0 where the spectrum said nothing"
+    )
+    reasons: list[str] = Field(description="its three strongest reasons, as the request says")
+    sent: Sent = Field(
+        description="`source`: its code was in `sources`; `repo_map`: only its signature, in "
+        "`repo_map`; `no`: neither"
+    )
+    why_not: str | None = Field(
+        default=None,
+        description="`sent` short of `source`: `budget` (ranked below what "
+        "fwloop_source_bytes held), `sent earlier in this iteration`, `hidden` (a file no model "
+        "is shown), or the patch policy's rule for a file a patch may not change",
+    )
+
+
+class RankingRecord(Record):
+    """`rounds/NN/coder-K.ranking.json`: every candidate the localizer ranked for the coder's
+    request first sent in call K, and whether it was sent (DESIGN.md §18)."""
+
+    iteration: int = Field(description="the iteration of the request")
+    files_indexed: int = Field(description="files of the tree the index held")
+    ranked: int = Field(description="symbols ranked in files a patch may change")
+    withheld: int = Field(description="symbols some evidence pointed at in other files")
+    left_out: int = Field(
+        description="ranked or withheld symbols past the record's bound (`MAX_AUDITED`), in "
+        "neither list: all ranked below every candidate listed"
+    )
+    candidates: list[RankedCandidate] = Field(
+        description="the ranked, best first, then the withheld, best first"
+    )

@@ -13,6 +13,8 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from pytest_fwloop.core.change.lines import text_lines
+
 #: Names too common in C and Python to say where a defect is.
 STOPWORDS = frozenset(
     [
@@ -213,7 +215,7 @@ def gather_evidence(
     evidence.frames = list(frames.values())
     evidence.test_names = list(dict.fromkeys(evidence.test_names))
     for frame in evidence.frames:
-        lines = (frame_texts or {}).get(frame.path, "").splitlines()
+        lines = text_lines((frame_texts or {}).get(frame.path, ""))
         if 0 < frame.line <= len(lines):
             for word in words_in(lines[frame.line - 1]):
                 where = f"{frame.path}:{frame.line}"

@@ -25,11 +25,11 @@ from pytest_fwloop.core.request.code_symbols import FileSymbols, Symbol
 from pytest_fwloop.core.request.failure_evidence import WORD, Evidence
 from pytest_fwloop.core.request.ochiai import Suspicions
 from pytest_fwloop.core.request.suspicion import (
-    gate,
     messengers,
     most_suspicious,
     spectrum_points,
     taking_turns,
+    unrun_damping,
 )
 
 _FORMAT = re.compile(r"%[-+ #0]*\d*(?:\.\d+)?[hlLqjzt]*[a-zA-Z%]|\\[nrt0]|[{}]")
@@ -165,6 +165,20 @@ class Ranked:
     reasons: list[str]
     #: The line the strongest line-level evidence named, if any: where a long symbol is cut.
     line: int | None = None
+    #: Points by kind of evidence before the spectrum's factor (`_Scores.add`'s kinds).
+    signals: dict[str, float] = field(default_factory=dict)
+    #: What the spectrum multiplied the points by (`unrun_damping`); 1.0 where it did not.
+    factor: float = 1.0
+
+
+@dataclass
+class Ranking:
+    """The symbols of the files a patch may change, best first, and those some evidence points
+    at in files it may not (tests, protected or hidden files), best first: shown to no model,
+    kept so a record can say why they were not sent."""
+
+    ranked: list[Ranked]
+    withheld: list[Ranked]
 
 
 @dataclass
@@ -217,6 +231,16 @@ def rank(
     """The symbols of the `candidates` files (the ones a patch may change), best first; only
     symbols some evidence points at are returned. `suspicions` are the lines the failing tests
     ran, when the run recorded them (`core/request/ochiai.py`)."""
+    return ranking(tree, evidence, candidates, suspicions).ranked
+
+
+def ranking(
+    tree: TreeMap,
+    evidence: Evidence,
+    candidates: Iterable[str],
+    suspicions: Suspicions | None = None,
+) -> Ranking:
+    """`rank`'s list, with the symbols of the other files that evidence points at beside it."""
     allowed = set(candidates)
     scored = _Scores(tree)
     suspicious = most_suspicious(tree.files, suspicions) if suspicions is not None else {}
@@ -224,18 +248,58 @@ def rank(
         del suspicious[messenger]
     for suspect, points, reason, line in spectrum_points(suspicious):
         scored.add(suspect, points, reason, "spectrum", line)
+    _frame_matches(scored, evidence)
+    _word_matches(scored, evidence)
+    _name_matches(scored, evidence)
+    _literal_matches(scored, evidence)
+    _spread(scored)
+    for key in list(scored.points):
+        boost = evidence.files.get(key[0])
+        if boost:
+            scored.add(key, boost, evidence.file_reasons.get(key[0], "named by the run"), "file")
+    totals = scored.totals()
+    factors = unrun_damping(tree.files, totals, suspicious) if suspicions is not None else {}
+    every = [
+        Ranked(
+            path,
+            index,
+            score * factors.get((path, index), 1.0),
+            _reasons(scored.reasons[(path, index)]),
+            scored.lines.get((path, index), (0.0, None))[1],
+            {kind: _combine(kind, v) for kind, v in scored.points[(path, index)].items()},
+            factors.get((path, index), 1.0),
+        )
+        for (path, index), score in totals.items()
+    ]
+    every = [r for r in every if r.score > 0]
+    every.sort(key=lambda r: (-r.score, r.path, tree.files[r.path].symbols[r.index].start_line))
+    found = {(r.path, r.index): r for r in every if r.path in allowed}
+    return Ranking(
+        [found[key] for key in taking_turns(list(found), suspicious)],
+        [r for r in every if r.path not in allowed],
+    )
+
+
+def _frame_matches(scored: _Scores, evidence: Evidence) -> None:
+    """A traceback frame or a build diagnostic on a line: the symbol holding it."""
+    tree = scored.tree
     for frame in evidence.frames:
         key = tree.enclosing(frame.path, frame.line) if frame.path in tree.files else None
         if key is not None:
             scored.add(
                 key, 10.0 * frame.weight, f"{frame.what} line {frame.line}", "frame", frame.line
             )
+
+
+def _word_matches(scored: _Scores, evidence: Evidence) -> None:
+    """Identifiers of the failing tests and their output that the tree defines, the symbols
+    that call them, and the names on the lines the frames point at."""
     for word, count in evidence.words.items():
         defined = scored.definitions(word)
         for key in defined:
             weight = (1.0 + min(count, 4) / 4) / len(defined)
             scored.add(key, 3.0 * weight, f"named by the failing tests: {word}", "word")
-        users = tree.callers.get(word, set())
+        users = scored.tree.callers.get(word, set())
         if defined and 0 < len(users) <= MAX_DEFINITIONS:
             for key in users:
                 scored.add(key, 1.0 / len(users), f"calls {word}", "caller")
@@ -245,30 +309,6 @@ def rank(
             scored.add(
                 key, 8.0 * weight / len(defined), f"named on the failing line {where}", "frame_word"
             )
-    _name_matches(scored, evidence)
-    _literal_matches(scored, evidence)
-    _spread(scored)
-    for key in list(scored.points):
-        boost = evidence.files.get(key[0])
-        if boost:
-            scored.add(key, boost, evidence.file_reasons.get(key[0], "named by the run"), "file")
-    totals = scored.totals()
-    if suspicions is not None:
-        gate(tree.files, totals, suspicious)
-    ranked = [
-        Ranked(
-            path,
-            index,
-            score,
-            _reasons(scored.reasons[(path, index)]),
-            scored.lines.get((path, index), (0.0, None))[1],
-        )
-        for (path, index), score in totals.items()
-        if path in allowed and score > 0
-    ]
-    ranked.sort(key=lambda r: (-r.score, r.path, tree.files[r.path].symbols[r.index].start_line))
-    found = {(r.path, r.index): r for r in ranked}
-    return [found[key] for key in taking_turns(list(found), suspicious)]
 
 
 def _name_matches(scored: _Scores, evidence: Evidence) -> None:

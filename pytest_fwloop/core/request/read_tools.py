@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from pytest_fwloop.core.change.lines import text_lines
 from pytest_fwloop.core.change.posix_paths import normalize_path, root_problem
 from pytest_fwloop.core.request.hidden_paths import HIDDEN_PARTS, is_secret
 
@@ -181,7 +182,7 @@ def _read(reader: TreeReader, path: str, args: _ReadFile) -> str:
     text = reader.text(path) if path else None
     if text is None:
         return f"error: {path!r} is not a readable file of the workspace"
-    lines = text.splitlines()
+    lines = text_lines(text)
     start = args.start_line
     end = min(args.end_line or start + MAX_READ_LINES - 1, start + MAX_READ_LINES - 1, len(lines))
     if start > len(lines):
@@ -209,7 +210,7 @@ def _search(reader: TreeReader, under: str, needle: str, room: int) -> str:
         text = reader.text(path)
         if text is None or needle not in text:
             continue
-        for number, line in enumerate(text.splitlines(), 1):
+        for number, line in enumerate(text_lines(text), 1):
             if needle in line:
                 found.append(f"{path}:{number}: {line.strip()[:200]}")
                 if len(found) >= MAX_MATCHES:

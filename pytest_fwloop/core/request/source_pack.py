@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
+from pytest_fwloop.core.change.lines import text_lines
 from pytest_fwloop.core.records.agent_protocol import MapEntry, SourceChunk
 from pytest_fwloop.core.request.code_symbols import FileSymbols, Symbol
 from pytest_fwloop.core.request.ranking import Ranked, TreeMap
@@ -53,7 +54,7 @@ def pack_sources(
         if text is None:
             continue
         if item.path not in split:
-            split[item.path] = (text.splitlines(), len(text.encode()))
+            split[item.path] = (text_lines(text), len(text.encode()))
         lines, size = split[item.path]
         symbol = tree.symbol((item.path, item.index))
         start, end, name = _span(tree.files[item.path], symbol, lines, size, item.line)
@@ -179,7 +180,7 @@ def failing_test_code(
             continue
         seen.add((path, found[0]))
         symbol = file.symbols[found[0]]
-        body = _lines(text.splitlines(), symbol.start_line, symbol.end_line)
+        body = _lines(text_lines(text), symbol.start_line, symbol.end_line)
         encoded = body.encode()
         end = symbol.end_line
         if len(encoded) > MAX_TEST_BYTES:

@@ -82,17 +82,21 @@ def spectrum_points(best: Mapping[Key, Suspect]) -> Iterator[tuple[Key, float, s
             yield key, SPECTRUM_POINTS * suspicion.score**2, suspicion.reason(line), line
 
 
-def gate(
-    files: Mapping[str, FileSymbols], totals: dict[Key, float], best: Mapping[Key, Suspect]
-) -> None:
-    """In Python, which the spectrum measures, the failures' text counts as far as the failing
-    tests ran the code: code none of them ran cannot have made them fail (`UNRUN` of its points
-    is left, for a defect in code that should have run and did not, or ran in a subprocess),
-    and code the passing tests run too is less likely than code only the failures ran."""
-    for key in totals:
+def unrun_damping(
+    files: Mapping[str, FileSymbols], keys: Iterable[Key], best: Mapping[Key, Suspect]
+) -> dict[Key, float]:
+    """The factor each Python symbol's points are multiplied by, which the spectrum measures:
+    the failures' text counts as far as the failing tests ran the code. Code none of them ran
+    keeps `UNRUN` of its points (module-level code runs at import, outside any test, and counts
+    as unrun; a defect may also sit in code that should have run and did not, or ran in a
+    subprocess); code the passing tests run too is less likely than code only the failures ran.
+    Symbols of other languages are not in the result: the spectrum does not measure them."""
+    factors: dict[Key, float] = {}
+    for key in keys:
         if files[key[0]].language == "python":
             found = best.get(key)
-            totals[key] *= UNRUN + (1.0 - UNRUN) * (found[1].score if found is not None else 0.0)
+            factors[key] = UNRUN + (1.0 - UNRUN) * (found[1].score if found is not None else 0.0)
+    return factors
 
 
 def taking_turns(ranked: Sequence[Key], best: Mapping[Key, Suspect]) -> list[Key]:

@@ -22,7 +22,7 @@ from pytest_fwloop.core.records.run_state import StateError, load_state
 from pytest_fwloop.loop.agent_calls import role_agent
 from pytest_fwloop.loop.operator.continuation import Order, restore
 from pytest_fwloop.loop.operator.threads import Thread, ThreadError, chat_title
-from pytest_fwloop.loop.request.agent_request import agent_request
+from pytest_fwloop.loop.request.desk import chat_requests
 from pytest_fwloop.loop.state import LoopState
 from pytest_fwloop.loop.terminal import PREFIX, Terminal
 
@@ -57,7 +57,7 @@ def answer_chat(
         "messages": [{"author": m.author, "text": m.text} for m in earlier],
         "question": redact(order.text),
     }
-    requests = [agent_request(loop, settings, role, chat=chat) for role in order.roles]
+    requests = chat_requests(loop, settings, list(order.roles), chat)
     agents = [
         role_agent(
             config,

@@ -8,6 +8,8 @@ names its risky code (`fwloop_risky_patterns`): which hunk matched which pattern
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pytest_fwloop.config.settings import LoopSettings
 from pytest_fwloop.core.gate.risky import MAX_LISTED, assess
 from pytest_fwloop.core.records.agent_protocol import (
@@ -19,19 +21,24 @@ from pytest_fwloop.core.records.agent_protocol import (
 )
 from pytest_fwloop.core.request.failure_pack import pack_failures
 from pytest_fwloop.core.suite.history import open_regressions
+from pytest_fwloop.core.suite.results import TestRecord
 from pytest_fwloop.core.suite.signature import excerpt, scrub, signature
 from pytest_fwloop.knowledge.fixes import declined_before, similar_fixes
 from pytest_fwloop.knowledge.store import KnowledgeBase
 from pytest_fwloop.loop.state import LoopState
-from pytest_fwloop.loop.steps.decline import open_failures
 
 
 def agent_request(
-    loop: LoopState, settings: LoopSettings, role: str, patch: str = "", **extra: object
+    loop: LoopState,
+    settings: LoopSettings,
+    role: str,
+    failing: Sequence[TestRecord],
+    patch: str = "",
+    **extra: object,
 ) -> AgentRequest:
-    """The request for `role`; `extra` adds protocol fields or replaces the defaults."""
+    """The protocol's fields for `role` about the open failures `failing`; `extra` adds fields
+    or replaces the defaults. Assembled through `loop/request/desk.py`."""
     root = str(settings.rootdir)
-    failing = open_failures(loop, root)
     similar: list[SimilarFix] = []
     before: list[DeclinedBefore] = []
     if role == "coder" and settings.knowledge is not None:

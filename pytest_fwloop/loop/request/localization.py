@@ -18,22 +18,29 @@ from pathlib import Path
 
 from pytest_fwloop.codemap.index import INDEX_NAME, CodeIndex
 from pytest_fwloop.codemap.parse import parse_source
+from pytest_fwloop.core.change.lines import text_lines
 from pytest_fwloop.core.change.unified_diff import PatchParseError, parse_patch, touched_paths
 from pytest_fwloop.core.gate.policy import PatchPolicy, path_violations
 from pytest_fwloop.core.machine.substates import SubState
-from pytest_fwloop.core.records.agent_protocol import AgentRequest, PatchFunction, SourceChunk
+from pytest_fwloop.core.records.agent_protocol import (
+    AgentRequest,
+    MapEntry,
+    PatchFunction,
+    SourceChunk,
+)
+from pytest_fwloop.core.records.round_records import RankingRecord, call_files
 from pytest_fwloop.core.request.code_symbols import FileSymbols, Symbol
 from pytest_fwloop.core.request.failure_evidence import FailureText, frame_paths, gather_evidence
 from pytest_fwloop.core.request.hidden_paths import is_secret
 from pytest_fwloop.core.request.ochiai import Suspicions, suspicious_lines
-from pytest_fwloop.core.request.ranking import Ranked, TreeMap, rank
+from pytest_fwloop.core.request.ranking import Ranked, TreeMap, ranking
+from pytest_fwloop.core.request.ranking_audit import audit
 from pytest_fwloop.core.request.source_pack import failing_test_code, pack_sources, repo_map
 from pytest_fwloop.core.suite.results import TestRecord
 from pytest_fwloop.core.suite.signature import signature
 from pytest_fwloop.loop.request.spectrum_files import SpectrumReader
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import LoopState
-from pytest_fwloop.loop.steps.decline import open_failures
 from pytest_fwloop.workspace import Workspace
 from pytest_fwloop.workspace.git_run import WorkspaceError, git_env, run_git, user_git_dir
 
@@ -54,6 +61,8 @@ class Localization:
     ranked: int
     seconds: float
     sources_bytes: int
+    #: Every candidate ranked and what became of it, for `coder-K.ranking.json`.
+    ranking: RankingRecord
 
 
 @dataclass
@@ -121,7 +130,8 @@ class Localizer:
             named,
             self._texts(files, framed),
         )
-        ranked = rank(self.tree, evidence, editable, self._suspicions(failing))
+        ranks = ranking(self.tree, evidence, editable, self._suspicions(failing))
+        ranked = ranks.ranked
         number, shown = self._shown
         if number != request.iteration or not again:
             shown = set()
@@ -130,8 +140,18 @@ class Localizer:
         texts = self._texts(files, best)
         map_budget = self.budget // 4
         sources = pack_sources(self.tree, fresh, texts, self.budget - map_budget - self.budget // 8)
-        self._shown = (request.iteration, shown | self._sent(fresh, sources))
+        sent = self._sent(fresh, sources)
+        self._shown = (request.iteration, shown | sent)
         entries, more = repo_map(self.tree, ranked, editable, sources, map_budget)
+        record = audit(
+            self.tree,
+            ranks,
+            iteration=request.iteration,
+            sources=sent,
+            mapped=self._mapped(ranked, entries),
+            shown_before=shown,
+            withheld_because=lambda path: self._withheld_because(path, policy),
+        )
         done = request.model_copy(
             update={
                 "sources": sources,
@@ -146,6 +166,7 @@ class Localizer:
             ranked=len(ranked),
             seconds=time.perf_counter() - started,
             sources_bytes=sum(len(c.text.encode()) for c in sources),
+            ranking=record,
         )
         return done, report
 
@@ -200,6 +221,23 @@ class Localizer:
             ):
                 sent.add((item.path, item.index))
         return sent
+
+    def _mapped(
+        self, ranked: Sequence[Ranked], entries: Sequence[MapEntry]
+    ) -> set[tuple[str, int]]:
+        """The ranked symbols whose signature a repo-map entry lists (`LINE: SIGNATURE`)."""
+        lines = {e.path: {int(s.split(":", 1)[0]) for s in e.symbols} for e in entries}
+        return {
+            (r.path, r.index)
+            for r in ranked
+            if self.tree.symbol((r.path, r.index)).start_line in lines.get(r.path, ())
+        }
+
+    def _withheld_because(self, path: str, policy: PatchPolicy) -> str:
+        if is_secret(path):
+            return "hidden"
+        broken = path_violations(path, policy)
+        return broken[0].rule if broken else "not a file a patch may change"
 
     def _suspicions(self, failing: Sequence[TestRecord]) -> Suspicions | None:
         """The lines the failing tests ran, by Ochiai (`core/request/ochiai.py`); None when none of
@@ -281,7 +319,7 @@ def changed_functions(path: str, old_text: str, new_text: str) -> list[PatchFunc
     the two texts finds them (context lines do not count)."""
     old = parse_source(path, old_text.encode()) if old_text else None
     new = parse_source(path, new_text.encode()) if new_text else None
-    old_lines, new_lines = old_text.splitlines(), new_text.splitlines()
+    old_lines, new_lines = text_lines(old_text), text_lines(new_text)
     matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
     found: dict[str, PatchFunction] = {}
     for tag, old_low, old_high, new_low, new_high in matcher.get_opcodes():
@@ -339,25 +377,32 @@ _LOCALIZATION_ERRORS = (WorkspaceError, OSError, sqlite3.Error, ValueError, Recu
 
 
 def with_code(
-    services: Services, loop: LoopState, localizer: Localizer, request: AgentRequest
+    services: Services,
+    loop: LoopState,
+    localizer: Localizer,
+    request: AgentRequest,
+    failing: Sequence[TestRecord],
 ) -> AgentRequest:
     """`request` with the tree's code a model of its role is sent (DESIGN.md §16): the coder's
     ranked sources, the reviewer's changed functions; as it was with `fwloop_source_bytes=0`."""
     if services.settings.source_bytes <= 0:
         return request
     if request.role == "coder":
-        return localize(services, loop, localizer, request)
+        return localize(services, loop, localizer, request, failing)
     if request.role == "reviewer" and request.patch:
         return review_context(services, loop, localizer, request)
     return request
 
 
 def localize(
-    services: Services, loop: LoopState, localizer: Localizer, request: AgentRequest
+    services: Services,
+    loop: LoopState,
+    localizer: Localizer,
+    request: AgentRequest,
+    failing: Sequence[TestRecord],
 ) -> AgentRequest:
     """The coder's request with the tree's best-ranked code, the step traced as LOCALIZATION."""
     number = loop.current.number
-    failing = open_failures(loop, str(services.settings.rootdir))
     patches = [it.patch for it in loop.iterations if it.patch]
     again = any(d.status == "low_confidence" for d in loop.current.decisions)
     try:
@@ -368,6 +413,13 @@ def localize(
         return request
     notice = f"; {localizer.index.notice}" if localizer.index.notice else ""
     localizer.index.notice = ""
+    folder = services.recorder.round_path(number)
+    # Beside the first call made with this request: a re-ask of the same request shares it.
+    stem = f"coder-{len(call_files(folder, 'coder', 'meta.json')) + 1}"
+    written = services.recorder.write_json(
+        f"{services.recorder.relative(folder)}/{stem}.ranking.json",
+        report.ranking.model_dump(),
+    )
     services.substate(
         number,
         SubState.LOCALIZATION,
@@ -377,6 +429,7 @@ def localize(
         f"file(s) (+{done.repo_map_more} not listed) within fwloop_source_bytes="
         f"{localizer.budget} in {report.seconds:.2f}s{notice}"
         f"{'; the next-ranked code, as the coder was unsure' if again else ''}",
+        [services.recorder.relative(written)],
     )
     return done
 

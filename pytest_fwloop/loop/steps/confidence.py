@@ -17,7 +17,6 @@ from pytest_fwloop.core.records.run_records import DeclinedRecord
 from pytest_fwloop.core.suite.signature import scrub, signature
 from pytest_fwloop.core.verdict.coder_confidence import judge, stopped_short
 from pytest_fwloop.loop.state import LoopState, Step
-from pytest_fwloop.loop.steps.decline import open_failures
 
 #: Bytes of each failing test's own text given as more evidence (3 tests at most).
 EVIDENCE_BYTES = 1500
@@ -48,7 +47,7 @@ def weigh_answer(loop: LoopState, settings: LoopSettings) -> Step | None:
         loop.coder_answer = None
         loop.must_fix = [*loop.must_fix, MustFix(issue=_ask_again(loop, said, root))]
         return Step(LoopEvent.CODER_UNSURE, f"{said}: asked once more, with more evidence")
-    failing = open_failures(loop, root)
+    failing = loop.open_failures(root)
     loop.inconclusive.update(
         {
             t.nodeid: DeclinedRecord(
@@ -68,7 +67,7 @@ def _ask_again(loop: LoopState, said: str, root: str) -> str:
     evidence = [
         f"--- {t.nodeid}\n{scrub(t.longrepr, root)[:EVIDENCE_BYTES]}\n"
         f"{scrub(t.sections, root)[-EVIDENCE_BYTES:]}"
-        for t in open_failures(loop, root)[:3]
+        for t in loop.open_failures(root)[:3]
     ]
     tester = loop.tester_round.plan.notes if loop.tester_round is not None else ""
     if tester:

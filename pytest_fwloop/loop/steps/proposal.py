@@ -36,7 +36,6 @@ from pytest_fwloop.core.records.agent_protocol import (
 from pytest_fwloop.core.verdict.convergence import ExecutionMode
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import LoopState, Step
-from pytest_fwloop.loop.steps.decline import open_failures
 
 
 class ProposalDesk:
@@ -78,7 +77,7 @@ class ProposalDesk:
             assess(
                 answer.patch,
                 self.services.settings.risky_patterns,
-                open_failures(loop, str(self.services.settings.rootdir)),
+                loop.open_failures(str(self.services.settings.rootdir)),
             )
         )
         if not due and not boot:
