@@ -365,7 +365,7 @@ ADD_ONE_LINE = ("--- /dev/null", "+++ b/{path}", "@@ -0,0 +1 @@", "+x")
         (
             section("hal", "index 1234567..89abcde 160000", "--- a/hal", "+++ b/hal", "@@ -1 +1 @@")
             + "-Subproject commit 1\n+Subproject commit 2\n",
-            "mode_change",
+            "submodule",
         ),
     ],
 )

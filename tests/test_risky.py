@@ -4,6 +4,7 @@ tests/controllerkit.py), and real `pytest --fwloop` / `fwloop confirm` runs (slo
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -214,10 +215,10 @@ def test_a_failing_test_names_a_change_by_symbol_file_or_path_as_a_whole_word() 
 
 
 def test_each_distinct_pattern_adds_to_the_reviewers_risk_up_to_one() -> None:
-    assert raised_risk(0.3, []) == (0.3, "0.30")
+    assert raised_risk(0.3, []) == (Decimal("0.3"), "0.30")
     two = [change(pattern="watchdog"), change(pattern="flash-write"), change(pattern="watchdog")]
     risk, shown = raised_risk(0.1, two)
-    assert risk == pytest.approx(0.5)
+    assert risk == Decimal("0.5")
     assert shown == "0.10 + 0.2 x 2 risky pattern(s) (flash-write, watchdog) = 0.50"
     assert raised_risk(0.9, two)[0] == 1.0
 

@@ -33,7 +33,7 @@ from pydantic import ValidationError
 
 from pytest_fwloop.core.gate.review_panel import panel_verdict
 from pytest_fwloop.core.machine import fsm
-from pytest_fwloop.core.machine.decimals import SCORE_PLACES, above
+from pytest_fwloop.core.machine.decimals import over, written
 from pytest_fwloop.core.machine.fsm import IterationKind
 from pytest_fwloop.core.machine.substates import misplaced
 from pytest_fwloop.core.records.agent_protocol import ReviewerAnswer
@@ -335,20 +335,20 @@ def check_panels(rounds: dict[int, Round]) -> Difference | None:
         for k, (panel, reviews) in enumerate(recorded.panels, 1):
             votes: list[tuple[str, ReviewerAnswer]] = []
             for vote, review in zip(panel.votes, reviews, strict=True):
-                said = f"{review.decision} (risk {review.risk:.2f})" if review else "nothing"
+                said = f"{review.decision} (risk {written(review.risk)})" if review else "nothing"
                 if review is None or (review.decision, review.risk) != (vote.decision, vote.risk):
                     return Difference(
                         number,
                         "panel",
                         f"panel-{k}.json: {vote.provider} voted {vote.decision} (risk "
-                        f"{vote.risk:.2f}); its call {vote.call} answered {said}",
+                        f"{written(vote.risk)}); its call {vote.call} answered {said}",
                     )
                 votes.append((vote.provider, review))
             verdict = panel_verdict(panel.rule, votes)
             derived = verdict.review
             recounted = (derived.decision, verdict.approvals, verdict.needed, verdict.split)
-            written = (panel.decision, panel.approvals, panel.needed, panel.split)
-            if (*recounted, derived.risk) != (*written, panel.risk):
+            recorded_as = (panel.decision, panel.approvals, panel.needed, panel.split)
+            if (*recounted, derived.risk) != (*recorded_as, panel.risk):
                 return Difference(
                     number,
                     "panel",
@@ -360,12 +360,12 @@ def check_panels(rounds: dict[int, Round]) -> Difference | None:
             continue
         last = recorded.panels[-1][0]
         kept = recorded.review or {}
-        if last.decision != "approve" or above(last.risk, last.max_risk, SCORE_PLACES):
+        if last.decision != "approve" or over(last.risk, last.max_risk):
             return Difference(
                 number,
                 "panel",
                 f"patch.diff was applied after the panel's {last.decision} (highest risk "
-                f"{last.risk:.2f}, fwloop_max_risk {last.max_risk:.2f})",
+                f"{written(last.risk)}, fwloop_max_risk {written(last.max_risk)})",
             )
         if (kept.get("decision"), kept.get("risk")) != (last.decision, last.risk):
             return Difference(number, "panel", "review.json is not the panel's last decision")

@@ -11,6 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+_HEADER_MODE = re.compile(
+    r"(?:new file mode|deleted file mode|old mode|new mode|index \S+) ([0-7]{6})\s*"
+)
 _HUNK_NUMBERS = re.compile(r"@@ -(\d{1,9})(?:,(\d{1,9}))? \+(\d{1,9})(?:,(\d{1,9}))? @@")
 #: Extended header lines that make a diff more than text changes of regular files.
 _NOT_TEXT = (
@@ -73,6 +76,9 @@ def read_loose_diff(text: str) -> list[LooseFile] | None:
         line = lines[index].rstrip("\r")
         if line.startswith(_NOT_TEXT) or (headless and line.startswith("diff --git ")):
             return None
+        mode = _HEADER_MODE.fullmatch(line)
+        if mode is not None and mode[1] not in ("100644", "100755"):
+            return None  # a symlink or a submodule: the policy refuses it as written
         headless = headless or line.startswith("diff --git ")
         if _is_header(lines, index):
             names = _names(line[4:], lines[index + 1].rstrip("\r")[4:])
@@ -88,6 +94,24 @@ def read_loose_diff(text: str) -> list[LooseFile] | None:
             return None  # a hunk before any file header: nothing says which file
         index += 1
     return None if headless or not files else files
+
+
+def header_modes(text: str) -> list[tuple[str, str]]:
+    """(path, mode) for every mode a `diff --git` section's header lines give (`new file mode`,
+    `old mode`, `index … MODE`, …), however the rest of the diff is written: the file types a
+    patch asks for, named by the section's last name (prefix dropped when it has one)."""
+    found: list[tuple[str, str]] = []
+    path: str | None = None
+    for raw in text.split("\n"):
+        line = raw.rstrip("\r")
+        if line.startswith("diff --git "):
+            name = line[11:].rsplit(" ", 1)[-1]
+            path = name[2:] if name.startswith("b/") else name
+        elif line.startswith(("@@", "--- ", "+++ ")):
+            path = None  # past the header: a hunk's lines are no modes
+        elif path is not None and (match := _HEADER_MODE.fullmatch(line)) is not None:
+            found.append((path, match[1]))
+    return found
 
 
 def _names(minus: str, plus: str) -> tuple[str, bool, bool] | None:

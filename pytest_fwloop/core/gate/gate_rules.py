@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pytest_fwloop.core.gate.policy import Violation
 from pytest_fwloop.core.gate.repeats import RepeatedPatch
 from pytest_fwloop.core.gate.risky import raised_risk
-from pytest_fwloop.core.machine.decimals import SCORE_PLACES, above, shown
+from pytest_fwloop.core.machine.decimals import over, written
 from pytest_fwloop.core.machine.fsm import ErrorType, LoopEvent
 from pytest_fwloop.core.machine.outcomes import Outcome
 from pytest_fwloop.core.machine.recovery import ErrorState
@@ -159,19 +159,19 @@ def review_refusal(
             f"{rounds}/{max_rounds})",
         )
     risk, said = raised_risk(review.risk, risky)
-    if above(risk, max_risk, SCORE_PLACES):
-        raised = f" and its risky code raised it to {shown(risk)}" if risky else ""
+    if over(risk, max_risk):
+        raised = f" and its risky code raised it to {written(risk)}" if risky else ""
         return Refusal(
             LoopEvent.PATCH_REJECTED,
             ErrorState(
                 ErrorType.POLICY_VIOLATION,
-                f"{who} risk {said} > fwloop_max_risk {shown(max_risk)}",
+                f"{who} risk {said} > fwloop_max_risk {written(max_risk)}",
                 LoopEvent.RECOVER_TO_ANALYSIS,
             ),
             [
                 MustFix(
-                    issue=f"the {who} rated the patch's risk {shown(review.risk)}{raised}, above "
-                    f"fwloop_max_risk={shown(max_risk)}; make a smaller, safer change"
+                    issue=f"the {who} rated the patch's risk {written(review.risk)}{raised}, "
+                    f"above fwloop_max_risk={written(max_risk)}; make a smaller, safer change"
                 )
             ],
             "risk",

@@ -7,9 +7,11 @@ git write another. Pure: no subprocess, no file I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Literal
 
+from pytest_fwloop.core.change.loose_diff import header_modes
 from pytest_fwloop.core.change.posix_paths import (
     glob_match,
     normalize_path,
@@ -71,6 +73,8 @@ DEFAULT_PROTECTED: tuple[str, ...] = (
 )
 
 _SAFE_NEW_FILE_MODE = "100644"
+#: The modes of plain files: what git creates as a file, which nothing can be written through.
+REGULAR_MODES = (_SAFE_NEW_FILE_MODE, "100755")
 _SYMLINK_MODE = "120000"
 _GITLINK_MODE = "160000"
 
@@ -131,10 +135,14 @@ def check_patch(text: str, policy: PatchPolicy) -> list[Violation]:
     try:
         changes = parse_patch(text)
     except PatchParseError as err:
-        return [_patch_violation("parse", f"not a unified diff: {err}")]
+        # A diff git would not take may still be rebuilt from it: its entries' types are judged
+        # all the same, so a symlink is named as one however the rest of the diff is written.
+        kinds = [v for path, mode in header_modes(text) for v in mode_violations(path, [mode])]
+        return [_patch_violation("parse", f"not a unified diff: {err}"), *kinds]
     if all(change.is_noop for change in changes):
         return [_patch_violation("empty", "the patch changes nothing; send a diff with changes")]
     violations = [v for change in changes for v in _check_change(change, policy)]
+    violations += nesting_violations(changes)
     if len(changes) > policy.max_files:
         violations.append(
             _patch_violation(
@@ -241,33 +249,115 @@ def _check_change(change: FileChange, policy: PatchPolicy) -> list[Violation]:
                 path, "binary", f"{shown}: binary patch; the coder may send text changes only"
             )
         )
-    modes = (change.old_mode, change.new_mode)
-    if _SYMLINK_MODE in modes:
+    kind = mode_violations(path, (change.old_mode, change.new_mode))
+    violations += kind
+    problem = None if kind else _mode_problem(change)
+    if problem is not None:
         violations.append(
+            Violation(
+                path,
+                "mode_change",
+                f"{shown}: {problem}; keep file modes as they are and create files as "
+                f"{_SAFE_NEW_FILE_MODE}",
+            )
+        )
+    return violations
+
+
+def mode_violations(path: str, modes: Iterable[str | None]) -> list[Violation]:
+    """The entry's file type, as any of its header lines gives it (`new file mode`, `old mode`,
+    `index … MODE`): a symlink, a submodule, or anything but a plain file is refused, since git
+    would create it as such, and a later entry could write through it."""
+    shown = show_path(path)
+    given = set(modes) - {None}
+    if _SYMLINK_MODE in given:
+        return [
             Violation(
                 path,
                 "symlink",
                 f"{shown}: symlink (mode {_SYMLINK_MODE}); "
                 "the coder may not create, edit or delete symlinks",
             )
+        ]
+    if _GITLINK_MODE in given:
+        return [
+            Violation(
+                path,
+                "submodule",
+                f"{shown}: submodule or nested repository (mode {_GITLINK_MODE}); "
+                "the coder may change plain files only",
+            )
+        ]
+    odd = sorted(str(mode) for mode in given - set(REGULAR_MODES))
+    if odd:
+        return [
+            Violation(
+                path,
+                "file_type",
+                f"{shown}: mode {odd[0]} is not a plain file; the coder may change plain files "
+                f"only, created as {_SAFE_NEW_FILE_MODE}",
+            )
+        ]
+    return []
+
+
+def nesting_violations(changes: Iterable[FileChange]) -> list[Violation]:
+    """Entries under a path another entry of the same patch leaves as a file (or link): git
+    writes them through it, or fails half way, so the whole patch is refused."""
+    files = {normalize_path(change.new_path) for change in changes if change.new_path is not None}
+    written = sorted({normalize_path(p) for change in changes for p in change.paths})
+    return [
+        Violation(
+            path,
+            "through_entry",
+            f"{show_path(path)}: lies under {show_path(parent)}, which this patch makes a file "
+            "or a link; send entries that are plain files side by side",
         )
-    else:
-        problem = _mode_problem(change)
-        if problem is not None:
-            violations.append(
+        for path in written
+        for parent in _parents(path)
+        if parent in files
+    ]
+
+
+#: What `lstat` says of a path in the tree, as the workspace hands it to `tree_violations`.
+TreeKind = Literal["missing", "file", "dir", "symlink", "other"]
+
+
+def tree_violations(path: str, kinds: Sequence[tuple[str, TreeKind]]) -> list[Violation]:
+    """`path` written through what the tree holds: `kinds` is each parent's kind (root first)
+    then the path's own. A symlink or a non-directory on the way, or a path that is not a plain
+    file, is refused before git touches anything."""
+    shown = show_path(path)
+    *parents, (_, own) = kinds
+    for parent, kind in parents:
+        if kind in ("symlink", "file", "other"):
+            what = "a symlink" if kind == "symlink" else "not a directory"
+            return [
                 Violation(
                     path,
-                    "mode_change",
-                    f"{shown}: {problem}; keep file modes as they are and create files as "
-                    f"{_SAFE_NEW_FILE_MODE}",
+                    "symlink" if kind == "symlink" else "file_type",
+                    f"{shown}: written through {show_path(parent)}, which is {what} in the tree; "
+                    "the coder may write plain files in plain directories only",
                 )
+            ]
+    if own in ("symlink", "dir", "other"):
+        what = {"symlink": "a symlink", "dir": "a directory"}.get(own, "not a plain file")
+        return [
+            Violation(
+                path,
+                "symlink" if own == "symlink" else "file_type",
+                f"{shown}: {what} in the tree; the coder may change plain files only",
             )
-    return violations
+        ]
+    return []
+
+
+def _parents(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
 
 
 def _mode_problem(change: FileChange) -> str | None:
-    if _GITLINK_MODE in (change.old_mode, change.new_mode):
-        return f"submodule or nested repository (mode {_GITLINK_MODE})"
     if change.old_path is None:
         if change.new_mode in (None, _SAFE_NEW_FILE_MODE):
             return None

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from pytest_fwloop.core.machine.decimals import written
 from pytest_fwloop.core.records.agent_protocol import MustFix, ReviewerAnswer
 
 ReviewRule = Literal["all", "majority"]
@@ -61,11 +62,14 @@ def panel_verdict(rule: ReviewRule, votes: Sequence[tuple[str, ReviewerAnswer]])
         risk=risk,
         summary=f"review panel, {counted}: "
         + "; ".join(
-            f"{who} {answer.decision} (risk {answer.risk:.2f}): {answer.summary[:SUMMARY_CHARS]}"
+            f"{who} {answer.decision} (risk {written(answer.risk)}): "
+            f"{answer.summary[:SUMMARY_CHARS]}"
             for who, answer in votes
         ),
     )
-    each = ", ".join(f"{who} {answer.decision} (risk {answer.risk:.2f})" for who, answer in votes)
+    each = ", ".join(
+        f"{who} {answer.decision} (risk {written(answer.risk)})" for who, answer in votes
+    )
     line = (
         f"{'split' if split else 'unanimous'} decision, {counted}: {decision}; {each}; "
         f"highest risk {risk:.2f}"

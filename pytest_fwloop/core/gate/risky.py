@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from pytest_fwloop.core.change.posix_paths import normalize_path
 from pytest_fwloop.core.change.unified_diff import PatchParseError, parse_patch
-from pytest_fwloop.core.machine.decimals import shown
+from pytest_fwloop.core.machine.decimals import exact, written
 
 if TYPE_CHECKING:  # the settings parse the patterns before the baseline's fork, without pydantic
     from pytest_fwloop.core.records.agent_protocol import RiskyChange
@@ -170,18 +170,18 @@ def assess(
     return with_evidence(find_risky(patch, patterns), failing)
 
 
-def raised_risk(risk: float, changes: Sequence[RiskyChange]) -> tuple[float, str]:
+def raised_risk(risk: float, changes: Sequence[RiskyChange]) -> tuple[Decimal, str]:
     """The patch's risk: the reviewer's `risk` plus RISK_PER_PATTERN for each distinct pattern
-    matched, at most 1; and the sum as the trace shows it. The sum is taken in decimal, so
-    0.1 + 0.2 x 3 is the 0.7 docs/security.md promises, not 0.7000000000000001."""
+    matched, at most 1; and the sum as the trace shows it. The sum is exact decimal arithmetic on
+    the numbers as written, so 0.1 + 0.2 x 3 is the 0.7 docs/security.md promises, not
+    0.7000000000000001, and 0.7000001 stays 0.7000001."""
     names = sorted({change.pattern for change in changes})
     if not names:
-        return risk, shown(risk)
-    raised = Decimal(repr(risk)) + Decimal(repr(RISK_PER_PATTERN)) * len(names)
-    total = float(min(Decimal(1), raised))
+        return exact(risk), written(risk)
+    total = min(Decimal(1), exact(risk) + exact(RISK_PER_PATTERN) * len(names))
     return total, (
-        f"{shown(risk)} + {RISK_PER_PATTERN:g} x {len(names)} risky pattern(s) "
-        f"({', '.join(names)}) = {shown(total)}"
+        f"{written(risk)} + {RISK_PER_PATTERN:g} x {len(names)} risky pattern(s) "
+        f"({', '.join(names)}) = {written(total)}"
     )
 
 

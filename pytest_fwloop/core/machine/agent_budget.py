@@ -10,11 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pytest_fwloop.core.machine.decimals import above, shown
+from pytest_fwloop.core.machine.decimals import exact, over, written
 
 USAGE_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens", "cost_usd")
-#: Places of a cost in the trace: the budget is compared with the cost as printed.
-USD_PLACES = 4
 
 
 class BudgetExhausted(Exception):
@@ -43,7 +41,7 @@ class Usage:
         if not reported:
             self.unreported_calls += 1
         for key, value in reported.items():
-            self.totals[key] += value
+            self.totals[key] = _sum(key, self.totals[key], value)
 
     @classmethod
     def from_dict(cls, document: Mapping[str, float | int]) -> Usage:
@@ -57,7 +55,7 @@ class Usage:
         self.calls += other.calls
         self.unreported_calls += other.unreported_calls
         for key in USAGE_KEYS:
-            self.totals[key] += other.totals[key]
+            self.totals[key] = _sum(key, self.totals[key], other.totals[key])
 
     def to_dict(self) -> dict[str, float | int]:
         return {
@@ -105,9 +103,9 @@ class Budget:
 
     def overrun(self, spent: Usage) -> str | None:
         """Why `spent` is over budget, with the numbers; None while it is within."""
-        if self.usd is not None and above(spent.cost_usd, self.usd, USD_PLACES):
+        if self.usd is not None and over(spent.cost_usd, self.usd):
             return (
-                f"the agents' reported cost {shown(spent.cost_usd, USD_PLACES)} USD exceeds "
+                f"the agents' reported cost {written(spent.cost_usd, 0)} USD exceeds "
                 f"--fwloop-budget-usd={self.usd:g} after {spent.calls} call(s)"
             )
         if self.tokens is not None and spent.tokens > self.tokens:
@@ -116,6 +114,14 @@ class Budget:
                 f"--fwloop-budget-tokens={self.tokens} after {spent.calls} call(s)"
             )
         return None
+
+
+def _sum(key: str, total: float, value: float) -> float:
+    """Costs add in decimal, as the providers wrote them (0.1 + 0.2 is the 0.3 a budget of 0.3
+    allows); token counts are whole numbers, which a float adds exactly."""
+    if key != "cost_usd":
+        return total + value
+    return float(exact(total) + exact(value))
 
 
 def _tidy(value: float) -> float | int:

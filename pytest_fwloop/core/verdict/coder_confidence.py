@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pytest_fwloop.core.machine.decimals import SCORE_PLACES, below
+from pytest_fwloop.core.machine.decimals import under
 from pytest_fwloop.core.machine.outcomes import Outcome
 from pytest_fwloop.core.records.agent_protocol import CoderAnswer
 from pytest_fwloop.core.records.run_records import DecisionRecord, DecisionStatus
@@ -19,12 +19,12 @@ from pytest_fwloop.core.records.run_records import DecisionRecord, DecisionStatu
 
 def judge(answer: CoderAnswer, minimum: float, asked_again: bool) -> DecisionRecord:
     """The answer's decision record; `asked_again`: an earlier answer of this iteration was
-    already below the minimum. The confidence is judged as the trace prints it (`0.60`)."""
+    already below the minimum. The confidence is judged exactly as written (0.599 < 0.6)."""
     confidence = answer.analysis.confidence
     status: DecisionStatus
     if answer.next_action == "abort":
         status = "abort"
-    elif not below(confidence, minimum, SCORE_PLACES):
+    elif not under(confidence, minimum):
         status = "usable"
     else:
         status = "inconclusive" if asked_again else "low_confidence"

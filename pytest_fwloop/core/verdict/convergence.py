@@ -10,9 +10,11 @@ from __future__ import annotations
 import dataclasses
 import enum
 import itertools
+from fractions import Fraction
 from typing import TYPE_CHECKING, Literal
 
-from pytest_fwloop.core.machine.decimals import FINE_RATE_PLACES, RATE_PLACES, above, below, percent
+from pytest_fwloop.core.machine.decimals import FINE_RATE_PLACES, percent
+from pytest_fwloop.core.verdict import exact_rates as exactly
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -154,17 +156,9 @@ def improvement_rate(prev_pass: int, curr_pass: int, prev_total: int) -> float:
 def average_improvement_rate(
     pass_counts: Sequence[int], total_counts: Sequence[int], window: int = 3
 ) -> float:
-    """Mean of the last `window` improvement rates, regressions counted as 0.
-
-    Regressions are clamped so that a step back does not drag the average below the plateau
-    threshold; they are caught by the no-improvement streak instead.
-    """
-    start = max(1, len(pass_counts) - window)
-    deltas = [
-        max(0.0, improvement_rate(pass_counts[i - 1], pass_counts[i], total_counts[i - 1]))
-        for i in range(start, len(pass_counts))
-    ]
-    return sum(deltas) / len(deltas) if deltas else 0.0
+    """Mean of the last `window` improvement rates, regressions counted as 0: a step back is
+    caught by the no-improvement streak, not by dragging the average below the plateau's."""
+    return float(exactly.average_improvement(pass_counts, total_counts, window))
 
 
 def stability_delta(prev_rate: float, curr_rate: float) -> float:
@@ -173,10 +167,10 @@ def stability_delta(prev_rate: float, curr_rate: float) -> float:
 
 
 def stable_for_last_n_iterations(
-    pass_rates: Sequence[float], n: int, delta_threshold: float
+    pass_rates: Sequence[float | Fraction], n: int, delta_threshold: float
 ) -> bool:
-    """Whether the last `n` pass rates all lie within `delta_threshold` of their neighbour, as
-    printed (49/50 then 50/50 moved 2.00%). With fewer than `n` results nothing is stable yet,
+    """Whether the last `n` pass rates all lie within `delta_threshold` of their neighbour,
+    exactly (49/50 then 50/50 moved 2%). With fewer than `n` results nothing is stable yet,
     which is what makes a green baseline wait for a confirming run when `n` is 2.
     """
     if n < 1:
@@ -185,7 +179,7 @@ def stable_for_last_n_iterations(
         return False
     tail = pass_rates[len(pass_rates) - n :]
     return not any(
-        above(stability_delta(a, b), delta_threshold, FINE_RATE_PLACES)
+        exactly.exceeds(abs(exactly.fraction(b) - exactly.fraction(a)), delta_threshold)
         for a, b in itertools.pairwise(tail)
     )
 
@@ -257,6 +251,7 @@ def read_history(
 ) -> History:
     """The history's rates, averages and streaks, after checking it is one the loop can make."""
     rates = _pass_rates(pass_counts, total_counts)
+    exact = exactly.pass_rates(pass_counts, total_counts)
     average = average_improvement_rate(pass_counts, total_counts, criteria.avg_improvement_window)
     delta = stability_delta(rates[-2], rates[-1]) if len(rates) >= 2 else 0.0
     return History(
@@ -265,16 +260,15 @@ def read_history(
         last_delta=delta,
         score=convergence_score(rates[-1], criteria.target_pass_rate, delta, average, criteria),
         is_stable=stable_for_last_n_iterations(
-            rates, criteria.stable_iterations_required, criteria.stability_delta_threshold
+            exact, criteria.stable_iterations_required, criteria.stability_delta_threshold
         ),
         high_failure_streak=_streak_from_tail(
-            [above(1.0 - rate, criteria.failure_rate_threshold, RATE_PLACES) for rate in rates]
+            [exactly.exceeds(1 - rate, criteria.failure_rate_threshold) for rate in exact]
         ),
         no_improvement_streak=_streak_from_tail(
             [
-                improvement_rate(pass_counts[i - 1], pass_counts[i], total_counts[i - 1])
-                <= criteria.no_improvement_epsilon
-                for i in range(1, len(pass_counts))
+                not exactly.exceeds(step, criteria.no_improvement_epsilon)
+                for step in exactly.improvements(pass_counts, total_counts)
             ]
         ),
     )
@@ -291,12 +285,12 @@ def determine_convergence(
 
     `current_iteration` is the number of the iteration just completed. The rules are tried in the
     seed's order and the first that holds wins; the reason carries the numbers that decided it.
-    Rates meet thresholds as the reason prints them (`core/machine/decimals.py`), save the pass
-    rate, which meets the target unrounded: rounding could hide a failing test.
+    Rates meet thresholds as exact fractions of their counts (`exact_rates`).
     """
     history = read_history(pass_counts, total_counts, criteria)
     curr_pass_rate = history.pass_rates[-1]
-    curr_failure_rate = 1.0 - curr_pass_rate
+    rates = exactly.pass_rates(pass_counts, total_counts)
+    exact_rate, curr_failure_rate = rates[-1], 1 - rates[-1]
 
     # Checked before anything else so that no combination of thresholds can loop forever.
     if current_iteration >= max_iterations:
@@ -305,47 +299,54 @@ def determine_convergence(
             f"TIMEOUT: current_iteration={current_iteration} >= max_iterations={max_iterations}",
         )
 
-    avg_improvement, last_delta = history.avg_improvement, history.last_delta
+    last_delta = abs(rates[-1] - rates[-2]) if len(rates) >= 2 else Fraction(0)
+    avg_improvement = exactly.average_improvement(
+        pass_counts, total_counts, criteria.avg_improvement_window
+    )
     high_failure_streak = history.high_failure_streak
+    failure_shown = exactly.shown(curr_failure_rate, criteria.failure_rate_threshold)
     no_improvement_streak = history.no_improvement_streak
     target = criteria.target_pass_rate
 
-    if curr_pass_rate >= target and history.is_stable:
+    stable_at = criteria.stability_delta_threshold
+    if not exactly.short_of(exact_rate, target) and history.is_stable:
         return (
             ConvergenceType.SUCCESS,
             f"SUCCESS: pass_rate={curr_pass_rate:.1%} >= target={target:.1%} "
             f"&& stable(last {criteria.stable_iterations_required}) "
-            f"delta={percent(last_delta, FINE_RATE_PLACES)} "
-            f"<= {percent(criteria.stability_delta_threshold, FINE_RATE_PLACES)}",
+            f"delta={exactly.shown(last_delta, stable_at, FINE_RATE_PLACES)} "
+            f"<= {percent(stable_at, FINE_RATE_PLACES)}",
         )
 
     if high_failure_streak >= criteria.failure_rate_consecutive_limit:
         return (
             ConvergenceType.FAILURE,
-            f"FAILURE: failure_rate={percent(curr_failure_rate)} "
+            f"FAILURE: failure_rate={failure_shown} "
             f"> threshold={percent(criteria.failure_rate_threshold)} "
             f"for {high_failure_streak} consecutive iterations "
             f"(limit={criteria.failure_rate_consecutive_limit})",
         )
 
     if (
-        above(curr_failure_rate, criteria.failure_rate_threshold, RATE_PLACES)
+        exactly.exceeds(curr_failure_rate, criteria.failure_rate_threshold)
         and no_improvement_streak >= criteria.consecutive_no_improvement_limit
     ):
         return (
             ConvergenceType.FAILURE,
-            f"FAILURE: failure_rate={percent(curr_failure_rate)} "
+            f"FAILURE: failure_rate={failure_shown} "
             f"> threshold={percent(criteria.failure_rate_threshold)} "
             f"&& no_improvement_streak={no_improvement_streak} "
             f">= {criteria.consecutive_no_improvement_limit}",
         )
 
-    if current_iteration >= criteria.min_iterations_for_plateau and below(
-        avg_improvement, criteria.plateau_improvement_threshold, FINE_RATE_PLACES
+    plateau_at = criteria.plateau_improvement_threshold
+    if current_iteration >= criteria.min_iterations_for_plateau and exactly.short_of(
+        avg_improvement, plateau_at
     ):
         return (
             ConvergenceType.PLATEAUED,
-            f"PLATEAUED: avg_improvement={percent(avg_improvement, FINE_RATE_PLACES)} "
+            f"PLATEAUED: avg_improvement="
+            f"{exactly.shown(avg_improvement, plateau_at, FINE_RATE_PLACES)} "
             f"< {percent(criteria.plateau_improvement_threshold, FINE_RATE_PLACES)} "
             f"&& current_iteration={current_iteration} >= {criteria.min_iterations_for_plateau}",
         )
@@ -353,11 +354,11 @@ def determine_convergence(
     # Not at target, but the current result is the best seen and it has stopped moving: the
     # present strategy has given what it can.
     best_pass_count = max(pass_counts)
-    slow = below(avg_improvement, criteria.slow_improvement_threshold, FINE_RATE_PLACES)
-    avg = percent(avg_improvement, FINE_RATE_PLACES)
+    slow = exactly.short_of(avg_improvement, criteria.slow_improvement_threshold)
+    avg = exactly.shown(avg_improvement, criteria.slow_improvement_threshold, FINE_RATE_PLACES)
     slow_at = percent(criteria.slow_improvement_threshold, FINE_RATE_PLACES)
     if (
-        curr_pass_rate < target
+        exactly.short_of(exact_rate, target)
         and pass_counts[-1] == best_pass_count
         and current_iteration >= criteria.min_iterations_for_slow_improvement
         and slow
@@ -383,7 +384,7 @@ def determine_convergence(
     return (
         None,
         f"continue: pass_rate={curr_pass_rate:.1%} (target={target:.1%}), "
-        f"avg_improvement={avg_improvement:.2%}, last_delta={last_delta:.2%}, "
+        f"avg_improvement={history.avg_improvement:.2%}, last_delta={history.last_delta:.2%}, "
         f"high_failure_streak={high_failure_streak}, "
         f"no_improvement_streak={no_improvement_streak}, "
         f"iteration {current_iteration} of {max_iterations}",

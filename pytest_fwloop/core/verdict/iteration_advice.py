@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_fwloop.core.machine.decimals import FINE_RATE_PLACES, RATE_PLACES, above, below
+from pytest_fwloop.core.machine.decimals import RATE_PLACES, above, below
 from pytest_fwloop.core.records.run_records import AnalysisRecord, MetricChange, Trend
 from pytest_fwloop.core.verdict.convergence import (
     ConvergenceCriteria,
@@ -22,6 +22,7 @@ from pytest_fwloop.core.verdict.convergence import (
     determine_convergence,
     read_history,
 )
+from pytest_fwloop.core.verdict.exact_rates import short_of
 from pytest_fwloop.core.verdict.metrics import describe
 
 #: Metrics the terminal's analysis line names at most (the worst first); the rest are counted.
@@ -174,7 +175,7 @@ def recommend(facts: Facts, history: History, trend: Trend) -> str:
     short = _running_short(facts, history)
     if short is not None:
         return short
-    if below(history.avg_improvement, criteria.slow_improvement_threshold, FINE_RATE_PLACES):
+    if short_of(history.avg_improvement, criteria.slow_improvement_threshold):
         return "slow: prefer a different hypothesis over another variation of the last patch"
     return "keep iterating"
 

@@ -10,7 +10,7 @@ for (the run ends). In proposal mode a low-confidence patch goes to the operator
 from __future__ import annotations
 
 from pytest_fwloop.config.settings import LoopSettings
-from pytest_fwloop.core.machine.decimals import shown
+from pytest_fwloop.core.machine.decimals import written
 from pytest_fwloop.core.machine.fsm import LoopEvent
 from pytest_fwloop.core.records.agent_protocol import MustFix
 from pytest_fwloop.core.records.run_records import DeclinedRecord
@@ -39,7 +39,9 @@ def weigh_answer(loop: LoopState, settings: LoopSettings) -> Step | None:
         return Step(LoopEvent.CODER_ABORTED, loop.final_reason)
     if record.status == "usable" or settings.options.propose != "off":
         return None  # a low-confidence proposal stops for the operator (ProposalDesk.due)
-    said = f"coder confidence {shown(record.confidence)} < fwloop_min_confidence={shown(minimum)}"
+    said = (
+        f"coder confidence {written(record.confidence)} < fwloop_min_confidence={written(minimum)}"
+    )
     root = str(settings.rootdir)
     if record.status == "low_confidence":
         loop.coder_answer = None

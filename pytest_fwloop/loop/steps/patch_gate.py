@@ -18,6 +18,7 @@ from pytest_fwloop.core.change.unified_diff import parse_patch
 from pytest_fwloop.core.gate.gate_rules import Refusal, apply_failure, first_refusal, review_refusal
 from pytest_fwloop.core.gate.repeats import find_repeat
 from pytest_fwloop.core.gate.risky import find_risky, raised_risk
+from pytest_fwloop.core.machine.decimals import written
 from pytest_fwloop.core.machine.fsm import ErrorType, LoopEvent
 from pytest_fwloop.core.machine.outcomes import Outcome
 from pytest_fwloop.core.machine.recovery import ErrorState
@@ -155,7 +156,7 @@ class PatchGate:
         )
         files = sorted({c.new_path or c.old_path or "" for c in parse_patch(answer.patch)})
         current.patch_summary = f"{answer.summary[:200]} [{', '.join(files)}]"
-        bound = f"{risk} <= {self.services.settings.options.max_risk:.2f}"
+        bound = f"{risk} <= {written(self.services.settings.options.max_risk)}"
         if said:
             return Verdict(
                 Step(
