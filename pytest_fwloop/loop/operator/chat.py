@@ -11,7 +11,7 @@ instead, as a follow-up: cli/operator.py).
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 
@@ -72,6 +72,18 @@ def answer_chat(
     thread.append("operator", "chat", order.text, redact, who, title)
     with ThreadPoolExecutor(len(agents), thread_name_prefix="fwloop-chat") as pool:
         asked = [pool.submit(a.comment, r) for a, r in zip(agents, requests, strict=True)]
+    return _print_answers(order, asked, thread, terminal, redact, (who, title))
+
+
+def _print_answers(
+    order: Order,
+    asked: list[Future[str]],
+    thread: Thread,
+    terminal: Terminal,
+    redact: Redactor,
+    header: tuple[str, str],
+) -> int:
+    """Each role's answer printed and kept in the thread; 1 when a role gave none."""
     status = 0
     for role, future in zip(order.roles, asked, strict=True):
         try:
@@ -83,7 +95,7 @@ def answer_chat(
             )
             status = 1
             continue
-        kept = thread.append(role, "chat", answer, redact, who, title)
+        kept = thread.append(role, "chat", answer, redact, *header)
         if len(order.roles) > 1:
             terminal.line(f"{PREFIX} the {role} answers:")
         terminal.line(kept.text)

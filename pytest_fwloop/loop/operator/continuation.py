@@ -22,7 +22,7 @@ from pytest_fwloop.core.change.unified_diff import PatchParseError, touched_path
 from pytest_fwloop.core.machine.agent_budget import UsageLedger
 from pytest_fwloop.core.machine.fsm import IterationKind, LoopEvent, State
 from pytest_fwloop.core.machine.outcomes import Outcome
-from pytest_fwloop.core.records.agent_protocol import MustFix, Role
+from pytest_fwloop.core.records.agent_protocol import CoderAnswer, MustFix, Role
 from pytest_fwloop.core.records.run_records import Event
 from pytest_fwloop.core.records.run_state import (
     SAVED_FIELDS,
@@ -198,25 +198,7 @@ def restore(loop: LoopState, state: RunState, run_dir: Path, order: Order) -> Re
     if state.in_flight is None:
         loop.iterations.append(Iteration(loop.current.number + 1, IterationKind.PATCH))
     number = loop.current.number
-    discussed = state.outcome in _ANSWERED_BY_A_FOLLOWUP
-    asked = order.text
-    if order.action is Action.FOLLOWUP and order.thread:
-        conversation = Thread(run_dir, order.thread).handed_over()
-        if conversation:
-            asked += f"\n(handed over from chat thread {order.thread}; it said:\n{conversation})"
-    if order.action is Action.FOLLOWUP and pending is not None and discussed:
-        # The proposal is answered by the message: the coder revises it, nothing is applied;
-        # an answer with no patch will end the discussion (`discussion_complete`).
-        loop.discussing = True
-        loop.must_fix = [
-            MustFix(
-                issue=f"the operator's follow-up on your proposal ({pending.summary[:200]}): "
-                f"{asked}"
-            )
-        ]
-        pending = None
-    elif order.action is Action.FOLLOWUP:
-        loop.must_fix = [*loop.must_fix, MustFix(issue=f"the operator asks: {asked}")]
+    pending = _take_followup(loop, state, run_dir, order, pending)
     if pending is not None and (
         order.action is Action.CONFIRM or State(state.fsm_state) in _PAST_THE_GATE
     ):
@@ -248,6 +230,33 @@ def restore(loop: LoopState, state: RunState, run_dir: Path, order: Order) -> Re
         tuple(written),
         tuple(sorted(watched)),
     )
+
+
+def _take_followup(
+    loop: LoopState, state: RunState, run_dir: Path, order: Order, pending: CoderAnswer | None
+) -> CoderAnswer | None:
+    """An operator's follow-up goes to the coder: as the answer to a pending proposal (which
+    the coder then revises: nothing is applied) or as one more thing it must address. The
+    pending answer that is left, if any."""
+    if order.action is not Action.FOLLOWUP:
+        return pending
+    asked = order.text
+    if order.thread:
+        conversation = Thread(run_dir, order.thread).handed_over()
+        if conversation:
+            asked += f"\n(handed over from chat thread {order.thread}; it said:\n{conversation})"
+    if pending is not None and state.outcome in _ANSWERED_BY_A_FOLLOWUP:
+        # An answer with no patch will end the discussion (`discussion_complete`).
+        loop.discussing = True
+        loop.must_fix = [
+            MustFix(
+                issue=f"the operator's follow-up on your proposal ({pending.summary[:200]}): "
+                f"{asked}"
+            )
+        ]
+        return None
+    loop.must_fix = [*loop.must_fix, MustFix(issue=f"the operator asks: {asked}")]
+    return pending
 
 
 def _paths(patch: str) -> list[str]:
