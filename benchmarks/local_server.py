@@ -31,7 +31,7 @@ from pathlib import Path
 
 from pytest_fwloop.agents.errors import ProviderError
 from pytest_fwloop.agents.openai import OpenAIProvider
-from pytest_fwloop.core.agent_protocol import AgentRequest, load_schema
+from pytest_fwloop.core.records.agent_protocol import AgentRequest, load_schema
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

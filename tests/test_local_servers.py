@@ -19,7 +19,7 @@ from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind
 from pytest_fwloop.agents.openai import OpenAIProvider
 from pytest_fwloop.agents.retry import RetryPolicy
 from pytest_fwloop.agents.role import CallRecord, RoleAgent
-from pytest_fwloop.core.agent_protocol import AgentRequest, Role, load_schema
+from pytest_fwloop.core.records.agent_protocol import AgentRequest, Role, load_schema
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -222,7 +222,7 @@ def test_the_users_window_overrides_the_servers(tmp_path: Path) -> None:
 def test_a_tool_turn_reaches_a_server_that_refuses_null_content(tmp_path: Path) -> None:
     """llama-cpp-python refuses `content: null` beside `tool_calls` with HTTP 500; the turn
     goes back with `""`, the usage of both turns is summed, and the calls are recorded."""
-    from pytest_fwloop.workspace.tree_reader import ToolReader
+    from pytest_fwloop.workspace.confined_read import ToolReader
 
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "uart.c").write_text("int uart_init(void) { return 0; }\n")
@@ -250,7 +250,7 @@ def test_a_tool_turn_reaches_a_server_that_refuses_null_content(tmp_path: Path) 
 
 
 def test_a_server_that_ignores_tools_is_found_out_once(tmp_path: Path) -> None:
-    from pytest_fwloop.workspace.tree_reader import ToolReader
+    from pytest_fwloop.workspace.confined_read import ToolReader
 
     with LocalServer(judgement, functions=False, n_ctx=32768) as server:
         chat = OpenAIProvider(
@@ -341,7 +341,7 @@ def test_tool_results_past_the_window_are_replaced_by_the_order_to_answer(
     """The window is learned only from a refusal (llama-cpp-python), after files of ~3.5k
     tokens each: the last result is replaced by the order to answer, and the model answers."""
     from pytest_fwloop.agents.tool_conversation import TOO_LONG
-    from pytest_fwloop.workspace.tree_reader import ToolReader
+    from pytest_fwloop.workspace.confined_read import ToolReader
 
     for i in range(4):
         line = "static const int table_{n:03d}[] = {{" + "0x00, " * 10 + "}};\n"

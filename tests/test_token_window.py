@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from pytest_fwloop.core.agent_protocol import AgentRequest, load_schema
-from pytest_fwloop.core.request_fit import fit_request
-from pytest_fwloop.core.token_window import (
+from pytest_fwloop.core.records.agent_protocol import AgentRequest, load_schema
+from pytest_fwloop.core.request.request_fit import fit_request
+from pytest_fwloop.core.request.token_window import (
     START_BYTES_PER_TOKEN,
     ContextRefusal,
     TokenRatio,

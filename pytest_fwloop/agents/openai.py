@@ -1,13 +1,10 @@
 """`openai:MODEL@URL`: any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, Ollama,
-llama.cpp server, LM Studio), one POST to `URL/chat/completions` per call.
+llama.cpp server, LM Studio), one POST to `URL/chat/completions` per turn, fitted to the
+server's window and streamed (`agents/chat/`).
 
 The key comes from an environment variable, never from the spec: `api_key_env` (resolved from
 the options), else the variable named by `$FWLOOP_API_KEY_ENV`, else `$OPENAI_API_KEY`; with no
 key no Authorization header is sent, which is what local servers expect.
-
-The standard library's HTTP client carries it (proxies from the environment, as `*_proxy` and
-`no_proxy` say): an HTTP library would be one more dependency in every environment the plugin
-is installed in, and httpx's brought anyio's pytest plugin into every pytest run there.
 """
 
 from __future__ import annotations
@@ -15,70 +12,61 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import re
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import ValidationError
 
 from pytest_fwloop.agents.base import RawAnswer
-from pytest_fwloop.agents.chat_refusals import (
+from pytest_fwloop.agents.chat.fitting import CONTEXT_REMEDY, fit_to_window, tool_room
+from pytest_fwloop.agents.chat.refusals import (
     RESPONSE_FORMATS,
     format_refused,
     refuses_request,
     stream_refused,
     tool_choice_refused,
 )
-from pytest_fwloop.agents.chat_stream import StreamAssembler, StreamError
-from pytest_fwloop.agents.chat_wire import ChatCompletion, ChatMessage, ErrorBody
+from pytest_fwloop.agents.chat.server import USER_WINDOW, ModelServer
+from pytest_fwloop.agents.chat.transport import (
+    EMPTY_STREAM,
+    MAX_BODY_BYTES,
+    Reply,
+    cause,
+    cut_short,
+    open_url,
+    post,
+    prompt_bytes,
+)
+from pytest_fwloop.agents.chat_wire import ChatCompletion, ChatMessage
 from pytest_fwloop.agents.errors import (
     Conversed,
     ProviderError,
     ProviderErrorKind,
-    SpecError,
     kind_of_status,
 )
 from pytest_fwloop.agents.model_io import bare_schema, instructions, request_json
-from pytest_fwloop.agents.model_server import USER_WINDOW, ModelServer
 from pytest_fwloop.agents.retry import parse_retry_after
 from pytest_fwloop.agents.tool_conversation import TOOLS_NOTE, Conversation, tools_refused
-from pytest_fwloop.core.read_tools import MAX_TOTAL_BYTES, tool_specs
-from pytest_fwloop.core.redaction import Redactor
-from pytest_fwloop.core.request_fit import fit_request
-from pytest_fwloop.core.token_window import ContextRefusal, answer_room, context_refusal
+from pytest_fwloop.core.records.redaction import Redactor
+from pytest_fwloop.core.request.read_tools import tool_specs
+from pytest_fwloop.core.request.token_window import ContextRefusal, answer_room, context_refusal
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from pytest_fwloop.core.agent_protocol import AgentRequest
-    from pytest_fwloop.core.read_tools import TreeReader
+    from pytest_fwloop.core.records.agent_protocol import AgentRequest
+    from pytest_fwloop.core.request.read_tools import TreeReader
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 #: Names the variable that holds the key, for teams whose key is not in $OPENAI_API_KEY.
 KEY_ENV_SELECTOR = "FWLOOP_API_KEY_ENV"
-#: A chat completion is one JSON object; more than this is not an answer.
-MAX_BODY_BYTES = 4 * 1024 * 1024
 #: How long the check before the baseline waits for the server to answer at all.
 PREFLIGHT_SECONDS = 10.0
 #: How long each question to the server about itself (its kind, its window) may take.
 PROBE_SECONDS = 5.0
-#: No tokenizer packs more than this many bytes of a request into one token: a server that
-#: counts fewer prompt tokens than the request's bytes divided by it has cut the prompt short.
-MAX_BYTES_PER_TOKEN = 10
-#: Below this size a short prompt count proves nothing.
-TRUNCATION_MIN_BYTES = 16 * 1024
-#: How to give each server room, said whenever a request does not fit or is cut short.
-CONTEXT_REMEDY = (
-    "give the server a larger context: llama.cpp `llama-server -c 32768`, llama-cpp-python "
-    "`--n_ctx 32768`, vLLM `--max-model-len 32768`, Ollama `OLLAMA_CONTEXT_LENGTH=32768 ollama "
-    "serve` (its OpenAI route ignores a per-request size; or `PARAMETER num_ctx 32768` in a "
-    "Modelfile); or send less with fwloop_source_bytes (code) and fwloop_context_bytes "
-    "(failures)"
-)
 #: Said once when a server answered `tool_choice: required` without calling a tool.
 TOOLS_IGNORED = (
     "ignores tools (no tool call to tool_choice required): asking with the sources only from "
@@ -86,71 +74,6 @@ TOOLS_IGNORED = (
     "llama-cpp-python `--chat_format chatml-function-calling`, vLLM "
     "`--enable-auto-tool-choice --tool-call-parser NAME`, or use an Ollama model that does tools"
 )
-#: The status `_post` gives a stream that closed before its first event.
-EMPTY_STREAM = 0
-#: What the window may give the tool results of one call, of what it has left after the opening.
-TOOL_SHARE = 0.8
-#: The parts of a request that `fit_request` may leave out, for the size of what is never cut.
-_CODE_FIELDS = (
-    "repo_map",
-    "similar_fixes",
-    "test_sources",
-    "patch_functions",
-    "sources",
-    "history",
-)
-#: Some gateways turn away the standard library's default user agent.
-USER_AGENT = "pytest-fwloop"
-
-_URL_AFTER_AT = re.compile(r"@(?=https?://)", re.IGNORECASE)
-
-
-def parse_openai_argument(argument: str) -> tuple[str, str]:
-    """`MODEL@URL` as (model, base URL without a trailing slash); SpecError names the bad part.
-
-    The first `@` followed by `http(s)://` splits, so a model name may itself contain `@`.
-    Credentials are refused before this, by the registry, without echoing them.
-    """
-    split = _URL_AFTER_AT.search(argument)
-    if split is None:
-        if "@" in argument:
-            url = argument.rpartition("@")[2]
-            raise SpecError(
-                f"'{url}' is not an http:// or https:// URL; write openai:MODEL@URL, "
-                "e.g. openai:qwen2.5-coder@http://127.0.0.1:8000/v1"
-            )
-        raise SpecError(
-            f"'openai:{argument}' has no @URL; write openai:MODEL@URL, "
-            "e.g. openai:qwen2.5-coder@http://127.0.0.1:8000/v1"
-        )
-    model, url = argument[: split.start()].strip(), argument[split.end() :].strip()
-    if not model:
-        raise SpecError(f"the model before @{url} is empty; write openai:MODEL@URL")
-    if any(char.isspace() for char in model):
-        raise SpecError(f"the model '{model}' contains whitespace; write openai:MODEL@URL")
-    parts = urlsplit(url)
-    if not parts.hostname:
-        raise SpecError(f"the URL '{url}' has no host; write e.g. http://127.0.0.1:8000/v1")
-    if parts.fragment or parse_qsl(parts.query):
-        raise SpecError(
-            f"the URL '{url}' has a query or fragment; give the API's base URL, e.g. "
-            "http://127.0.0.1:8000/v1"
-        )
-    return model, url.rstrip("/")
-
-
-@dataclass(frozen=True)
-class _Reply:
-    status: int
-    headers: http.client.HTTPMessage
-    body: bytes
-
-    def error_text(self) -> str:
-        try:
-            text = ErrorBody.model_validate_json(self.body).text()
-        except ValidationError:
-            text = ""
-        return " ".join((text or self.body.decode("utf-8", errors="replace")).split())[:300]
 
 
 @dataclass
@@ -274,17 +197,17 @@ class OpenAIProvider:
         the model are judged by the first call), then what it is and how large its window is.
         GETs, so nothing is billed."""
         try:
-            with _open(
+            with open_url(
                 urllib.request.Request(f"{self.base_url}/models", headers=self._headers()),
                 PREFLIGHT_SECONDS,
             ):
                 pass
         except (OSError, http.client.HTTPException) as exc:
-            cause = _cause(exc)
+            why = cause(exc)
             raise ProviderError(
                 ProviderErrorKind.PROVIDER_NETWORK_ERROR,
                 self.spec,
-                f"{self.base_url} cannot be reached ({type(cause).__name__}: {cause}); start the "
+                f"{self.base_url} cannot be reached ({type(why).__name__}: {why}); start the "
                 "server or fix the URL",
             ) from None
         self.server.discover(self._fetch)
@@ -295,7 +218,7 @@ class OpenAIProvider:
         if data is not None:
             request.add_header("Content-Type", "application/json")
         try:
-            with _open(request, PROBE_SECONDS) as response:
+            with open_url(request, PROBE_SECONDS) as response:
                 return response.status, response.read(MAX_BODY_BYTES)
         except (OSError, http.client.HTTPException):
             return None
@@ -318,7 +241,7 @@ class OpenAIProvider:
             body = self.body(ask.request, talk.messages, choice, streamed)
             data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
             prompt = prompt_bytes(body)
-            reply = self._post(data, headers, timeout, deadline)
+            reply = post(self.url, self.spec, data, headers, timeout, deadline)
             if reply.status == EMPTY_STREAM:
                 notes.append(
                     f"{self.url} closed the stream before its first event; asking once more "
@@ -380,7 +303,7 @@ class OpenAIProvider:
             return "required"
         return "auto"
 
-    def _negotiate(self, reply: _Reply, text: str, choice: str | None, notes: list[str]) -> bool:
+    def _negotiate(self, reply: Reply, text: str, choice: str | None, notes: list[str]) -> bool:
         """Whether the refusal was of a part the server may go without (the response format,
         streaming, `tool_choice: required`, the tools), now left out: then ask again."""
         status, refused = reply.status, f"(HTTP {reply.status}: {text})"
@@ -418,14 +341,6 @@ class OpenAIProvider:
         talk.max_bytes = self._tool_room(request, fitted)
         return _Ask(fitted, talk, cut=fitted is not request)
 
-    def _tool_room(self, request: AgentRequest, fitted: AgentRequest) -> int:
-        """The bytes the tool results of one call may take: what the window leaves after the
-        opening messages, in part (the calls' own turns take some too)."""
-        if self.server.window is None:
-            return MAX_TOTAL_BYTES
-        left = self.server.ratio.prompt_bytes(self.server.window) - self._measure(request)(fitted)
-        return max(min(MAX_TOTAL_BYTES, int(left * TOOL_SHARE)), 0)
-
     def _measure(self, request: AgentRequest) -> Callable[[AgentRequest], int]:
         """The prompt bytes of a version of `request`: the system message, which is the same for
         all, the user message, and the tools' definitions when they are offered."""
@@ -435,30 +350,11 @@ class OpenAIProvider:
         return lambda version: fixed + len(request_json(version).encode())
 
     def _fit(self, request: AgentRequest, notes: list[str]) -> AgentRequest:
-        """`request` cut to the window (as it is, when the window is unknown); ProviderError
-        when what is never cut does not fit."""
-        window = self.server.window
-        if window is None:
-            return request
-        cap = self.server.ratio.prompt_bytes(window)
-        measure = self._measure(request)
-        fitted = fit_request(request, cap, measure)
-        if fitted is None:
-            need = measure(request.model_copy(update={k: [] for k in _CODE_FIELDS}))
-            raise ProviderError(
-                ProviderErrorKind.PROVIDER_BAD_OUTPUT,
-                self.spec,
-                f"the {request.role} request cannot fit the model's window of {window} tokens "
-                f"({self.server.window_source}): without any code it still takes {need} bytes, "
-                f"about {self.server.ratio.tokens(need)} tokens at "
-                f"{self.server.ratio.bytes_per_token:.2f} bytes a token, and "
-                f"{answer_room(window)} tokens are kept for the answer; {CONTEXT_REMEDY}",
-                stderr="\n".join(notes),
-            )
-        note = fitted.note(cap)
-        if note:
-            notes.append(note)
-        return fitted.request
+        """`request` cut to the window (as it is, when the window is unknown)."""
+        return fit_to_window(self.server, request, self._measure(request), self.spec, notes)
+
+    def _tool_room(self, request: AgentRequest, fitted: AgentRequest) -> int:
+        return tool_room(self.server, self._measure(request)(fitted))
 
     def _refit(
         self,
@@ -499,7 +395,7 @@ class OpenAIProvider:
         return refitted
 
     def _message(
-        self, reply: _Reply, stderr: str, sent: int, talk: Conversation, conversed: Conversed
+        self, reply: Reply, stderr: str, sent: int, talk: Conversation, conversed: Conversed
     ) -> tuple[ChatMessage, dict[str, float]]:
         """The completion's message, or ProviderError when it is none or was cut short."""
         try:
@@ -517,7 +413,7 @@ class OpenAIProvider:
                 conversation=conversed,
             ) from None
         usage = completion.usage_report()
-        cut = _cut_short(completion, sent)
+        cut = cut_short(completion, sent)
         if cut:
             raise ProviderError(
                 ProviderErrorKind.PROVIDER_BAD_OUTPUT,
@@ -546,90 +442,9 @@ class OpenAIProvider:
             text=message.content, stderr=stderr, usage=talk.usage, conversation=conversed
         )
 
-    def _post(
-        self, data: bytes, headers: dict[str, str], timeout: float, deadline: float
-    ) -> _Reply:
-        """One POST of the encoded body, read to the end within the deadline (a streamed answer
-        put together); transport failures as ProviderError. Leaving early closes the
-        connection, which is what tells a streaming server to stop."""
-        request = urllib.request.Request(
-            self.url,
-            data=data,
-            headers={
-                "Content-Type": "application/json",
-                "Accept": "text/event-stream, application/json",
-                **headers,
-            },
-            method="POST",
-        )
-        try:
-            # The timeout bounds the connection and each stall; the deadline bounds a server
-            # that trickles.
-            with _open(request, max(deadline - time.monotonic(), 0.001)) as response:
-                streamed = response.headers.get_content_type() == "text/event-stream"
-                stream = StreamAssembler()
-                content = bytearray()
-                while chunk := response.read1(65536):
-                    if streamed:
-                        stream.feed(chunk)
-                        if stream.done:
-                            break
-                    else:
-                        content += chunk
-                    if len(content) > MAX_BODY_BYTES or stream.size() > MAX_BODY_BYTES:
-                        raise ProviderError(
-                            ProviderErrorKind.PROVIDER_BAD_OUTPUT,
-                            self.spec,
-                            f"{self.url} sent more than {MAX_BODY_BYTES} bytes; "
-                            "a chat completion is one JSON object",
-                        )
-                    if time.monotonic() > deadline:
-                        raise TimeoutError("deadline passed while reading the body")
-                if streamed:
-                    return self._streamed(response, stream)
-                if response.length:  # the connection closed before Content-Length was read
-                    raise http.client.IncompleteRead(bytes(content), response.length)
-                return _Reply(response.status, response.headers, bytes(content))
-        except StreamError as exc:
-            raise ProviderError(
-                ProviderErrorKind.PROVIDER_BAD_OUTPUT,
-                self.spec,
-                f"{self.url} streamed {exc}; check that it is an OpenAI-compatible API",
-            ) from None
-        except (OSError, http.client.HTTPException) as exc:
-            cause = _cause(exc)
-            if isinstance(cause, TimeoutError):
-                raise ProviderError(
-                    ProviderErrorKind.PROVIDER_TIMEOUT,
-                    self.spec,
-                    f"{self.url} gave no answer within {timeout:g} s; "
-                    "raise the agent timeout or use a faster model or server",
-                ) from None
-            # Refused, reset, DNS, a body cut off mid-way: the server or the path to it.
-            raise ProviderError(
-                ProviderErrorKind.PROVIDER_NETWORK_ERROR,
-                self.spec,
-                f"cannot reach {self.url}: {str(cause) or type(cause).__name__}; "
-                "check the URL and that the server is running",
-            ) from None
-
-    def _streamed(self, response: http.client.HTTPResponse, stream: StreamAssembler) -> _Reply:
-        """The streamed answer as one reply: an error event as the error status it stands for;
-        a stream that ended before `[DONE]` or a finish reason as a cut connection."""
-        if stream.error is not None:
-            error = stream.error.get("error")
-            code = error.get("code") if isinstance(error, dict) else None
-            status = code if isinstance(code, int) and 400 <= code < 600 else 500
-            return _Reply(status, response.headers, json.dumps(stream.error).encode())
-        if not stream.chunks and not stream.done:
-            return _Reply(EMPTY_STREAM, response.headers, b"")
-        if not stream.done and stream.finish_reason is None:
-            raise http.client.IncompleteRead(b"", None)
-        return _Reply(response.status, response.headers, stream.completion())
-
     def _http_error(
         self,
-        reply: _Reply,
+        reply: Reply,
         key: str,
         key_env: str,
         stderr: str,
@@ -666,70 +481,6 @@ class OpenAIProvider:
             usage=usage,
             conversation=conversed,
         )
-
-
-def prompt_bytes(body: dict[str, object]) -> int:
-    """The bytes of a body that a server reads into the prompt: the messages' text and tool
-    calls, and the tools' definitions; what the tokens-a-byte ratio is measured against."""
-    total = 0
-    messages = body.get("messages")
-    for message in messages if isinstance(messages, list) else []:
-        if isinstance(message, dict):
-            content = message.get("content")
-            total += len(content.encode()) if isinstance(content, str) else 0
-            if message.get("tool_calls"):
-                total += len(json.dumps(message["tool_calls"], separators=(",", ":")).encode())
-    if body.get("tools"):
-        total += len(json.dumps(body["tools"], separators=(",", ":")).encode())
-    return total
-
-
-def _cut_short(completion: ChatCompletion, sent: int) -> str:
-    """Why the server's answer cannot be trusted whole, or "": a prompt it truncated silently
-    (Ollama's small default context), or an answer stopped at the token limit."""
-    usage = completion.usage
-    read = usage.prompt_tokens if usage is not None else None
-    if read is not None and sent >= TRUNCATION_MIN_BYTES and read * MAX_BYTES_PER_TOKEN < sent:
-        return (
-            f"read {read} prompt tokens of a {sent}-byte request (at least "
-            f"{sent // MAX_BYTES_PER_TOKEN} tokens): it cut the prompt short without a word, "
-            "so the model never saw all of the failures and the code"
-        )
-    if completion.choices[0].finish_reason == "length":
-        written = usage.completion_tokens if usage is not None else None
-        after = f" after {written} tokens" if written is not None else ""
-        return f"stopped the answer at its token limit{after} (finish_reason length)"
-    return ""
-
-
-class _EveryStatus(urllib.request.HTTPErrorProcessor):
-    """Hands back every response as it came: an error status is a reply to read, not an
-    exception, and no redirect is followed (a chat completion is never one)."""
-
-    def http_response(
-        self, request: urllib.request.Request, response: http.client.HTTPResponse
-    ) -> http.client.HTTPResponse:
-        return response
-
-    https_response = http_response
-
-
-def _open(request: urllib.request.Request, timeout: float) -> http.client.HTTPResponse:
-    """The response to `request`, whatever its status; the proxies are read from the
-    environment now, as each call's."""
-    request.add_header("User-Agent", USER_AGENT)
-    response: http.client.HTTPResponse = urllib.request.build_opener(_EveryStatus()).open(
-        request, timeout=timeout
-    )
-    return response
-
-
-def _cause(exc: OSError | http.client.HTTPException) -> BaseException:
-    """What failed: urllib wraps what fails before the request is sent (connecting, the
-    proxy, TLS) in a URLError."""
-    if isinstance(exc, urllib.error.URLError) and isinstance(exc.reason, BaseException):
-        return exc.reason
-    return exc
 
 
 def _scrub(text: str, key: str) -> str:

@@ -18,8 +18,8 @@ from pytest_fwloop.agents.errors import SpecError
 
 if TYPE_CHECKING:
     from pytest_fwloop.agents.base import Provider
-    from pytest_fwloop.core.agent_protocol import Role
-    from pytest_fwloop.core.read_tools import TreeReader
+    from pytest_fwloop.core.records.agent_protocol import Role
+    from pytest_fwloop.core.request.read_tools import TreeReader
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,8 @@ def _codex(argument: str, _rootdir: Path, _options: ProviderOptions) -> Provider
 
 
 def _openai(argument: str, _rootdir: Path, options: ProviderOptions) -> Provider:
-    from pytest_fwloop.agents.openai import OpenAIProvider, parse_openai_argument
+    from pytest_fwloop.agents.chat.spec import parse_openai_argument
+    from pytest_fwloop.agents.openai import OpenAIProvider
 
     model, url = parse_openai_argument(argument)
     return OpenAIProvider(

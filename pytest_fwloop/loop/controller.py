@@ -17,19 +17,18 @@ from pathlib import Path
 import pytest
 
 from pytest_fwloop.config.settings import LoopSettings
-from pytest_fwloop.core import fsm, recovery
-from pytest_fwloop.core.agent_protocol import AgentRequest
-from pytest_fwloop.core.budget import BudgetExhausted, UsageLedger
-from pytest_fwloop.core.fsm import ErrorType, LoopEvent, State
-from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.redaction import Redactor
-from pytest_fwloop.core.state_clock import DeadlinePassed, StateClock
-from pytest_fwloop.core.substates import SubState
+from pytest_fwloop.core.machine import fsm, recovery
+from pytest_fwloop.core.machine.agent_budget import BudgetExhausted, UsageLedger
+from pytest_fwloop.core.machine.fsm import ErrorType, LoopEvent, State
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.machine.state_clock import DeadlinePassed, StateClock
+from pytest_fwloop.core.machine.substates import SubState
+from pytest_fwloop.core.records.redaction import Redactor
 from pytest_fwloop.loop.agent_calls import CallLog, role_agent
-from pytest_fwloop.loop.agent_request import agent_request
 from pytest_fwloop.loop.child_runner import ChildRunner, precheck_files
-from pytest_fwloop.loop.continuation import Past
-from pytest_fwloop.loop.localization import Localizer, with_code
+from pytest_fwloop.loop.operator.continuation import Past
+from pytest_fwloop.loop.request.desk import RequestDesk
+from pytest_fwloop.loop.request.localization import Localizer
 from pytest_fwloop.loop.run_deadline import RunDeadline
 from pytest_fwloop.loop.rundir import RunRecorder
 from pytest_fwloop.loop.services import Services
@@ -94,7 +93,7 @@ class Controller:
         self.runner = AllowlistRunner(
             settings.allowed_commands,
             cwd=settings.rootdir,
-            timeout=settings.command_timeout,
+            timeout=settings.options.command_timeout,
             abort=abort,
             environ=os.environ,
         )
@@ -124,8 +123,9 @@ class Controller:
         self.gate = PatchGate(services, self.reviewer, panel)
         self.proposals = ProposalDesk(services, self.reviewer, self.tester)
         rounds = services.recorder.path / "rounds"
-        budget = settings.source_bytes
+        budget = settings.options.source_bytes
         self.localizer = Localizer(workspace, budget, redact, services.policy, rounds)
+        self.desk = RequestDesk(services, self.loop, self.localizer)
         self.end = IterationEnd(services, self.loop, self.clock)
         self.farm = farm_hold(services)
         self.handlers: dict[State, Callable[[], Step]] = {
@@ -175,7 +175,7 @@ class Controller:
                 self.move(over)
                 break
             bound = fsm.STATE_TIMEOUTS[self.loop.state]
-            limit = float(getattr(self.settings, bound.option))
+            limit = float(getattr(self.settings.options, bound.option))
             self.clock.start(self.deadline.cap(limit) if bound.resume else limit)
             try:
                 step = self.handlers[self.loop.state]()
@@ -209,7 +209,8 @@ class Controller:
     def init(self) -> Step:
         return Step(
             LoopEvent.BASELINE,
-            f"baseline snapshot {self.workspace.baseline[:12]}; max_iter={self.settings.max_iter}, "
+            f"baseline snapshot {self.workspace.baseline[:12]}; "
+            f"max_iter={self.settings.options.max_iter}, "
             f"mode={self.settings.mode.value}",
         )
 
@@ -268,7 +269,7 @@ class Controller:
         """Ask the tester for the applied patch's test plan (DESIGN.md §5, seed 004)."""
         assert self.tester is not None
         allowed = [shlex.join(prefix) for prefix in self.settings.allowed_commands]
-        request = self._request(
+        request = self.desk.request(
             "tester", self.loop.current.patch, allowed_commands=allowed, constraints=[]
         )
         return plan_tests(self.services, self.loop, self.tester, request, self.runner)
@@ -340,14 +341,10 @@ class Controller:
         self.services.substate(number, SubState.TESTER_COMMANDS, done.note, (commands,))
         return done.note
 
-    def _request(self, role: str, patch: str = "", **extra: object) -> AgentRequest:
-        request = agent_request(self.loop, self.settings, role, patch, **extra)
-        return with_code(self.services, self.loop, self.localizer, request)
-
     def code_analysis(self) -> Step:
         ended = only_declined_left(self.loop, str(self.settings.rootdir))
         return ended or ask_coder(
-            self.services, self.loop, self.coder, lambda: self._request("coder")
+            self.services, self.loop, self.coder, lambda: self.desk.assemble("coder")
         )
 
     def patch_generation(self) -> Step:
@@ -357,13 +354,13 @@ class Controller:
         )
         if judged is not None:
             return judged
-        paused = self.proposals.stop(len(self.gate.tried), self.loop, self._request)
+        paused = self.proposals.stop(len(self.gate.tried), self.loop, self.desk.request)
         if paused is not None:
             return paused
         verdict = self.gate.judge(
             self.loop.coder_answer,
             self.loop.current,
-            lambda patch: self._request("reviewer", patch),
+            lambda patch: self.desk.request("reviewer", patch),
         )
         if verdict.constraints is not None:
             self.loop.constraints = verdict.constraints
