@@ -360,3 +360,39 @@ def test_tool_results_past_the_window_are_replaced_by_the_order_to_answer(
     tools = [m["content"] for m in last["messages"] if m["role"] == "tool"]
     assert tools[-1] == TOO_LONG
     assert tools[0] != TOO_LONG  # what fitted is kept
+
+
+def test_a_call_that_times_out_after_tool_turns_keeps_its_calls_and_usage(
+    tmp_path: Path,
+) -> None:
+    """The answer after a tool turn never comes in time: the record still has the tool calls,
+    the tokens of the turns before, and the notes of the call."""
+    from pytest_fwloop.workspace.confined_read import ToolReader
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "uart.c").write_text("int uart_init(void) { return 0; }\n")
+
+    def slow_after_tools(body: dict[str, Any]) -> dict[str, Any]:
+        if any(m["role"] == "tool" for m in body["messages"]):
+            server.delay, server.chunks = 0.05, 200  # the answer trickles past the timeout
+        return judgement(body)
+
+    with LocalServer(slow_after_tools, kind="vllm", functions=True, n_ctx=32768) as server:
+        chat = OpenAIProvider("local", server.url, reader=ToolReader(tmp_path))
+        records: list[CallRecord] = []
+        with pytest.raises(ProviderError):
+            RoleAgent(
+                "coder",
+                [chat],
+                load_schema("coder"),
+                records.append,
+                timeout=1.5,
+                retry_policy=RetryPolicy(max_retries=0, base_delay=0.001),
+                sleep=lambda _: None,
+            ).ask(request(tmp_path, "coder"))
+    (record,) = records
+    assert record.error_kind == "provider_timeout"
+    assert record.tools_offered
+    assert [c["name"] for c in record.tool_calls] == ["read_file"]
+    assert record.usage["input_tokens"] > 0  # the turn before was counted
+    assert "1 tool call(s)" in record.stderr

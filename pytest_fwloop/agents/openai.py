@@ -241,7 +241,13 @@ class OpenAIProvider:
             body = self.body(ask.request, talk.messages, choice, streamed)
             data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
             prompt = prompt_bytes(body)
-            reply = post(self.url, self.spec, data, headers, timeout, deadline)
+            try:
+                reply = post(self.url, self.spec, data, headers, timeout, deadline)
+            except ProviderError as exc:  # a timeout or a cut connection, maybe turns in
+                exc.stderr = _scrub("\n".join([*notes, *talk.summary()]), key)
+                exc.usage = dict(talk.usage)
+                exc.conversation = Conversed(tuple(talk.calls), offered, None)
+                raise
             if reply.status == EMPTY_STREAM:
                 notes.append(
                     f"{self.url} closed the stream before its first event; asking once more "
