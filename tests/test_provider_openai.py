@@ -603,6 +603,14 @@ def test_a_prompt_cut_short_silently_is_said_with_the_fix(
     assert "--max-model-len" in message
 
 
+def test_a_count_of_no_prompt_tokens_is_no_count(server: ChatServer, tmp_path: Path) -> None:
+    """llama-cpp-python's function-calling format reports 0 prompt tokens for a turn it read
+    from its cache: a large request counted as 0 tokens is not a truncated one."""
+    server.replies = [Reply(body=truncating(0))]
+    request = make_request(tmp_path).model_copy(update={"build_diagnostics": "x" * 60_000})
+    assert provider(server).call(request, 10).usage["input_tokens"] == 0
+
+
 def test_a_small_request_with_few_tokens_is_no_truncation(
     server: ChatServer, tmp_path: Path
 ) -> None:

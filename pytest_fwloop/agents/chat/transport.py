@@ -153,8 +153,10 @@ def cut_short(completion: ChatCompletion, sent: int) -> str:
     """Why the server's answer cannot be trusted whole, or "": a prompt it truncated silently
     (Ollama's small default context), or an answer stopped at the token limit."""
     usage = completion.usage
+    # A count of 0 is none: llama-cpp-python's function-calling format reports 0 for a turn
+    # whose prompt came from its cache (measured), and no server truncates a prompt to nothing.
     read = usage.prompt_tokens if usage is not None else None
-    if read is not None and sent >= TRUNCATION_MIN_BYTES and read * MAX_BYTES_PER_TOKEN < sent:
+    if read and sent >= TRUNCATION_MIN_BYTES and read * MAX_BYTES_PER_TOKEN < sent:
         return (
             f"read {read} prompt tokens of a {sent}-byte request (at least "
             f"{sent // MAX_BYTES_PER_TOKEN} tokens): it cut the prompt short without a word, "
