@@ -88,9 +88,12 @@ class Localizer:
         failing: Sequence[TestRecord],
         earlier_patches: Sequence[str],
         again: bool = False,
+        passed_in_suite: int | None = None,
     ) -> tuple[AgentRequest, Localization]:
         """`request` with `sources`, `test_sources` and `repo_map` filled in. `again`: the
-        coder was unsure of what it was sent in this iteration; it gets the code ranked next."""
+        coder was unsure of what it was sent in this iteration; it gets the code ranked next.
+        `passed_in_suite`: the tests that passed in the latest whole-suite results, of which the
+        spectrum may hold a sample (`core/spectrum_sample.py`)."""
         started = time.perf_counter()
         _, files = self.workspace.source_files()
         symbols = self.index.symbols(files, self.workspace.read_blobs)
@@ -120,7 +123,7 @@ class Localizer:
             named,
             self._texts(files, framed),
         )
-        ranked = rank(self.tree, evidence, editable, self._suspicions(failing))
+        ranked = rank(self.tree, evidence, editable, self._suspicions(failing, passed_in_suite))
         number, shown = self._shown
         if number != request.iteration or not again:
             shown = set()
@@ -200,7 +203,9 @@ class Localizer:
                 sent.add((item.path, item.index))
         return sent
 
-    def _suspicions(self, failing: Sequence[TestRecord]) -> Suspicions | None:
+    def _suspicions(
+        self, failing: Sequence[TestRecord], passed_in_suite: int | None
+    ) -> Suspicions | None:
         """The lines the failing tests ran, by Ochiai (`core/spectrum.py`); None when none of
         them was measured (each failed in its fixtures' set-up, before its call): then the
         spectrum says nothing of them, and no code is the less likely for it."""
@@ -210,7 +215,7 @@ class Localizer:
         measured = {t.nodeid for t in failing} & set(recorded.spectrum.tests)
         if not measured:
             return None
-        return suspicious_lines(recorded.spectrum, measured, recorded.passed)
+        return suspicious_lines(recorded.spectrum, measured, recorded.passed, passed_in_suite)
 
     def _editable(self, path: str, policy: PatchPolicy) -> bool:
         verdict = self._verdicts.get(path)
@@ -359,8 +364,10 @@ def localize(
     failing = open_failures(loop, str(services.settings.rootdir))
     patches = [it.patch for it in loop.iterations if it.patch]
     again = any(d.status == "low_confidence" for d in loop.current.decisions)
+    latest = loop.latest_results()
+    passed = sum(t.outcome == "passed" for t in latest.tests) if latest is not None else None
     try:
-        done, report = localizer.coder_request(request, failing, patches, again)
+        done, report = localizer.coder_request(request, failing, patches, again, passed)
     except _LOCALIZATION_ERRORS as exc:
         reason = f"no code sent: {type(exc).__name__}: {exc}"
         services.substate(number, SubState.LOCALIZATION, reason[:300])

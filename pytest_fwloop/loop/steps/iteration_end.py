@@ -34,8 +34,6 @@ from pytest_fwloop.core.results import (
 from pytest_fwloop.core.round_records import ConvergenceRecord
 from pytest_fwloop.core.run_limits import circuit_breaker
 from pytest_fwloop.core.state_clock import StateClock
-from pytest_fwloop.knowledge.fixes import remember
-from pytest_fwloop.knowledge.store import KnowledgeBase
 from pytest_fwloop.loop.finish import report_page
 from pytest_fwloop.loop.notify import announce_plateau
 from pytest_fwloop.loop.rundir import utc_now
@@ -289,6 +287,9 @@ class IterationEnd:
             or not self.services.settings.knowledge
         ):
             return
+        from pytest_fwloop.knowledge.fixes import remember
+        from pytest_fwloop.knowledge.store import KnowledgeBase
+
         answer = self.loop.coder_answer
         note = remember(
             KnowledgeBase(self.services.settings.knowledge),
