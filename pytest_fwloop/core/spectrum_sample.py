@@ -17,7 +17,7 @@ from collections.abc import Collection, Sequence
 #: Failing tests one spectrum run measures: beyond these the next ones add little Ochiai can use.
 MAX_FAILING = 100
 #: Passing tests one spectrum run measures: enough that a line most of them run shows it.
-MAX_PASSING = 100
+MAX_PASSING = 200
 
 
 def spectrum_selection(
