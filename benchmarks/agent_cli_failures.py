@@ -29,7 +29,7 @@ from pytest_fwloop.agents.claude import ClaudeProvider  # noqa: E402
 from pytest_fwloop.agents.codex import CodexProvider  # noqa: E402
 from pytest_fwloop.agents.errors import ProviderError  # noqa: E402
 from pytest_fwloop.agents.role import RoleAgent  # noqa: E402
-from pytest_fwloop.core.agent_protocol import AgentRequest, load_schema  # noqa: E402
+from pytest_fwloop.core.records.agent_protocol import AgentRequest, load_schema  # noqa: E402
 
 CLIS = ROOT / ".tools" / "agent-clis" / "node_modules" / ".bin"
 APPROVE = {"decision": "approve", "must_fix": [], "risk": 0.1, "summary": "ok"}

@@ -15,8 +15,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pytest_fwloop.core.context import guaranteed_signatures, pack_failures, packed_size, signature
-from pytest_fwloop.core.results import TestRecord
+from pytest_fwloop.core.request.failure_pack import (
+    guaranteed_signatures,
+    pack_failures,
+    packed_size,
+    signature,
+)
+from pytest_fwloop.core.suite.results import TestRecord
 
 ROOT = "/work/board-fw"
 CAP = 32768  # the fwloop_context_bytes default

@@ -26,11 +26,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_fwloop.core.agent_protocol import AgentRequest
-from pytest_fwloop.core.context import pack_failures, packed_size
-from pytest_fwloop.core.policy import PatchPolicy
-from pytest_fwloop.core.results import TestRecord
-from pytest_fwloop.loop.localization import Localizer
+from pytest_fwloop.core.gate.policy import PatchPolicy
+from pytest_fwloop.core.records.agent_protocol import AgentRequest
+from pytest_fwloop.core.request.failure_pack import pack_failures, packed_size
+from pytest_fwloop.core.suite.results import TestRecord
+from pytest_fwloop.loop.request.localization import Localizer
 from pytest_fwloop.workspace import DEFAULT_PROTECTED, Workspace
 
 SEED = 20261127

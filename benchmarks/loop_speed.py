@@ -23,7 +23,7 @@ and compiles every plugin module (the loop's own among them) in every process.
   full baseline and full gate, benchmarks/README.md) and after the baseline, which both sides
   run alike (goal 0.45 for the time, issue 35).
 - P3c: one focused child as the loop starts it (`--fwloop-child-select` with the 100 failing
-  tests of P3's suite, handed their files: `core/collection.py`) ÷ plain `pytest` given the
+  tests of P3's suite, handed their files: `core/suite/collection.py`) ÷ plain `pytest` given the
   same 100 node ids, both spawned (goal ≤ 2, issue 35); the child collecting the whole suite
   and keeping the selection (the fallback) is shown beside it.
 - P6: the loop's `-n 2` speed-up (pytest-xdist in each child) ÷ plain pytest's `-n 2` speed-up,
@@ -193,7 +193,7 @@ def p3(scratch: Path, rounds: int, test_ms: float = 2.0) -> None:
 def p3c(scratch: Path, rounds: int, test_ms: float = 2.0) -> None:
     print("P3c: a focused child of 100 tests (A), collecting the whole suite (C) / plain pytest")
     print("     given the same 100 node ids (B), P3's suite")
-    from pytest_fwloop.core.collection import Collection, collection_paths
+    from pytest_fwloop.core.suite.collection import Collection, collection_paths
 
     folder = seeded_suite(scratch / "p3c", test_ms)
     select = [f"test_{n // 100:02d}.py::test_{n}" for n in range(2000) if n % 100 < BUGS]

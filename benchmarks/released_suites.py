@@ -52,11 +52,11 @@ from typing import Any
 from unittest import mock
 
 from pytest_fwloop.codemap.parse import language_of, parse_source
-from pytest_fwloop.core.agent_protocol import AgentRequest
-from pytest_fwloop.core.localize import Ranked, rank
-from pytest_fwloop.core.policy import PatchPolicy
-from pytest_fwloop.core.results import TestRecord
-from pytest_fwloop.loop import localization
+from pytest_fwloop.core.gate.policy import PatchPolicy
+from pytest_fwloop.core.records.agent_protocol import AgentRequest
+from pytest_fwloop.core.request.ranking import Ranked, rank
+from pytest_fwloop.core.suite.results import TestRecord
+from pytest_fwloop.loop.request import localization
 from pytest_fwloop.workspace import DEFAULT_PROTECTED, Workspace
 
 ROOT = Path(__file__).resolve().parent.parent

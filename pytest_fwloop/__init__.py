@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pytest_fwloop import hookspecs
-    from pytest_fwloop.core.convergence import (
+    from pytest_fwloop.core.machine.outcomes import Outcome, exit_status
+    from pytest_fwloop.core.verdict.convergence import (
         ConvergenceChecker,
         ConvergenceCriteria,
         ConvergenceType,
@@ -20,23 +21,22 @@ if TYPE_CHECKING:
         convergence_score,
         determine_convergence,
     )
-    from pytest_fwloop.core.outcomes import Outcome, exit_status
     from pytest_fwloop.envs.errors import ConsoleTimeout, EnvironmentFailure
 
 __version__ = "0.1.0"
 
 _HOMES = {
-    "ConvergenceChecker": "pytest_fwloop.core.convergence",
-    "ConvergenceCriteria": "pytest_fwloop.core.convergence",
-    "ConvergenceType": "pytest_fwloop.core.convergence",
-    "ExecutionMode": "pytest_fwloop.core.convergence",
-    "PlateauHandlingStrategy": "pytest_fwloop.core.convergence",
-    "convergence_score": "pytest_fwloop.core.convergence",
-    "determine_convergence": "pytest_fwloop.core.convergence",
+    "ConvergenceChecker": "pytest_fwloop.core.verdict.convergence",
+    "ConvergenceCriteria": "pytest_fwloop.core.verdict.convergence",
+    "ConvergenceType": "pytest_fwloop.core.verdict.convergence",
+    "ExecutionMode": "pytest_fwloop.core.verdict.convergence",
+    "PlateauHandlingStrategy": "pytest_fwloop.core.verdict.convergence",
+    "convergence_score": "pytest_fwloop.core.verdict.convergence",
+    "determine_convergence": "pytest_fwloop.core.verdict.convergence",
     "ConsoleTimeout": "pytest_fwloop.envs.errors",
     "EnvironmentFailure": "pytest_fwloop.envs.errors",
-    "Outcome": "pytest_fwloop.core.outcomes",
-    "exit_status": "pytest_fwloop.core.outcomes",
+    "Outcome": "pytest_fwloop.core.machine.outcomes",
+    "exit_status": "pytest_fwloop.core.machine.outcomes",
 }
 
 __all__ = [

@@ -1,8 +1,8 @@
-"""The convergence rules' public home (DESIGN.md §4); they live in `core/convergence.py`."""
+"""The convergence rules' public home (DESIGN.md §4); they live in `core/verdict/convergence.py`."""
 
 from __future__ import annotations
 
-from pytest_fwloop.core.convergence import (
+from pytest_fwloop.core.verdict.convergence import (
     ConvergenceChecker,
     ConvergenceCriteria,
     ConvergenceType,

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from pytest_fwloop.child.metrics import MetricRecorder
-    from pytest_fwloop.core.agent_protocol import ReviewerAnswer, TesterAnswer
+    from pytest_fwloop.core.records.agent_protocol import ReviewerAnswer, TesterAnswer
     from pytest_fwloop.envs.console import Console
     from pytest_fwloop.envs.qemu import QemuMachine
     from pytest_fwloop.envs.serialport import SerialConsole

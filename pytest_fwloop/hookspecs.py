@@ -9,7 +9,7 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_fwloop.agents.base import Provider
-    from pytest_fwloop.core.results import IterationResults
+    from pytest_fwloop.core.suite.results import IterationResults
 
 
 @pytest.hookspec(firstresult=True)

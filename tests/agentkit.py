@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar
 from pytest_fwloop.agents.registry import parse_role_specs
 from pytest_fwloop.agents.retry import RetryPolicy
 from pytest_fwloop.agents.role import RoleAgent
-from pytest_fwloop.core.agent_protocol import AgentRequest, Role, load_schema
+from pytest_fwloop.core.records.agent_protocol import AgentRequest, Role, load_schema
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

@@ -29,17 +29,17 @@ from pytest_fwloop.config.option_table import (
     CHILD_SPECTRUM_FLAG,
 )
 from pytest_fwloop.config.settings import LoopSettings, load_settings
-from pytest_fwloop.core.agent_protocol import AgentRequest
-from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.redaction import Redactor
-from pytest_fwloop.core.results import IterationResults, Metric, TestRecord
-from pytest_fwloop.core.run_state import Invocation
-from pytest_fwloop.core.state_clock import StateClock
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.machine.state_clock import StateClock
+from pytest_fwloop.core.records.agent_protocol import AgentRequest
+from pytest_fwloop.core.records.redaction import Redactor
+from pytest_fwloop.core.records.run_state import Invocation
+from pytest_fwloop.core.suite.results import IterationResults, Metric, TestRecord
 from pytest_fwloop.loop import run_context
 from pytest_fwloop.loop.child_runner import ChildRunner
-from pytest_fwloop.loop.continuation import Continued, Order, StateKeeper
 from pytest_fwloop.loop.controller import Controller
 from pytest_fwloop.loop.finish import finalize
+from pytest_fwloop.loop.operator.continuation import Continued, Order, StateKeeper
 from pytest_fwloop.loop.rundir import RunRecorder
 from pytest_fwloop.loop.terminal import Terminal
 from pytest_fwloop.procs.supervision import ProcessResult
@@ -228,7 +228,7 @@ class ControllerKit:
 
     def continue_run(self, order: Order, *args: str) -> Controller:
         """A second controller over the same project, continuing the run as `fwloop` asks
-        (`loop/continuation.Continued`, as `pytest --fwloop-operator ARGS` does it)."""
+        (`loop/operator/continuation.Continued`, as `pytest --fwloop-operator ARGS` does it)."""
         self.controller.workspace.close(keep_tree=True)  # the first one's lock, as its exit
         return self._controller(order.run_id, order, *args)
 
@@ -262,7 +262,7 @@ class ControllerKit:
             recorder,
             Invocation(args=["--fwloop"], dir=str(self.root)),
             settings.rootdir,
-            settings.max_iter,
+            settings.options.max_iter,
             workspace.baseline,
             controller.calls.usage,
             continued.state.revision if continued is not None else 0,

@@ -23,8 +23,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from pytest_fwloop.core import records, round_records
-from pytest_fwloop.core.results import IterationResults
+from pytest_fwloop.core.records import round_records
+from pytest_fwloop.core.records import run_records as records
+from pytest_fwloop.core.suite.results import IterationResults
 
 CALC = '''\
 """A tiny stand-in for firmware logic: three functions, three seeded bugs."""

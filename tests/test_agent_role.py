@@ -15,7 +15,8 @@ from pytest_fwloop.agents.base import RawAnswer
 from pytest_fwloop.agents.errors import AnswerInvalid, ProviderError, ProviderErrorKind
 from pytest_fwloop.agents.retry import RetryPolicy
 from pytest_fwloop.agents.role import CallRecord, RoleAgent
-from pytest_fwloop.core.agent_protocol import (
+from pytest_fwloop.core.machine.state_clock import DeadlinePassed
+from pytest_fwloop.core.records.agent_protocol import (
     AgentRequest,
     CoderAnswer,
     ReviewerAnswer,
@@ -23,7 +24,6 @@ from pytest_fwloop.core.agent_protocol import (
     TesterAnswer,
     load_schema,
 )
-from pytest_fwloop.core.state_clock import DeadlinePassed
 
 APPROVE = json.dumps({"decision": "approve", "must_fix": [], "risk": 0.1, "summary": "ok"})
 TOO_RISKY = json.dumps({"decision": "approve", "must_fix": [], "risk": 1.5, "summary": "ok"})

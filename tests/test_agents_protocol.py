@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentkit import CODER, REVIEWER, SHAPES, TESTER, WIRE_FIELDS
-from pytest_fwloop.core.agent_protocol import (
+from pytest_fwloop.core.records.agent_protocol import (
     MAX_ERROR_CHARS,
     AgentRequest,
     AnswerParseError,
@@ -31,7 +31,7 @@ from pytest_fwloop.core.agent_protocol import (
 )
 
 if TYPE_CHECKING:
-    from pytest_fwloop.core.agent_protocol import Answer
+    from pytest_fwloop.core.records.agent_protocol import Answer
 
 ROLES: tuple[Role, ...] = get_args(Role)
 

@@ -24,7 +24,7 @@ from pytest_fwloop.agents.registry import PROVIDER_SYNTAX, PROVIDERS, parse_role
 from pytest_fwloop.agents.role import CallRecord, RoleAgent
 from pytest_fwloop.agents.rules import RulesProvider
 from pytest_fwloop.agents.scripted import ScriptedProvider
-from pytest_fwloop.core.agent_protocol import (
+from pytest_fwloop.core.records.agent_protocol import (
     AgentRequest,
     CoderAnswer,
     Failure,

@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_fwloop.config.options import OPTIONS
-from pytest_fwloop.core.allowlist import Argv, blocked_reason, check_commands, parse_prefixes
-from pytest_fwloop.core.tool_grammars import GRAMMARS
+from pytest_fwloop.core.gate.allowlist import Argv, blocked_reason, check_commands, parse_prefixes
+from pytest_fwloop.core.gate.tool_grammars import GRAMMARS
 from pytest_fwloop.procs.allowlist_runner import (
     OUTPUT_TAIL_BYTES,
     AllowlistRunner,

@@ -19,15 +19,21 @@ from controllerkit import ControllerKit, fixing
 from envs_support.browser import open_page
 from loopkit import CALC, FIXES, LoopProject, coder_answer, unified_diff
 from pytest_fwloop.cli.replay import load_run, replay
-from pytest_fwloop.core.analysis import Facts, analyse, fitted_trend, forecast, headline
-from pytest_fwloop.core.convergence import (
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.records.run_records import MetricChange
+from pytest_fwloop.core.verdict.convergence import (
     ConvergenceCriteria,
     ConvergenceType,
     ExecutionMode,
     determine_convergence,
 )
-from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.records import MetricChange
+from pytest_fwloop.core.verdict.iteration_advice import (
+    Facts,
+    analyse,
+    fitted_trend,
+    forecast,
+    headline,
+)
 
 STANDARD = ConvergenceCriteria()
 #: The plateau rule ends the run before the converged-with-improvement rule can.

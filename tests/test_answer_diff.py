@@ -15,8 +15,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from pytest_fwloop.core.agent_protocol import FileEdit
-from pytest_fwloop.core.answer_diff import (
+from pytest_fwloop.core.change.answer_diff import (
     MAX_EDITS,
     Built,
     Unmatched,
@@ -24,9 +23,11 @@ from pytest_fwloop.core.answer_diff import (
     build_from_edits,
     render_diff,
 )
-from pytest_fwloop.core.loose_diff import read_loose_diff
-from pytest_fwloop.core.text_places import Miss, Place, find_place, split_lines
-from pytest_fwloop.core.unified_diff import parse_patch
+from pytest_fwloop.core.change.lines import split_lines
+from pytest_fwloop.core.change.loose_diff import read_loose_diff
+from pytest_fwloop.core.change.quote_places import Miss, Place, find_place
+from pytest_fwloop.core.change.unified_diff import parse_patch
+from pytest_fwloop.core.records.agent_protocol import FileEdit
 
 property_test = settings(database=None, deadline=None, max_examples=150)
 

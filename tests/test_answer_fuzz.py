@@ -29,8 +29,8 @@ from pytest_fwloop.agents.base import RawAnswer
 from pytest_fwloop.agents.errors import AnswerInvalid
 from pytest_fwloop.agents.retry import RetryPolicy
 from pytest_fwloop.agents.role import CallRecord, RoleAgent
-from pytest_fwloop.core.agent_protocol import AgentRequest, Role, load_schema
-from pytest_fwloop.core.redaction import Redactor
+from pytest_fwloop.core.records.agent_protocol import AgentRequest, Role, load_schema
+from pytest_fwloop.core.records.redaction import Redactor
 from pytest_fwloop.loop.rundir import RunRecorder, utc_now
 from pytest_fwloop.loop.terminal import Terminal
 

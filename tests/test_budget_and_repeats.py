@@ -18,8 +18,8 @@ from loopkit import (
     tree_state,
     unified_diff,
 )
-from pytest_fwloop.core.budget import Budget, Usage, UsageLedger
-from pytest_fwloop.core.repeats import RepeatedPatch, find_repeat, hunks, reverted
+from pytest_fwloop.core.gate.repeats import RepeatedPatch, find_repeat, hunks, reverted
+from pytest_fwloop.core.machine.agent_budget import Budget, Usage, UsageLedger
 
 # -- usage and budget (pure) ---------------------------------------------------------------------
 
@@ -84,7 +84,7 @@ def test_budget_is_exceeded_only_above_the_limit() -> None:
     assert Budget().overrun(spent(cost_usd=1e6, input_tokens=1e9)) is None
     assert Budget(usd=0.5).overrun(spent(cost_usd=0.5)) is None
     assert Budget(usd=0.5).overrun(spent(cost_usd=0.51)) == (
-        "the agents' reported cost 0.5100 USD exceeds --fwloop-budget-usd=0.5 after 1 call(s)"
+        "the agents' reported cost 0.51 USD exceeds --fwloop-budget-usd=0.5 after 1 call(s)"
     )
     assert Budget(tokens=100).overrun(spent(input_tokens=60, output_tokens=40)) is None
     assert Budget(tokens=100).overrun(spent(input_tokens=60, output_tokens=41)) == (

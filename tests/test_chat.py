@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 from loopkit import LoopProject, calc_fix_patches, coder_answer, tree_state
 from pytest_fwloop.cli.chat import ThreadChoice, chat_thread, chat_usage, roles_argument
+from pytest_fwloop.cli.confirm_words import ASSENT, FILLER, MAX_CHARS, confirms
 from pytest_fwloop.cli.main import main
-from pytest_fwloop.core.confirm_words import ASSENT, FILLER, MAX_CHARS, confirms
-from pytest_fwloop.core.redaction import Redactor
-from pytest_fwloop.loop.operator_threads import HANDED_OVER_CHARS, Thread, list_threads
+from pytest_fwloop.core.records.redaction import Redactor
+from pytest_fwloop.loop.operator.threads import HANDED_OVER_CHARS, Thread, list_threads
 
 # -- the confirmation rule (pure) ------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from pytest_fwloop.child.start import (
     fork_refusal,
 )
 from pytest_fwloop.config.settings import load_settings
-from pytest_fwloop.core.redaction import Redactor
+from pytest_fwloop.core.records.redaction import Redactor
 from pytest_fwloop.loop.child_runner import ChildRunner
 from pytest_fwloop.loop.rundir import RunRecorder
 from pytest_fwloop.loop.terminal import Terminal

@@ -9,19 +9,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_fwloop.core.agent_protocol import Failure
-from pytest_fwloop.core.context import (
+from pytest_fwloop.core.records.agent_protocol import Failure
+from pytest_fwloop.core.request.failure_pack import (
     EXCERPT_FLOOR,
     MIN_EXCERPT,
     MIN_NODEID_BYTES,
     MIN_SIGNATURE_BYTES,
-    excerpt,
     guaranteed_signatures,
     pack_failures,
     packed_size,
 )
-from pytest_fwloop.core.results import Phase, TestRecord
-from pytest_fwloop.core.signature import SIGNATURE_CHARS, scrub, signature
+from pytest_fwloop.core.suite.results import Phase, TestRecord
+from pytest_fwloop.core.suite.signature import SIGNATURE_CHARS, excerpt, scrub, signature
 
 ROOT = "/work/board-fw"
 CAP = 32768

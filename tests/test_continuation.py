@@ -18,13 +18,13 @@ from loopkit import APPROVE
 from pytest_fwloop.agents.scripted import ScriptedProvider
 from pytest_fwloop.cli.replay import check_transitions
 from pytest_fwloop.cli.runs import show_run
-from pytest_fwloop.core.agent_protocol import AgentRequest
-from pytest_fwloop.core.fsm import LoopEvent
-from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.records import Event
-from pytest_fwloop.core.redaction import Redactor
-from pytest_fwloop.core.run_state import STATE_SCHEMA, RunState, StateError, load_state
-from pytest_fwloop.loop.continuation import (
+from pytest_fwloop.core.machine.fsm import LoopEvent
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.records.agent_protocol import AgentRequest
+from pytest_fwloop.core.records.redaction import Redactor
+from pytest_fwloop.core.records.run_records import Event
+from pytest_fwloop.core.records.run_state import STATE_SCHEMA, RunState, StateError, load_state
+from pytest_fwloop.loop.operator.continuation import (
     Action,
     Order,
     answered,
@@ -32,7 +32,7 @@ from pytest_fwloop.loop.continuation import (
     refusal,
     restore,
 )
-from pytest_fwloop.loop.operator_threads import Thread
+from pytest_fwloop.loop.operator.threads import Thread
 from pytest_fwloop.loop.state import LoopState
 from pytest_fwloop.workspace import WorkspaceError
 

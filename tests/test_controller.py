@@ -12,8 +12,11 @@ from controllerkit import ControllerKit, fixing
 from loopkit import APPROVE
 from pytest_fwloop.agents.base import RawAnswer
 from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind
-from pytest_fwloop.core.agent_protocol import AgentRequest
-from pytest_fwloop.core.outcomes import Outcome
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.records.agent_protocol import AgentRequest
+from pytest_fwloop.core.suite.results import TestRecord
+from pytest_fwloop.loop.request.desk import Assembled, RequestDesk
+from pytest_fwloop.loop.state import LoopState
 from pytest_fwloop.workspace import PatchApplyError
 
 BASELINE_PATH = [
@@ -456,3 +459,34 @@ def test_a_focused_test_the_patch_removed_is_not_carried_as_failing(kit: Control
     assert summary["total_counts"] == [4, 3, 3, 3]
     assert summary["pass_counts"] == [1, 2, 3, 3]
     assert "1 focused test(s) no longer collected" in " ".join(_timeline(kit)[1]["notes"])
+
+
+def test_each_request_is_assembled_from_one_reading_of_the_open_failures(
+    kit: ControllerKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One entry point assembles every request (loop/request/desk.py): the protocol's fields
+    and the localized code are built from the same list of open failures, read once."""
+    reads = 0
+    real_open, real_assemble = LoopState.open_failures, RequestDesk.assemble
+
+    def counting(self: LoopState, root: str) -> list[TestRecord]:
+        nonlocal reads
+        reads += 1
+        return real_open(self, root)
+
+    assembled: list[tuple[str, int, int]] = []
+
+    def measured(self: RequestDesk, role: str, patch: str = "", **extra: object) -> Assembled:
+        before = reads
+        done = real_assemble(self, role, patch, **extra)
+        assembled.append((role, reads - before, len(done.failing)))
+        return done
+
+    monkeypatch.setattr(LoopState, "open_failures", counting)
+    monkeypatch.setattr(RequestDesk, "assemble", measured)
+    kit.coder.answers = [fixing("ok bug", "ok ok")]
+    kit.build("ok bug", "fwloop_max_iter = 5")
+    assert kit.run() is Outcome.SUCCESS
+    assert assembled == [("coder", 1, 1), ("reviewer", 1, 1)]
+    [request] = kit.coder.requests
+    assert [f.nodeid for f in request.failures] == ["tests/test_fw.py::test_1"]

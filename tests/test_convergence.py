@@ -13,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_fwloop.config.criteria_file import load_criteria
-from pytest_fwloop.core.baseline_gate import unconfirmed
-from pytest_fwloop.core.convergence import (
+from pytest_fwloop.core.machine.fsm import IterationKind
+from pytest_fwloop.core.verdict.baseline_gate import unconfirmed
+from pytest_fwloop.core.verdict.convergence import (
     PRESETS,
     ConvergenceChecker,
     ConvergenceCriteria,
@@ -31,7 +32,6 @@ from pytest_fwloop.core.convergence import (
     stability_delta,
     stable_for_last_n_iterations,
 )
-from pytest_fwloop.core.fsm import IterationKind
 
 if TYPE_CHECKING:
     from pathlib import Path

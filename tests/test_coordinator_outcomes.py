@@ -22,9 +22,9 @@ from loopkit import (
     tree_state,
     unified_diff,
 )
-from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.run_state import load_state
-from pytest_fwloop.loop.continuation import Action, Order, refusal
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.records.run_state import load_state
+from pytest_fwloop.loop.operator.continuation import Action, Order, refusal
 
 WHY = {
     "analysis": {

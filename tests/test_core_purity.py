@@ -2,15 +2,18 @@
 
 The core is the loop's decisions as data and pure functions (DESIGN.md §3-§6, STYLE.md): the
 transition table, recovery, convergence, the patch policy, context packing, repeats, budget,
-outcomes, history, flaky and focus rules, and the run records (state.json among them). It is one
-folder, `pytest_fwloop/core/`, imported here whole, so a new module cannot be left out. Side
-effects live at the edges, behind small interfaces.
+outcomes, history, flaky and focus rules, and the run records (state.json among them). It is
+one folder of domains, `pytest_fwloop/core/`, imported here whole, so a new module cannot be
+left out. Side effects live at the edges, behind small interfaces.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
+
+CORE = Path(__file__).resolve().parents[1] / "pytest_fwloop" / "core"
 
 # Imported by nothing in the core: the loop's edges (pytest itself, transports, processes).
 NOT_IMPORTED = ("pytest", "_pytest", "pexpect", "paramiko", "serial", "http.client")
@@ -30,12 +33,16 @@ for name in {not_imported!r}:
 
 import importlib
 import pytest_fwloop.core
-core = [m.name for m in pkgutil.iter_modules(pytest_fwloop.core.__path__, "pytest_fwloop.core.")]
+core = [
+    m.name
+    for m in pkgutil.walk_packages(pytest_fwloop.core.__path__, "pytest_fwloop.core.")
+    if not m.ispkg
+]
 for module in core:
     importlib.import_module(module)
 
-from pytest_fwloop.core.convergence import PRESETS, ConvergenceChecker
-from pytest_fwloop.core.policy import PatchPolicy, check_patch
+from pytest_fwloop.core.verdict.convergence import PRESETS, ConvergenceChecker
+from pytest_fwloop.core.gate.policy import PatchPolicy, check_patch
 
 checker = ConvergenceChecker(PRESETS["standard"])
 for passed in (60, 80, 95, 100, 100):
@@ -56,8 +63,8 @@ def test_the_core_imports_with_side_effects_blocked() -> None:
     verdict, rule, loaded = done.stdout.splitlines()
     assert (verdict, rule) == ("success", "protected")
     count, *modules = loaded.split()
-    # The whole folder was imported, and nothing outside it came along.
-    assert int(count) >= 15, loaded
+    # The whole folder was imported, every domain walked, and nothing outside it came along.
+    assert int(count) == len(list(CORE.glob("*/*.py"))) - len(list(CORE.glob("*/__init__.py")))
     assert {m for m in modules if not m.startswith("pytest_fwloop.core")} == {"pytest_fwloop"}, (
         loaded
     )

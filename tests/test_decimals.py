@@ -1,8 +1,11 @@
-"""Every threshold comparison on the seed's decimal numbers, at its boundary (issue 34 point 2).
+"""Every threshold comparison on the seed's decimal numbers, at its boundary (issues 34, 39).
 
-Each case below was decided by binary float arithmetic before: `0.1 + 0.2 x 3` is
-0.7000000000000001, so a trace said `0.70 > fwloop_max_risk 0.70`. Now the numbers are compared
-as they are printed (`core/decimals.py`).
+Each case below was decided by binary float arithmetic before issue 34: `0.1 + 0.2 x 3` is
+0.7000000000000001, so a trace said `0.70 > fwloop_max_risk 0.70`. Issue 34 compared the numbers
+as printed, so 0.7000001 passed a limit of 0.70; now a value as written (a risk, a confidence,
+a cost) is compared exactly, sums taken in decimal, and the trace prints the exact numbers;
+rates of counts are compared as exact fractions (`core/machine/decimals.py`,
+`core/verdict/exact_rates.py`).
 """
 
 from __future__ import annotations
@@ -14,20 +17,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopkit import coder_answer
-from pytest_fwloop.core.agent_protocol import CoderAnswer, ReviewerAnswer, RiskyChange
-from pytest_fwloop.core.analysis import fitted_trend
-from pytest_fwloop.core.budget import Budget, Usage
-from pytest_fwloop.core.convergence import (
+from pytest_fwloop.core.gate.gate_rules import review_refusal
+from pytest_fwloop.core.gate.risky import raised_risk
+from pytest_fwloop.core.machine.agent_budget import Budget, Usage
+from pytest_fwloop.core.machine.decimals import above, below, percent, percent_apart, shown
+from pytest_fwloop.core.records.agent_protocol import CoderAnswer, ReviewerAnswer, RiskyChange
+from pytest_fwloop.core.suite.results import Metric
+from pytest_fwloop.core.verdict.coder_confidence import judge
+from pytest_fwloop.core.verdict.convergence import (
     ConvergenceCriteria,
     determine_convergence,
     stable_for_last_n_iterations,
 )
-from pytest_fwloop.core.decimals import above, below, percent, percent_apart, shown
-from pytest_fwloop.core.decision_record import judge
-from pytest_fwloop.core.gate_rules import review_refusal
-from pytest_fwloop.core.metrics import compare, describe
-from pytest_fwloop.core.results import Metric
-from pytest_fwloop.core.risky import raised_risk
+from pytest_fwloop.core.verdict.iteration_advice import fitted_trend
+from pytest_fwloop.core.verdict.metrics import compare, describe
 
 pure = settings(deadline=None)
 #: A decimal as a person writes it for a risk, a confidence or a limit: 0.00 to 1.00.
@@ -62,7 +65,7 @@ def test_the_helpers_round_half_up_from_the_written_decimal() -> None:
 def test_a_risk_at_the_limit_is_allowed_as_docs_security_promises() -> None:
     """docs/security.md: 'a reviewer's 0.1 with three patterns matched is 0.7, still allowed'."""
     risk, said = raised_risk(0.1, risky(3))
-    assert risk == 0.7
+    assert risk == Decimal("0.7")
     assert said == "0.10 + 0.2 x 3 risky pattern(s) (p0, p1, p2) = 0.70"
     assert review_refusal(review(0.1), 0, 3, 0.7, 2, risky(3)) is None
     refused = review_refusal(review(0.11), 0, 3, 0.7, 2, risky(3))
@@ -82,9 +85,17 @@ def test_the_risk_bound_is_decimal_arithmetic(risk: float, patterns: int, limit:
         assert Decimal(said.rsplit(" ", 1)[-1]) > Decimal(bound)  # never "0.70 > 0.70"
 
 
-@pytest.mark.parametrize(("confidence", "status"), [(0.599, "usable"), (0.594, "low_confidence")])
-def test_a_confidence_is_judged_as_printed(confidence: float, status: str) -> None:
-    """0.599 was refused as `coder confidence 0.60 < fwloop_min_confidence=0.6`."""
+@pytest.mark.parametrize(
+    ("confidence", "status"),
+    [
+        (0.6, "usable"),
+        (0.6000001, "usable"),
+        (0.5999999, "low_confidence"),
+        (0.599, "low_confidence"),
+    ],
+)
+def test_a_confidence_is_judged_exactly(confidence: float, status: str) -> None:
+    """Issue 34 took 0.599 as the `0.60` it prints as; it is below 0.6, as written."""
     fix = coder_answer("")
     fix["analysis"] = {**fix["analysis"], "confidence": confidence}
     answer = CoderAnswer.model_validate(fix)
@@ -95,7 +106,7 @@ def test_a_budget_at_the_limit_is_not_exceeded() -> None:
     spent = Usage()
     for cost in (0.1, 0.2):
         spent.add({"cost_usd": cost})
-    assert spent.cost_usd != 0.3  # 0.30000000000000004
+    assert spent.cost_usd == 0.3  # added in decimal, not 0.30000000000000004
     assert Budget(usd=0.3).overrun(spent) is None
     spent.add({"cost_usd": 0.0001})
     assert Budget(usd=0.3).overrun(spent) == (
@@ -153,3 +164,20 @@ def test_a_metric_moved_by_its_tolerance_is_not_worse() -> None:
     [tiny] = compare(drop, {"coverage": Metric(value=79.97, better="higher")}, {"*": 0.0})
     assert tiny.worse  # a tolerance of 0: any move the bad way
     assert describe(tiny) == "coverage 80 -> 79.97 (-0.04%)"
+
+
+def test_a_failure_rate_just_over_the_threshold_is_high_and_says_by_how_much() -> None:
+    """Issue 39: 7004 of 10000 failing is over 70%, though it prints as 70.0%; compared as the
+    exact fraction of its counts, and printed with the places that tell it from 70.0%."""
+    criteria = ConvergenceCriteria()
+    verdict, reason = determine_convergence([2996] * 3, [10000] * 3, criteria, 3, 10)
+    assert verdict is not None
+    assert verdict.value == "failure"
+    assert reason.startswith("FAILURE: failure_rate=70.04% > threshold=70.0% for 3")
+    assert determine_convergence([3000] * 3, [10000] * 3, criteria, 3, 10)[0] is None
+
+
+def test_a_pass_rate_that_moved_just_over_the_threshold_is_not_stable() -> None:
+    """2001/100000 is over a stability delta of 2%, though it prints as 2.00%."""
+    assert not stable_for_last_n_iterations([0.97999, 1.0], 2, 0.02)
+    assert stable_for_last_n_iterations([0.98, 1.0], 2, 0.02)

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from controllerkit import ControllerKit, fixing
-from pytest_fwloop.core.agent_protocol import CoderAnswer
-from pytest_fwloop.core.decision_record import judge, stopped_short
-from pytest_fwloop.core.outcomes import Outcome
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.records.agent_protocol import CoderAnswer
+from pytest_fwloop.core.verdict.coder_confidence import judge, stopped_short
 from pytest_fwloop.knowledge.store import KnowledgeBase
 
 

@@ -1,11 +1,11 @@
-"""A coder's "not a code defect" as plain decisions (pytest_fwloop/core/declines.py)."""
+"""A coder's "not a code defect" as plain decisions (pytest_fwloop/core/verdict/declines.py)."""
 
 from __future__ import annotations
 
-from pytest_fwloop.core.agent_protocol import CoderAnswer
-from pytest_fwloop.core.declines import decline_ending, declined_by, still_declined
-from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.records import DeclinedRecord
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.records.agent_protocol import CoderAnswer
+from pytest_fwloop.core.records.run_records import DeclinedRecord
+from pytest_fwloop.core.verdict.declines import decline_ending, declined_by, still_declined
 
 
 def _answer(patch: str, *declined: tuple[str, str]) -> CoderAnswer:

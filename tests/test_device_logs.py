@@ -12,7 +12,7 @@ import pytest
 
 from pytest_fwloop.child.device_logs import REPORT_SECTION
 from pytest_fwloop.config.option_table import CHILD_REPORT_FLAG
-from pytest_fwloop.core.child_env import CONSOLE_LOG_DIR_ENV
+from pytest_fwloop.core.records.child_env import CONSOLE_LOG_DIR_ENV
 
 #: A pytest-embedded suite on a pyserial loopback: what the test writes, the "device" says.
 EMBEDDED_SUITE = """

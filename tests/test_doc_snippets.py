@@ -14,7 +14,7 @@ import pytest
 
 from pytest_fwloop.agents.registry import parse_role_specs
 from pytest_fwloop.config.options import resolve
-from pytest_fwloop.core.agent_protocol import load_schema
+from pytest_fwloop.core.records.agent_protocol import load_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted([ROOT / "README.md", *ROOT.glob("docs/*.md"), *ROOT.glob("examples/*/README.md")])

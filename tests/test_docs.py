@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_fwloop.config import options
-from pytest_fwloop.core.outcomes import Outcome
+from pytest_fwloop.core.machine.outcomes import Outcome
 from pytest_fwloop.docgen.__main__ import PAGES
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -59,7 +59,7 @@ def test_every_provider_error_kind_is_an_outcome_of_the_same_name() -> None:
 def test_the_cores_exit_statuses_are_pytests() -> None:
     import pytest
 
-    from pytest_fwloop.core.outcomes import ExitStatus
+    from pytest_fwloop.core.machine.outcomes import ExitStatus
 
     assert {s.name: s.value for s in ExitStatus} == {
         s.name: pytest.ExitCode[s.name].value for s in ExitStatus

@@ -22,7 +22,7 @@ from envs_support.procs import orphaned_zombies, running_under, uptime
 from envs_support.sshd import PrivateSshd
 from envs_support.tools import path_without, require
 from loopkit import Agent, LoopProject, coder_answer, unified_diff
-from pytest_fwloop.core.env_classify import ENVIRONMENT_EXCEPTIONS, environment_error_name
+from pytest_fwloop.core.suite.env_classify import ENVIRONMENT_EXCEPTIONS, environment_error_name
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

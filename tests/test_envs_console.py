@@ -14,7 +14,7 @@ import serial
 
 from envs_support.board import Board
 from envs_support.tools import INNER_ARGS, require
-from pytest_fwloop.core.child_env import log_file_name
+from pytest_fwloop.core.records.child_env import log_file_name
 from pytest_fwloop.envs.console import Console, ProcessTransport
 from pytest_fwloop.envs.errors import ConsoleTimeout, EnvironmentFailure
 from pytest_fwloop.envs.pool import PoolError, pick_for_worker, worker_index

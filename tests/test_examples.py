@@ -123,6 +123,45 @@ def assert_device_log_sent(run_dir: Path) -> None:
     assert all("abort() was called; rebooting..." in log for log in logs)
 
 
+def assert_every_coder_request_ranked(run_dir: Path) -> None:
+    """Each coder call's request has its ranking beside it (DESIGN.md §18): every candidate,
+    its score by signal and its fate, the sent ones matching the request's sources."""
+    requests = sorted(run_dir.glob("rounds/*/coder-*.request.json"))
+    assert requests
+    for request_file in requests:
+        ranking_file = request_file.with_name(request_file.name.replace("request", "ranking"))
+        ranking = json.loads(ranking_file.read_text(encoding="utf-8"))
+        request = json.loads(request_file.read_text(encoding="utf-8"))
+        sent = [c for c in ranking["candidates"] if c["sent"] == "source"]
+        assert sent
+        for candidate in sent:  # each one sent is inside a chunk of the request's sources
+            assert any(
+                chunk["path"] == candidate["path"]
+                and chunk["start_line"] <= candidate["end_line"]
+                and candidate["start_line"] <= chunk["end_line"]
+                for chunk in request["sources"]
+            ), candidate
+        assert all(c["signals"] for c in ranking["candidates"])
+
+
+def assert_why_answers(project: LoopProject) -> None:
+    """`fwloop show --why` answers for a symbol the coder was sent and one it was not."""
+    sent = project.fwloop("show", "last", "--why", "firmware/src/commands.c:command")
+    assert sent.returncode == 0, sent.stderr
+    assert re.search(
+        r"^02/coder-1\.ranking\.json: .*commands\.c:command .*rank \d+ of \d+, "
+        r"score [\d.]+ = \(.*\): sent whole; reasons: ",
+        sent.stdout,
+        re.M,
+    ), sent.stdout
+    withheld = project.fwloop(
+        "show", "last", "--why", "tests/test_console.py:test_add_negative_overflow"
+    )
+    assert withheld.returncode == 0, withheld.stderr
+    assert "withheld" in withheld.stdout
+    assert "not sent (protected)" in withheld.stdout
+
+
 #: What each example's run shows beyond converging.
 EXTRA_CHECKS: dict[str, Callable[[Path], None]] = {"pytest-embedded": assert_device_log_sent}
 
@@ -138,6 +177,9 @@ def test_example_converges(
     check = EXTRA_CHECKS.get(name)
     if check is not None:
         check(tidy_project.run_dirs()[0])
+    assert_every_coder_request_ranked(tidy_project.run_dirs()[0])
+    if name == "uart-console":
+        assert_why_answers(tidy_project)
     replayed = tidy_project.replay()
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert "every decision reproduces" in replayed.stdout

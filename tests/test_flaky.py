@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_fwloop.core.flaky import Reruns, rerun_candidates, with_flaky
-from pytest_fwloop.core.results import IterationResults, TestRecord
+from pytest_fwloop.core.suite.flaky import Reruns, rerun_candidates, with_flaky
+from pytest_fwloop.core.suite.results import IterationResults, TestRecord
 
 
 def record(nodeid: str, outcome: str = "failed", **extra: object) -> TestRecord:

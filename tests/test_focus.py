@@ -1,10 +1,10 @@
-"""Focus reruns' decisions (pytest_fwloop/core/focus.py), on recorded results."""
+"""Focus reruns' decisions (pytest_fwloop/core/suite/focus.py), on recorded results."""
 
 from __future__ import annotations
 
-from pytest_fwloop.core.focus import WHOLE_SUITE, carry, gate_due, plan_iteration
-from pytest_fwloop.core.fsm import IterationKind
-from pytest_fwloop.core.results import IterationResults, TestOutcome, TestRecord
+from pytest_fwloop.core.machine.fsm import IterationKind
+from pytest_fwloop.core.suite.focus import WHOLE_SUITE, carry, gate_due, plan_iteration
+from pytest_fwloop.core.suite.results import IterationResults, TestOutcome, TestRecord
 
 
 def run(**outcomes: TestOutcome) -> IterationResults:

@@ -1,5 +1,5 @@
 """A child that runs some tests collects only their files, where the user's arguments allow
-(`core/collection.py`, issue 35): the decision pure, then through `pytest --fwloop`."""
+(`core/suite/collection.py`, issue 35): the decision pure, then through `pytest --fwloop`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import pytest
 
 from loopkit import LoopProject, calc_fix_patches, coder_answer
-from pytest_fwloop.core.collection import Collection, collection_paths
+from pytest_fwloop.core.suite.collection import Collection, collection_paths
 
 RUN = Collection(inifile="/proj/pytest.ini", roots=("/proj/tests",))
 

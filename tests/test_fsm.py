@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_fwloop.config.options import spec_of
-from pytest_fwloop.core import fsm
-from pytest_fwloop.core.fsm import LoopEvent, State
+from pytest_fwloop.core.machine import fsm
+from pytest_fwloop.core.machine.fsm import LoopEvent, State
 
 SEED_STATES = [
     "IDLE",

@@ -7,12 +7,12 @@ from typing import NoReturn
 
 import pytest
 
-from pytest_fwloop.core.agent_protocol import CoderAnswer, MustFix, ReviewerAnswer
-from pytest_fwloop.core.fsm import ErrorType
-from pytest_fwloop.core.gate_rules import Refusal, apply_failure, first_refusal, review_refusal
-from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.policy import Violation
-from pytest_fwloop.core.repeats import RepeatedPatch
+from pytest_fwloop.core.gate.gate_rules import Refusal, apply_failure, first_refusal, review_refusal
+from pytest_fwloop.core.gate.policy import Violation
+from pytest_fwloop.core.gate.repeats import RepeatedPatch
+from pytest_fwloop.core.machine.fsm import ErrorType
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.records.agent_protocol import CoderAnswer, MustFix, ReviewerAnswer
 
 ANSWER = CoderAnswer.model_validate(
     {

@@ -18,18 +18,19 @@ CODER_ONLY = (
     "sqlite3",
     "pytest_fwloop.codemap",
     "pytest_fwloop.child.spectrum",
-    "pytest_fwloop.core.localize",
-    "pytest_fwloop.core.source_pack",
-    "pytest_fwloop.core.spectrum",
-    "pytest_fwloop.core.spectrum_rank",
-    "pytest_fwloop.core.spectrum_sample",
-    "pytest_fwloop.core.failure_evidence",
-    "pytest_fwloop.core.answer_diff",
+    "pytest_fwloop.core.request.ranking",
+    "pytest_fwloop.core.request.source_pack",
+    "pytest_fwloop.core.request.ochiai",
+    "pytest_fwloop.core.request.suspicion",
+    "pytest_fwloop.core.request.spectrum_sample",
+    "pytest_fwloop.core.request.failure_evidence",
+    "pytest_fwloop.core.change.answer_diff",
     "pytest_fwloop.knowledge",
-    "pytest_fwloop.loop.agent_request",
-    "pytest_fwloop.loop.localization",
+    "pytest_fwloop.loop.request.agent_request",
+    "pytest_fwloop.loop.request.desk",
+    "pytest_fwloop.loop.request.localization",
     "pytest_fwloop.loop.repair",
-    "pytest_fwloop.loop.spectra",
+    "pytest_fwloop.loop.request.spectrum_files",
     "pytest_fwloop.loop.spectrum_run",
     "pytest_fwloop.loop.steps.analysis",
     "pytest_fwloop.loop.steps.coder_patch",
@@ -99,7 +100,7 @@ def test_a_run_with_failures_loads_them_when_the_coder_is_asked(
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     first, *later = probed(project, "controller")
     assert coder_only(first) == []  # the baseline's end: no coder asked yet
-    assert "pytest_fwloop.loop.localization" in later[0]
-    assert "pytest_fwloop.loop.spectra" in later[0]
+    assert "pytest_fwloop.loop.request.localization" in later[0]
+    assert "pytest_fwloop.loop.request.spectrum_files" in later[0]
     [run_dir] = project.run_dirs()
     assert list(run_dir.glob("rounds/02/spectrum-run-1.json"))

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from pytest_fwloop.core.history import (
+from pytest_fwloop.core.suite.history import (
     baseline_regressions,
     broken_per_iteration,
     open_regressions,
     outcomes_by_test,
 )
-from pytest_fwloop.core.results import IterationResults, TestRecord
+from pytest_fwloop.core.suite.results import IterationResults, TestRecord
 
 
 def run(**outcomes: str) -> IterationResults:

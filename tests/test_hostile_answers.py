@@ -15,20 +15,21 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from controllerkit import ControllerKit, fixing
 from loopkit import CALC, FIXES, LoopProject, coder_answer, tree_state, unified_diff
 from pytest_fwloop.agents.base import RawAnswer
 from pytest_fwloop.agents.errors import AnswerInvalid
 from pytest_fwloop.agents.retry import RetryPolicy
 from pytest_fwloop.agents.role import CallRecord, RoleAgent
-from pytest_fwloop.core.agent_protocol import (
+from pytest_fwloop.core.machine.outcomes import Outcome, exit_status
+from pytest_fwloop.core.records.agent_protocol import (
     MAX_JSON_DEPTH,
     AgentRequest,
     ReviewerAnswer,
     extract_json,
     load_schema,
 )
-from pytest_fwloop.core.outcomes import Outcome, exit_status
-from pytest_fwloop.core.redaction import Redactor
+from pytest_fwloop.core.records.redaction import Redactor
 from pytest_fwloop.loop.finish import final_state_of
 from pytest_fwloop.loop.rundir import RunRecorder
 from pytest_fwloop.loop.terminal import Terminal
@@ -147,6 +148,58 @@ def test_a_number_too_large_for_a_float_is_rejected(text: str) -> None:
     # Python would read it as inf, which slips past range checks exactly as NaN does.
     with pytest.raises(ValueError, match="overflows a float"):
         extract_json(text)
+
+
+@pytest.mark.parametrize(
+    "risk", ["1.0000001", "-0.0000001", "1e999", "NaN", "Infinity", '"0.5"'], ids=str
+)
+def test_a_risk_that_is_not_a_finite_number_in_0_1_is_a_json_gate_error(risk: str) -> None:
+    """Issue 39: exact decimals change nothing here: out of range or non-finite is bad output."""
+    text = f'{{"decision": "approve", "must_fix": [], "risk": {risk}, "summary": "ok"}}'
+    records: list[CallRecord] = []
+    with pytest.raises(AnswerInvalid):
+        reviewer(Replies(text, text), records).ask(request())
+    assert [r.error_kind for r in records] == ["provider_bad_output"] * 2
+
+
+#: Three patterns, each matching a line of `fixing("bug", "ok")`: 0.1 + 0.2 x 3.
+THREE_PATTERNS = "fwloop_risky_patterns =\n    a line ok\n    b line bug\n    c line ^(ok|bug)$"
+
+
+@pytest.mark.parametrize(
+    ("risk", "ini", "trace"),
+    [
+        ("0.7000001", "", "reviewer risk 0.7000001 > fwloop_max_risk 0.70"),
+        ("0.70", "", "policy passed; reviewer approved (risk 0.70 <= 0.70)"),
+        (
+            "0.1",
+            THREE_PATTERNS,
+            "policy passed; reviewer approved (risk 0.10 + 0.2 x 3 risky pattern(s) (a, b, c) "
+            "= 0.70 <= 0.70)",
+        ),
+    ],
+    ids=["0.7000001-refused", "0.70-approved", "0.1+0.2x3-approved"],
+)
+def test_a_risk_is_judged_exactly_as_the_json_wrote_it(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, risk: str, ini: str, trace: str
+) -> None:
+    """Issue 39: 0.7000001 passed `fwloop_max_risk = 0.70` compared at two places; the trace
+    now prints the exact numbers compared."""
+    kit = ControllerKit(pytester, monkeypatch)
+    text = f'{{"decision": "approve", "must_fix": [], "risk": {risk}, "summary": "ok"}}'
+    kit.coder.answers = [fixing("bug", "ok")]
+    kit.reviewer.answers = [lambda request, timeout: RawAnswer(text=text)]
+    kit.build("bug", "fwloop_max_risk = 0.70", *([ini] if ini else []))
+    refused = "fwloop_max_risk" in trace
+    assert kit.run() is (Outcome.POLICY_VIOLATION if refused else Outcome.SUCCESS)
+    reasons = [
+        e["reason"] for e in kit.events() if e["event"] in ("patch_approved", "patch_rejected")
+    ]
+    assert any(trace in reason for reason in reasons), reasons
+    assert kit.firmware() == ("bug" if refused else "ok")
+    if refused:
+        told = [item.issue for item in kit.coder.requests[1].must_fix]
+        assert any("risk 0.7000001, above fwloop_max_risk=0.70" in issue for issue in told), told
 
 
 def test_a_double_decision_is_bad_output_and_never_an_approval() -> None:

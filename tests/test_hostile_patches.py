@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from loopkit import APPROVE, CALC, LoopProject, coder_answer, tree_state
-from pytest_fwloop.core.agent_protocol import CoderAnswer
-from pytest_fwloop.core.fsm import ErrorType
+from pytest_fwloop.core.machine.fsm import ErrorType
+from pytest_fwloop.core.records.agent_protocol import CoderAnswer
 from pytest_fwloop.loop.steps.coder_patch import Formed, Refused, form_patch
 from pytest_fwloop.workspace import (
     DEFAULT_PROTECTED,
@@ -181,6 +181,27 @@ STRUCTURAL = {
         "@@ -0,0 +1 @@\n+../conftest.py\n\\ No newline at end of file\n"
     ),
     "mode-change": "diff --git a/fw/calc.py b/fw/calc.py\nold mode 100644\nnew mode 100755\n",
+    # Issue 39: a link and a file through it in one patch, as written and as a model writes it.
+    "symlink-then-write": (
+        "diff --git a/lnk2 b/lnk2\nnew file mode 120000\n--- /dev/null\n+++ b/lnk2\n"
+        "@@ -0,0 +1 @@\n+..\n\\ No newline at end of file\n"
+        "diff --git a/lnk2/conftest.py b/lnk2/conftest.py\nnew file mode 100644\n"
+        f"--- /dev/null\n+++ b/lnk2/conftest.py\n{_hunk_new(XFAIL_ALL)}"
+    ),
+    "symlink-then-write-unprefixed-misnumbered": (
+        "diff --git lnk2 lnk2\nnew file mode 120000\n--- /dev/null\n+++ lnk2\n"
+        "@@ -0,0 +3,2 @@\n+..\n\\ No newline at end of file\n"
+        "diff --git lnk2/conftest.py lnk2/conftest.py\nnew file mode 100644\n"
+        f"--- /dev/null\n+++ lnk2/conftest.py\n@@ -4 +9,9 @@\n{_body(XFAIL_ALL)}"
+    ),
+    "file-then-write-under-it": (
+        f"--- /dev/null\n+++ b/fw/x\n{_hunk_new('x')}"
+        f"--- /dev/null\n+++ b/fw/x/y.c\n{_hunk_new('y')}"
+    ),
+    "submodule": (
+        "diff --git a/hal b/hal\nnew file mode 160000\nindex 0000000..1234567\n"
+        "--- /dev/null\n+++ b/hal\n@@ -0,0 +1 @@\n+Subproject commit 1234567\n"
+    ),
     "binary": (
         "diff --git a/fw/blob.bin b/fw/blob.bin\nnew file mode 100644\n"
         "index 0000000000000000000000000000000000000000..8352675d67aed6625ece79af41c27fdb4ee2e867\n"

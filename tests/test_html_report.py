@@ -13,7 +13,7 @@ import pytest
 from controllerkit import METRICS, ControllerKit, firmware_patch, fixing
 from loopkit import coder_answer, unified_diff
 from pytest_fwloop.cli.main import main
-from pytest_fwloop.core.outcomes import Outcome
+from pytest_fwloop.core.machine.outcomes import Outcome
 
 HOSTILE = "<script>alert('fw')</script><img src=x onerror=alert(1)>"
 

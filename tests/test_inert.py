@@ -9,12 +9,12 @@ import sys
 import pytest
 
 from dependency_plugins import dependency_plugins, required_distributions
-from pytest_fwloop.core.results import IterationResults
+from pytest_fwloop.core.suite.results import IterationResults
 
 SUITE = """
 import pytest
 
-from pytest_fwloop.core.results import IterationResults
+from pytest_fwloop.core.suite.results import IterationResults
 
 def test_pass():
     assert 1 + 1 == 2

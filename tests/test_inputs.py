@@ -10,8 +10,8 @@ import pytest
 
 from controllerkit import ControllerKit, fixing
 from loopkit import LoopProject, calc_fix_patches, coder_answer
-from pytest_fwloop.core.context import packed_size
-from pytest_fwloop.core.outcomes import Outcome
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.request.failure_pack import packed_size
 
 SECRET = "hunter2-deploy-key-0042"
 HEAD = "CI job 4711 started on runner-7"

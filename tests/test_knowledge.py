@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from pytest_fwloop.cli.main import main
-from pytest_fwloop.core.agent_protocol import DeclinedBefore
-from pytest_fwloop.core.fsm import IterationKind
-from pytest_fwloop.core.redaction import Redactor
-from pytest_fwloop.core.results import IterationResults, TestRecord
+from pytest_fwloop.core.machine.fsm import IterationKind
+from pytest_fwloop.core.records.agent_protocol import DeclinedBefore
+from pytest_fwloop.core.records.redaction import Redactor
+from pytest_fwloop.core.suite.results import IterationResults, TestRecord
 from pytest_fwloop.knowledge.fixes import remember, similar_fixes
 from pytest_fwloop.knowledge.store import KnowledgeBase, KnowledgeError, StoredFix
 from pytest_fwloop.loop.state import Iteration

@@ -44,6 +44,21 @@ ALLOWED: dict[str, set[str]] = {
 }
 
 
+#: The core's domains, each importing only the ones listed for it (docs/architecture.md): the
+#: run's vocabulary at the bottom, the gate that judges a patch at the top.
+CORE_ALLOWED: dict[str, set[str]] = {
+    "machine": set(),
+    "records": {"machine"},
+    "suite": {"machine", "records"},
+    "change": {"records"},
+    "request": {"change", "records", "suite"},
+    "verdict": {"machine", "records", "suite"},
+    "gate": {"change", "machine", "records", "suite"},
+}
+
+#: The most modules a folder holds before it hides what its parts are about.
+MAX_MODULES_PER_FOLDER = 15
+
 #: Folders whose `__init__` is their public face, by design.
 FACADES = {
     "envs": "envs/ re-exports its two exception classes, a leaf module (docs/environments.md)",
@@ -140,10 +155,16 @@ def test_every_folder_is_placed_in_the_layering() -> None:
     assert folders == set(ALLOWED)
 
 
-@pytest.mark.parametrize("init", sorted(PACKAGE.glob("*/__init__.py")), ids=lambda p: p.parent.name)
+@pytest.mark.parametrize(
+    "init",
+    sorted(PACKAGE.glob("**/__init__.py")),
+    ids=lambda p: str(p.parent.relative_to(PACKAGE)),
+)
 def test_every_folder_init_is_empty(init: Path) -> None:
     """A folder's `__init__` runs whenever any of its modules is imported: code there would
     land on plain pytest's path and on the way to the baseline's fork. A docstring is allowed."""
+    if init.parent == PACKAGE:
+        pytest.skip("the package's own `__init__` is its public face (docs/api)")
     if init.parent.name in FACADES:
         pytest.skip(FACADES[init.parent.name])
     body = ast.parse(init.read_text(encoding="utf-8")).body
@@ -166,3 +187,40 @@ def test_modules_of_one_job_stay_small(module: str) -> None:
     lines = MODULES[module].read_text(encoding="utf-8").count("\n")
     limit = 400 if module == "pytest_fwloop.loop.controller" else 500
     assert lines <= limit, f"{MODULES[module]}: {lines} lines (limit {limit}); split it by job"
+
+
+def _core_domain(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "core" else None
+
+
+def test_core_has_only_domains_at_its_top() -> None:
+    """`core/` is a folder of domains: a module at its top would belong to none of them."""
+    core = PACKAGE / "core"
+    assert sorted(p.name for p in core.glob("*.py")) == ["__init__.py"]
+    domains = {p.name for p in core.iterdir() if (p / "__init__.py").exists()}
+    assert domains == set(CORE_ALLOWED)
+
+
+def test_each_core_domain_imports_only_the_domains_below_it() -> None:
+    """Walks every module of every domain (none skipped); the core imports nothing outside it."""
+    walked = {module for module in MODULES if _core_domain(module)}
+    assert len(walked) == len(list((PACKAGE / "core").glob("*/*.py")))
+    upward = sorted(
+        f"{module} -> {target}"
+        for module in walked
+        for target in GRAPH[module]
+        if _core_domain(target)
+        not in {_core_domain(module), *CORE_ALLOWED[_core_domain(module) or ""]}
+    )
+    assert upward == []
+
+
+@pytest.mark.parametrize(
+    "folder",
+    sorted({p.parent for p in PACKAGE.rglob("*.py")}),
+    ids=lambda p: str(p.relative_to(PACKAGE.parent)),
+)
+def test_no_folder_holds_more_than_a_few_modules(folder: Path) -> None:
+    modules = sorted(p.name for p in folder.glob("*.py") if p.name != "__init__.py")
+    assert len(modules) <= MAX_MODULES_PER_FOLDER, modules

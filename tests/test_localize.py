@@ -12,20 +12,20 @@ from hypothesis import strategies as st
 from pytest_fwloop.agents.model_io import render_prompt
 from pytest_fwloop.codemap.index import CodeIndex
 from pytest_fwloop.codemap.parse import parse_source
-from pytest_fwloop.core.agent_protocol import AgentRequest, SourceChunk
-from pytest_fwloop.core.code_symbols import FileSymbols
-from pytest_fwloop.core.failure_evidence import FailureText, gather_evidence
-from pytest_fwloop.core.localize import Ranked, TreeMap, name_parts, rank
-from pytest_fwloop.core.policy import PatchPolicy
-from pytest_fwloop.core.results import TestRecord
-from pytest_fwloop.core.source_pack import (
+from pytest_fwloop.core.gate.policy import PatchPolicy
+from pytest_fwloop.core.records.agent_protocol import AgentRequest, SourceChunk
+from pytest_fwloop.core.request.code_symbols import FileSymbols
+from pytest_fwloop.core.request.failure_evidence import FailureText, gather_evidence
+from pytest_fwloop.core.request.ranking import Ranked, TreeMap, name_parts, rank
+from pytest_fwloop.core.request.source_pack import (
     MAX_CHUNK_BYTES,
     failing_test_code,
     pack_sources,
     repo_map,
     wire_size,
 )
-from pytest_fwloop.loop.localization import Localizer
+from pytest_fwloop.core.suite.results import TestRecord
+from pytest_fwloop.loop.request.localization import Localizer
 from pytest_fwloop.workspace import DEFAULT_PROTECTED, Workspace
 
 COMMANDS_C = """\
@@ -250,7 +250,7 @@ def test_failing_test_code_strips_parameters_and_is_bounded() -> None:
 
 
 def test_the_reviewer_gets_the_whole_functions_a_patch_changes_and_no_neighbours() -> None:
-    from pytest_fwloop.loop.localization import changed_functions
+    from pytest_fwloop.loop.request.localization import changed_functions
 
     fixed = CRC8_C.replace("0xFFu", "0x00u").replace(
         "crc ^= data[i];", "crc ^= data[i];\n        crc = step(crc);"

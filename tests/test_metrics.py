@@ -20,12 +20,12 @@ from pytest_fwloop.child.metrics import coverage_total, read_metrics
 from pytest_fwloop.cli.replay import load_run, replay
 from pytest_fwloop.config import option_spec
 from pytest_fwloop.config.option_spec import parse_metric_tolerance
-from pytest_fwloop.core import metrics
-from pytest_fwloop.core.baseline_gate import baseline_gate
-from pytest_fwloop.core.focus import carry
-from pytest_fwloop.core.metrics import compare, iteration_metrics, judge
-from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.results import IterationResults, Metric, TestRecord
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.suite.focus import carry
+from pytest_fwloop.core.suite.results import IterationResults, Metric, TestRecord
+from pytest_fwloop.core.verdict import metrics
+from pytest_fwloop.core.verdict.baseline_gate import baseline_gate
+from pytest_fwloop.core.verdict.metrics import compare, iteration_metrics, judge
 
 TOLERANCE = {"*": 0.05}
 

@@ -20,8 +20,8 @@ import pytest
 
 from controllerkit import ControllerKit, fixing
 from loopkit import CALC, FIXES, LoopProject, calc_fix_patches, coder_answer, unified_diff
-from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.records import Notification
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.records.run_records import Notification
 
 PLATEAU_AT_2 = (
     "min_iterations_for_plateau = 2\nplateau_improvement_threshold = 1.0\n"

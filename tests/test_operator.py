@@ -23,7 +23,7 @@ from loopkit import (
     tree_state,
 )
 from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind
-from pytest_fwloop.core.outcomes import Outcome
+from pytest_fwloop.core.machine.outcomes import Outcome
 
 
 @pytest.fixture

@@ -9,9 +9,14 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from pytest_fwloop.core.policy import PatchPolicy, check_patch
-from pytest_fwloop.core.posix_paths import glob_match, normalize_path
-from pytest_fwloop.core.unified_diff import FileChange, PatchParseError, parse_patch, touched_paths
+from pytest_fwloop.core.change.posix_paths import glob_match, normalize_path
+from pytest_fwloop.core.change.unified_diff import (
+    FileChange,
+    PatchParseError,
+    parse_patch,
+    touched_paths,
+)
+from pytest_fwloop.core.gate.policy import PatchPolicy, check_patch
 
 # No example database: property tests must not leave a .hypothesis/ directory in the checkout.
 property_test = settings(database=None, deadline=None)
@@ -360,7 +365,7 @@ ADD_ONE_LINE = ("--- /dev/null", "+++ b/{path}", "@@ -0,0 +1 @@", "+x")
         (
             section("hal", "index 1234567..89abcde 160000", "--- a/hal", "+++ b/hal", "@@ -1 +1 @@")
             + "-Subproject commit 1\n+Subproject commit 2\n",
-            "mode_change",
+            "submodule",
         ),
     ],
 )
@@ -580,7 +585,7 @@ def test_the_files_the_loops_options_name_are_protected(pytester: pytest.Pyteste
     criteria file, would pass its own gate in the next run; records are the audit trail."""
     from pytest_fwloop.config.loop_options import read_options
     from pytest_fwloop.config.tree_rules import patch_policy
-    from pytest_fwloop.core.policy import path_violations
+    from pytest_fwloop.core.gate.policy import path_violations
 
     pytester.makeini("[pytest]\nfwloop_run_dir = records/loop\nfwloop_knowledge = kb.sqlite\n")
     config = pytester.parseconfig(
@@ -607,7 +612,7 @@ def test_the_knowledge_base_is_found_as_the_loop_finds_it(
     """`off` in any case keeps none, `~` is the home directory: neither names a file here."""
     from pytest_fwloop.config.loop_options import read_options
     from pytest_fwloop.config.tree_rules import patch_policy, snapshot_exclude
-    from pytest_fwloop.core.policy import path_violations
+    from pytest_fwloop.core.gate.policy import path_violations
 
     monkeypatch.setenv("HOME", str(pytester.path.parent / "home"))
     pytester.makeini(f"[pytest]\nfwloop_knowledge = {knowledge}\n")
@@ -624,7 +629,7 @@ def test_the_knowledge_base_is_found_as_the_loop_finds_it(
 def test_the_files_the_baseline_collected_tests_from_are_protected() -> None:
     """ESP-IDF keeps its `pytest_<name>.py` beside the firmware: no default glob names it, the
     baseline's node ids do (issue 33)."""
-    from pytest_fwloop.core.policy import path_violations, test_modules
+    from pytest_fwloop.core.gate.policy import path_violations, test_modules
 
     collected = test_modules(
         [
@@ -667,7 +672,7 @@ def test_the_ini_python_files_are_protected_in_the_collection_roots(
 ) -> None:
     from pytest_fwloop.config.loop_options import read_options
     from pytest_fwloop.config.tree_rules import patch_policy
-    from pytest_fwloop.core.policy import path_violations
+    from pytest_fwloop.core.gate.policy import path_violations
 
     pytester.makeini("[pytest]\npython_files = pytest_*.py\n")
     pytester.mkdir("components")
@@ -685,7 +690,7 @@ def test_pytests_default_python_files_are_protected_under_testpaths(
 ) -> None:
     from pytest_fwloop.config.loop_options import read_options
     from pytest_fwloop.config.tree_rules import patch_policy
-    from pytest_fwloop.core.policy import path_violations
+    from pytest_fwloop.core.gate.policy import path_violations
 
     pytester.makeini("[pytest]\ntestpaths = checks\npython_files = check_*.py *_test.py\n")
     pytester.mkdir("checks")

@@ -15,9 +15,9 @@ import pytest
 from controllerkit import ControllerKit, firmware_patch, fixing
 from loopkit import CALC, LoopProject, calc_fix_patches, coder_answer, unified_diff
 from pytest_fwloop.config.settings import load_settings
-from pytest_fwloop.core.agent_protocol import MustFix
-from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.precheck import command_files, python_problem, written_paths
+from pytest_fwloop.core.gate.precheck import command_files, python_problem, written_paths
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.records.agent_protocol import MustFix
 from pytest_fwloop.procs.allowlist_runner import AllowlistRunner, CommandBlocked
 
 # -- the pure rules ------------------------------------------------------------------------------

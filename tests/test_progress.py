@@ -11,7 +11,7 @@ import pytest
 
 from pytest_fwloop.child.progress import ProgressWatcher, Tally
 from pytest_fwloop.child.progress_stream import CHUNK, ProgressStream
-from pytest_fwloop.core.results import ProgressLine, TestRecord, read_progress
+from pytest_fwloop.core.suite.results import ProgressLine, TestRecord, read_progress
 from pytest_fwloop.loop.terminal import Terminal
 
 

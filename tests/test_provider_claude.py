@@ -18,7 +18,7 @@ from pytest_fwloop.agents.claude import ClaudeProvider
 from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind, SpecError
 from pytest_fwloop.agents.registry import parse_role_specs
 from pytest_fwloop.agents.role import CallRecord
-from pytest_fwloop.core.agent_protocol import (
+from pytest_fwloop.core.records.agent_protocol import (
     CoderAnswer,
     Failure,
     ReviewerAnswer,

@@ -23,12 +23,12 @@ from pytest_fwloop.agents.codex import CodexProvider, log_filter, temp_home_warn
 from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind, SpecError
 from pytest_fwloop.agents.registry import parse_role_specs
 from pytest_fwloop.agents.role import CallRecord
-from pytest_fwloop.core.agent_protocol import CoderAnswer, Failure
+from pytest_fwloop.core.records.agent_protocol import CoderAnswer, Failure
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from pytest_fwloop.core.agent_protocol import Role
+    from pytest_fwloop.core.records.agent_protocol import Role
 
 CODER_ANSWER: dict[str, object] = {
     "analysis": {"root_cause": "stale FIFO flag", "hypotheses": ["RXNE"], "confidence": 0.6},

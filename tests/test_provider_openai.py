@@ -24,7 +24,12 @@ from pytest_fwloop.agents.openai import OpenAIProvider, parse_openai_argument
 from pytest_fwloop.agents.registry import ProviderOptions, parse_role_specs
 from pytest_fwloop.agents.retry import RetryPolicy
 from pytest_fwloop.agents.role import CallRecord, RoleAgent
-from pytest_fwloop.core.agent_protocol import AgentRequest, ReviewerAnswer, Role, load_schema
+from pytest_fwloop.core.records.agent_protocol import (
+    AgentRequest,
+    ReviewerAnswer,
+    Role,
+    load_schema,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -636,7 +641,7 @@ CODER_ANSWER = {
 
 
 def coder_with_tools(server: ChatServer, tmp_path: Path) -> tuple[OpenAIProvider, AgentRequest]:
-    from pytest_fwloop.workspace.tree_reader import ToolReader
+    from pytest_fwloop.workspace.confined_read import ToolReader
 
     root = tmp_path / "fw"
     (root / "src").mkdir(parents=True)

@@ -12,7 +12,8 @@ import pytest_fwloop
 
 def test_every_public_name_resolves_to_its_home() -> None:
     from pytest_fwloop import envs
-    from pytest_fwloop.core import convergence, outcomes
+    from pytest_fwloop.core.machine import outcomes
+    from pytest_fwloop.core.verdict import convergence
 
     assert set(pytest_fwloop.__all__) == {*pytest_fwloop._HOMES, "__version__", "hookspecs"}
     for name in pytest_fwloop.__all__:

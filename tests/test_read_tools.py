@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from pytest_fwloop.core.read_tools import (
+from pytest_fwloop.core.request.read_tools import (
     MAX_MATCHES,
     MAX_READ_BYTES,
     MAX_READ_LINES,
     run_tool,
     tool_specs,
 )
-from pytest_fwloop.workspace.tree_reader import ToolReader
+from pytest_fwloop.workspace.confined_read import ToolReader
 
 OUTSIDE = "the victim's secret, outside the tree"
 
@@ -144,3 +144,18 @@ def test_the_reader_refuses_a_link_swapped_in_after_the_check(tree: Path) -> Non
     target.unlink()
     os.symlink(tree.parent / "outside" / "victim.txt", target)
     assert reader.text("src/main.c") is None
+
+
+def test_a_dotdot_that_stays_inside_reads_the_file_it_names(tree: Path) -> None:
+    """docs/providers.md: `src/../fw/a.c` stays inside and is read as `fw/a.c`."""
+    assert call(tree, "read_file", path="linked/../src/main.c").startswith("src/main.c lines 1-1")
+    assert "crc8_smbus" in call(tree, "read_file", path="src/../src/main.c")
+
+
+def test_every_link_reads_as_missing_even_one_inside_the_tree(tree: Path) -> None:
+    (tree / "src" / "alias.c").symlink_to(tree / "src" / "main.c")
+    (tree / "again").symlink_to(tree / "src")
+    assert call(tree, "read_file", path="src/alias.c").startswith("error: ")
+    assert call(tree, "list_dir", path="again").startswith("error: ")
+    assert "alias.c" not in call(tree, "list_dir", path="src")
+    assert "again/" not in call(tree, "search", text="crc8_smbus")

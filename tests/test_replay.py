@@ -12,7 +12,7 @@ import pytest
 
 from controllerkit import ControllerKit, fixing
 from pytest_fwloop.cli.main import main
-from pytest_fwloop.core.outcomes import Outcome
+from pytest_fwloop.core.machine.outcomes import Outcome
 
 
 @pytest.fixture

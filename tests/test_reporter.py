@@ -10,7 +10,7 @@ import pytest
 
 from pytest_fwloop.child.files import progress_path
 from pytest_fwloop.child.plugin import _encoded
-from pytest_fwloop.core.results import IterationResults, read_progress, results_from_progress
+from pytest_fwloop.core.suite.results import IterationResults, read_progress, results_from_progress
 
 SUITE = """
 import pytest

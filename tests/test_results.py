@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pytest_fwloop.core.results import (
+from pytest_fwloop.core.suite.results import (
     IterationResults,
     TestRecord,
     collection_errors,

@@ -24,7 +24,7 @@ from pytest_fwloop.agents.errors import (
 )
 from pytest_fwloop.agents.retry import RetryBudget, RetryPolicy, parse_retry_after
 from pytest_fwloop.agents.role import CallRecord, RoleAgent
-from pytest_fwloop.core.agent_protocol import AgentRequest, ReviewerAnswer, load_schema
+from pytest_fwloop.core.records.agent_protocol import AgentRequest, ReviewerAnswer, load_schema
 
 APPROVE = json.dumps({"decision": "approve", "must_fix": [], "risk": 0.1, "summary": "ok"})
 TOO_RISKY = json.dumps({"decision": "approve", "must_fix": [], "risk": 1.5, "summary": "ok"})

@@ -21,9 +21,9 @@ from pytest_fwloop.agents.base import RawAnswer
 from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind
 from pytest_fwloop.cli.main import main
 from pytest_fwloop.config.settings import load_settings
-from pytest_fwloop.core.agent_protocol import AgentRequest, ReviewerAnswer
-from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.panel import approvals_needed, merged_must_fix, panel_verdict
+from pytest_fwloop.core.gate.review_panel import approvals_needed, merged_must_fix, panel_verdict
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.records.agent_protocol import AgentRequest, ReviewerAnswer
 
 
 def review(decision: str, risk: float = 0.1, *issues: str) -> ReviewerAnswer:

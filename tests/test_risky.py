@@ -4,6 +4,7 @@ tests/controllerkit.py), and real `pytest --fwloop` / `fwloop confirm` runs (slo
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -14,11 +15,9 @@ from controllerkit import ControllerKit, fixing
 from loopkit import CALC, FIXES, LoopProject, coder_answer, tree_state, unified_diff
 from pytest_fwloop.config.options import spec_of
 from pytest_fwloop.config.settings import load_settings
-from pytest_fwloop.core.agent_protocol import ReviewerAnswer, RiskyChange
-from pytest_fwloop.core.gate_rules import review_refusal
-from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.results import TestRecord
-from pytest_fwloop.core.risky import (
+from pytest_fwloop.core.change.unified_diff import Hunk, parse_patch
+from pytest_fwloop.core.gate.gate_rules import review_refusal
+from pytest_fwloop.core.gate.risky import (
     FIRMWARE_PATTERNS,
     RISK_PER_PATTERN,
     find_risky,
@@ -27,7 +26,9 @@ from pytest_fwloop.core.risky import (
     unnamed_boot,
     with_evidence,
 )
-from pytest_fwloop.core.unified_diff import Hunk, parse_patch
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.records.agent_protocol import ReviewerAnswer, RiskyChange
+from pytest_fwloop.core.suite.results import TestRecord
 
 FIRMWARE = parse_patterns(["firmware"])
 
@@ -214,10 +215,10 @@ def test_a_failing_test_names_a_change_by_symbol_file_or_path_as_a_whole_word() 
 
 
 def test_each_distinct_pattern_adds_to_the_reviewers_risk_up_to_one() -> None:
-    assert raised_risk(0.3, []) == (0.3, "0.30")
+    assert raised_risk(0.3, []) == (Decimal("0.3"), "0.30")
     two = [change(pattern="watchdog"), change(pattern="flash-write"), change(pattern="watchdog")]
     risk, shown = raised_risk(0.1, two)
-    assert risk == pytest.approx(0.5)
+    assert risk == Decimal("0.5")
     assert shown == "0.10 + 0.2 x 2 risky pattern(s) (flash-write, watchdog) = 0.50"
     assert raised_risk(0.9, two)[0] == 1.0
 
@@ -301,7 +302,7 @@ def test_boot_critical_code_no_failing_test_names_waits_for_the_operator(
 
 
 def test_an_operators_confirm_lets_boot_critical_code_through(kit: ControllerKit) -> None:
-    from pytest_fwloop.loop.continuation import Action, Order
+    from pytest_fwloop.loop.operator.continuation import Action, Order
 
     kit.coder.answers = [fixing("bug", "ok")]
     kit.build("bug", BOOT_PATH)

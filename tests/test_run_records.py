@@ -18,8 +18,8 @@ from loopkit import (
     coder_answer,
     unified_diff,
 )
-from pytest_fwloop.core import fsm
-from pytest_fwloop.core.fsm import State
+from pytest_fwloop.core.machine import fsm
+from pytest_fwloop.core.machine.fsm import State
 
 pytestmark = pytest.mark.slow
 

@@ -120,7 +120,6 @@ KILLED = textwrap.dedent(
     import sys, time
     from pathlib import Path
     from pytest_fwloop.workspace import Workspace
-
     root = Path(sys.argv[1])
     workspace = Workspace(root)
     workspace.open("run-killed")

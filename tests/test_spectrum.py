@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from pytest_fwloop.codemap.parse import parse_source
-from pytest_fwloop.core.code_symbols import FileSymbols
-from pytest_fwloop.core.failure_evidence import FailureText, gather_evidence
-from pytest_fwloop.core.localize import TreeMap, _wraps, rank
-from pytest_fwloop.core.spectrum import Spectrum, overlaid, read_spectrum, suspicious_lines
-from pytest_fwloop.core.spectrum_sample import MAX_FAILING, MAX_PASSING, spectrum_selection
-from pytest_fwloop.loop.spectra import SpectrumReader, measured_on_tree
+from pytest_fwloop.core.request.code_symbols import FileSymbols
+from pytest_fwloop.core.request.failure_evidence import FailureText, gather_evidence
+from pytest_fwloop.core.request.ochiai import Spectrum, overlaid, read_spectrum, suspicious_lines
+from pytest_fwloop.core.request.ranking import TreeMap, _wraps, rank
+from pytest_fwloop.core.request.spectrum_sample import MAX_FAILING, MAX_PASSING, spectrum_selection
+from pytest_fwloop.loop.request.spectrum_files import SpectrumReader, measured_on_tree
 
 CALC = """\
 def double(x):

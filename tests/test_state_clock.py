@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from pytest_fwloop.core.state_clock import StateClock
+from pytest_fwloop.core.machine.state_clock import StateClock
 
 
 class Now:

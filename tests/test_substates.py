@@ -11,9 +11,9 @@ import pytest
 from controllerkit import ControllerKit, FakeProvider, fixing
 from loopkit import LoopProject, calc_fix_patches, coder_answer
 from pytest_fwloop.cli.replay import check_transitions
-from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.records import Event
-from pytest_fwloop.core.substates import SUBSTATES, SubState, misplaced
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.machine.substates import SUBSTATES, SubState, misplaced
+from pytest_fwloop.core.records.run_records import Event
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 
 from loopkit import CALC, FIXES, LoopProject, calc_fix_patches, coder_answer, tree_state
 from loopkit import unified_diff as diff
-from pytest_fwloop.core.agent_protocol import load_schema, validate_answer
+from pytest_fwloop.core.records.agent_protocol import load_schema, validate_answer
 from pytest_fwloop.loop.steps.tester import with_known_nodeids
 
 # -- select is checked against the collected node ids (pure) -------------------------------------

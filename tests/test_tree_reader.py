@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_fwloop.workspace import PathRefused
-from pytest_fwloop.workspace.tree_reader import read_tree_text
+from pytest_fwloop.workspace.confined_read import read_tree_text
 
 
 @pytest.fixture

@@ -313,7 +313,6 @@ CONTROLLER = textwrap.dedent(
     import sys, time
     from pathlib import Path
     from pytest_fwloop.workspace import Workspace
-
     workspace = Workspace(Path(sys.argv[1]))
     workspace.open("run-killed")
     workspace.apply(Path(sys.argv[2]).read_text())

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind
 
 if TYPE_CHECKING:
-    from pytest_fwloop.core.agent_protocol import AgentRequest
+    from pytest_fwloop.core.records.agent_protocol import AgentRequest
 
 
 @dataclass(frozen=True)

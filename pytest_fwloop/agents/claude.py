@@ -37,7 +37,7 @@ from pytest_fwloop.agents.model_io import (
 
 if TYPE_CHECKING:
     from pytest_fwloop.agents.command import AgentProcessResult
-    from pytest_fwloop.core.agent_protocol import AgentRequest
+    from pytest_fwloop.core.records.agent_protocol import AgentRequest
 
 
 class PermissionDenial(BaseModel):

@@ -25,7 +25,7 @@ from pytest_fwloop.procs.supervision import stop_group
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from pytest_fwloop.core.agent_protocol import AgentRequest
+    from pytest_fwloop.core.records.agent_protocol import AgentRequest
 
 #: An answer is one JSON object; more than this is a runaway process, not an answer.
 MAX_STDOUT_BYTES = 4 * 1024 * 1024

@@ -1,34 +1,11 @@
-"""How a provider call can fail (DESIGN.md §5); each kind is also a run outcome of §8."""
+"""How a provider call can fail (DESIGN.md §5); each kind is also a run outcome of §8, and
+both are named once, in `core/machine/outcomes.py`."""
 
 from __future__ import annotations
 
-import enum
 import re
 
-
-class ProviderErrorKind(str, enum.Enum):
-    PROVIDER_NOT_FOUND = "provider_not_found"
-    PROVIDER_PERMISSION_DENIED = "provider_permission_denied"
-    PROVIDER_AUTH_ERROR = "provider_auth_error"
-    PROVIDER_TIMEOUT = "provider_timeout"
-    PROVIDER_NETWORK_ERROR = "provider_network_error"
-    PROVIDER_RATE_LIMITED = "provider_rate_limited"
-    PROVIDER_QUOTA_EXHAUSTED = "provider_quota_exhausted"
-    PROVIDER_BAD_OUTPUT = "provider_bad_output"
-
-    @property
-    def transient(self) -> bool:
-        """Worth retrying the same provider after a pause; the others fail over at once."""
-        return self in _TRANSIENT_KINDS
-
-
-_TRANSIENT_KINDS = frozenset(
-    {
-        ProviderErrorKind.PROVIDER_TIMEOUT,
-        ProviderErrorKind.PROVIDER_NETWORK_ERROR,
-        ProviderErrorKind.PROVIDER_RATE_LIMITED,
-    }
-)
+from pytest_fwloop.core.machine.outcomes import ProviderErrorKind as ProviderErrorKind
 
 
 class ProviderError(Exception):

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
-from pytest_fwloop.core.agent_protocol import extract_json
+from pytest_fwloop.core.records.agent_protocol import extract_json
 
 if TYPE_CHECKING:
-    from pytest_fwloop.core.agent_protocol import AgentRequest
+    from pytest_fwloop.core.records.agent_protocol import AgentRequest
 
 
 class TokenUsage(BaseModel):

@@ -36,12 +36,12 @@ from pytest_fwloop.agents.errors import (
 from pytest_fwloop.agents.model_io import bare_schema, instructions, request_json
 from pytest_fwloop.agents.retry import parse_retry_after
 from pytest_fwloop.agents.tool_conversation import TOOLS_NOTE, Conversation, tools_refused
-from pytest_fwloop.core.read_tools import tool_specs
-from pytest_fwloop.core.redaction import Redactor
+from pytest_fwloop.core.records.redaction import Redactor
+from pytest_fwloop.core.request.read_tools import tool_specs
 
 if TYPE_CHECKING:
-    from pytest_fwloop.core.agent_protocol import AgentRequest
-    from pytest_fwloop.core.read_tools import TreeReader
+    from pytest_fwloop.core.records.agent_protocol import AgentRequest
+    from pytest_fwloop.core.request.read_tools import TreeReader
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 #: Names the variable that holds the key, for teams whose key is not in $OPENAI_API_KEY.

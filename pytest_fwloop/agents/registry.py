@@ -18,8 +18,8 @@ from pytest_fwloop.agents.errors import SpecError
 
 if TYPE_CHECKING:
     from pytest_fwloop.agents.base import Provider
-    from pytest_fwloop.core.agent_protocol import Role
-    from pytest_fwloop.core.read_tools import TreeReader
+    from pytest_fwloop.core.records.agent_protocol import Role
+    from pytest_fwloop.core.request.read_tools import TreeReader
 
 
 @dataclass(frozen=True)

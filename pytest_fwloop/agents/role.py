@@ -16,20 +16,20 @@ from typing import TYPE_CHECKING
 from pytest_fwloop.agents.base import RawAnswer
 from pytest_fwloop.agents.errors import AnswerInvalid, ProviderError, ProviderErrorKind
 from pytest_fwloop.agents.retry import RetryBudget, RetryPolicy
-from pytest_fwloop.core.agent_protocol import (
+from pytest_fwloop.core.machine.outcomes import Outcome, describe_crash
+from pytest_fwloop.core.machine.state_clock import DeadlinePassed
+from pytest_fwloop.core.records.agent_protocol import (
     AnswerParseError,
     extract_json,
     parse_answer,
     validate_answer,
 )
-from pytest_fwloop.core.outcomes import Outcome, describe_crash
-from pytest_fwloop.core.state_clock import DeadlinePassed
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from pytest_fwloop.agents.base import Provider
-    from pytest_fwloop.core.agent_protocol import AgentRequest, Answer, Role
+    from pytest_fwloop.core.records.agent_protocol import AgentRequest, Answer, Role
 
 DEFAULT_RETRY_POLICY = RetryPolicy()
 

@@ -17,7 +17,7 @@ from pytest_fwloop.agents.base import RawAnswer
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from pytest_fwloop.core.agent_protocol import AgentRequest, Failure
+    from pytest_fwloop.core.records.agent_protocol import AgentRequest, Failure
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, get_args
 
 from pytest_fwloop.agents.base import RawAnswer
 from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind, SpecError
-from pytest_fwloop.core.agent_protocol import Role
+from pytest_fwloop.core.records.agent_protocol import Role
 
 if TYPE_CHECKING:
-    from pytest_fwloop.core.agent_protocol import AgentRequest
+    from pytest_fwloop.core.records.agent_protocol import AgentRequest
 
 _DIGITS = re.compile(r"(\d+)")
 

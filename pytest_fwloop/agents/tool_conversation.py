@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pytest_fwloop.agents.chat_wire import ChatMessage
-from pytest_fwloop.core.read_tools import MAX_CALLS, MAX_TOTAL_BYTES, TreeReader, run_tool
-from pytest_fwloop.core.redaction import Redactor
+from pytest_fwloop.core.records.redaction import Redactor
+from pytest_fwloop.core.request.read_tools import MAX_CALLS, MAX_TOTAL_BYTES, TreeReader, run_tool
 
 TOOLS_NOTE = (
     "\n\nYou may call the read-only tools read_file, search and list_dir to look at the "

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_fwloop.core.child_env import CONSOLE_LOG_DIR_ENV, log_file_name
+from pytest_fwloop.core.records.child_env import CONSOLE_LOG_DIR_ENV, log_file_name
 
 #: The report section a failing test's device output goes under.
 REPORT_SECTION = "fwloop device log"

@@ -25,7 +25,7 @@ from pytest_fwloop.child.device_logs import BuiltinDeviceLogs, DeviceLogs
 from pytest_fwloop.child.files import progress_path
 from pytest_fwloop.child.metrics import COVERAGE, coverage_total, read_metrics
 from pytest_fwloop.child.progress_stream import ProgressStream
-from pytest_fwloop.core.env_classify import ENVIRONMENT_FAILURE, environment_error_name
+from pytest_fwloop.core.suite.env_classify import ENVIRONMENT_FAILURE, environment_error_name
 
 #: One test's record as `results.TestRecord` reads it.
 Record = dict[str, Any]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pytest_fwloop.core.results import ProgressLine
+    from pytest_fwloop.core.suite.results import ProgressLine
 
 #: How often the stream is read while the child runs.
 POLL_SECONDS = 0.5
@@ -77,7 +77,7 @@ class ProgressWatcher:
             self._read()
 
     def _read(self) -> None:
-        from pytest_fwloop.core.results import (
+        from pytest_fwloop.core.suite.results import (
             ProgressLine,  # pydantic: see `loop/child_runner.read_results`
         )
 

@@ -2,7 +2,7 @@
 
 A failing test's traceback often names no line of the defect: a value comes out wrong and the
 assertion fails in the test. The lines the failing tests ran and the passing ones did not are
-then the best lead an engineer has (spectrum-based fault localization, `core/spectrum.py`).
+then the best lead an engineer has (spectrum-based fault localization, `core/request/ochiai.py`).
 
 Recorded with coverage.py (its C tracer, one dynamic context per test) in a loop child only,
 and never over a measurement already running: pytest-cov, a debugger or any other tracer keeps
@@ -51,7 +51,7 @@ class SpectrumRecorder:
         self.test_globs = [str(g) for g in config.getini("python_files")]
         self.coverage: Any = None
         #: Every test measured, in order, whether or not it ran a line of the tree: a test run
-        #: again counts with this run (`core/spectrum.overlaid`), lines or none.
+        #: again counts with this run (`core/request/ochiai.overlaid`), lines or none.
         self.ran: dict[str, None] = {}
         self.prefix = f"{self.root}{os.sep}"
         #: Whether a fixture's file is the tree's own, by file name.

@@ -12,10 +12,10 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_fwloop.core.child_env import REVIEW_ENV, TEST_PLAN_ENV
+from pytest_fwloop.core.records.child_env import REVIEW_ENV, TEST_PLAN_ENV
 
 if TYPE_CHECKING:
-    from pytest_fwloop.core.agent_protocol import ReviewerAnswer, TesterAnswer
+    from pytest_fwloop.core.records.agent_protocol import ReviewerAnswer, TesterAnswer
 
 
 def review() -> ReviewerAnswer | None:
@@ -24,7 +24,7 @@ def review() -> ReviewerAnswer | None:
     if text is None:
         return None
     # Imported only here: a test that asks pays for the loop's models (pydantic), no other does.
-    from pytest_fwloop.core.agent_protocol import ReviewerAnswer
+    from pytest_fwloop.core.records.agent_protocol import ReviewerAnswer
 
     return ReviewerAnswer.model_validate_json(text)
 
@@ -34,7 +34,7 @@ def tester_plan() -> TesterAnswer | None:
     text = _load(TEST_PLAN_ENV)
     if text is None:
         return None
-    from pytest_fwloop.core.agent_protocol import TesterAnswer
+    from pytest_fwloop.core.records.agent_protocol import TesterAnswer
 
     return TesterAnswer.model_validate_json(text)
 

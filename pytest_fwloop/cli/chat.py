@@ -1,8 +1,9 @@
 """`fwloop chat RUN …` (DESIGN.md §11, seed 004's chat mode), as the command line takes it.
 
-`--role coder,reviewer TEXT` asks several roles at once (loop/chat.py answers); `--list` shows
-the run's threads without starting anything; `--start TASK` hands a task to the loop: the run goes
-on as `fwloop followup RUN TASK` would, and the coder is told the thread's conversation with it.
+`--role coder,reviewer TEXT` asks several roles at once (loop/operator/chat.py answers); `--list`
+shows the run's threads without starting anything; `--start TASK` hands a task to the loop: the run
+goes on as `fwloop followup RUN TASK` would, and the coder is told the thread's conversation with
+it.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from typing import get_args
 
 from tabulate import tabulate
 
-from pytest_fwloop.core.agent_protocol import Role
-from pytest_fwloop.loop.operator_threads import list_threads
+from pytest_fwloop.core.records.agent_protocol import Role
+from pytest_fwloop.loop.operator.threads import list_threads
 
 ROLES: tuple[str, ...] = get_args(Role)
 

@@ -20,6 +20,7 @@ from tabulate import tabulate
 
 from pytest_fwloop.cli.operator import add_parsers, operator_command
 from pytest_fwloop.cli.runs import list_runs, replay_run, report_run, show_run
+from pytest_fwloop.cli.why import why_sent
 from pytest_fwloop.config.ini_lookup import IniError, option_value
 from pytest_fwloop.config.tree_rules import knowledge_path
 from pytest_fwloop.knowledge.store import KnowledgeBase, KnowledgeError
@@ -158,6 +159,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the run's declined and unresolved tests as a file for --fwloop-known-failures",
     )
+    show.add_argument(
+        "--why",
+        metavar="PATH[:SYMBOL]",
+        help="why the coder was sent that file's (or symbol's) code, or was not: its rank, score "
+        "by signal, and fate in each coder request of the run",
+    )
     report = commands.add_parser("report", help="write a run's report.html again")
     report.add_argument("run", help="run id, unique prefix of one, `last`, or a run directory")
     report.add_argument("-o", "--output", type=Path, help="default: the run's report.html")
@@ -216,6 +223,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return replay_run(args.rootdir.resolve(), args.run_dir, args.run)
     if args.command == "list":
         return list_runs(args.rootdir.resolve(), args.run_dir, args.json)
+    if args.command == "show" and args.why:
+        return why_sent(args.rootdir.resolve(), args.run_dir, args.run, args.why)
     if args.command == "show":
         return show_run(
             args.rootdir.resolve(), args.run_dir, args.run, args.json, args.known_failures

@@ -2,7 +2,7 @@
 (DESIGN.md §11, §15).
 
 Each command reads the run's `state.json` and refuses, with one line and exit status 2, an action
-the run cannot take, changing nothing. A follow-up that is a bare yes (`core/confirm_words.py`)
+the run cannot take, changing nothing. A follow-up that is a bare yes (`cli/confirm_words.py`)
 to a pending proposal is a confirm with that note. Otherwise it starts pytest as the run was
 started (its recorded arguments, in its invocation directory) with `--fwloop-operator=ORDER`:
 the loop goes on in that process, on this terminal, and its exit status is the command's. That
@@ -26,12 +26,12 @@ from pytest_fwloop.cli.chat import (
     chat_usage,
     show_threads,
 )
+from pytest_fwloop.cli.confirm_words import confirms
 from pytest_fwloop.cli.replay import ReplayError
 from pytest_fwloop.cli.runs import find_run
 from pytest_fwloop.config.option_table import OPERATOR_FLAG
-from pytest_fwloop.core.confirm_words import confirms
-from pytest_fwloop.core.run_state import RunState, StateError, load_state
-from pytest_fwloop.loop.continuation import Action, Order, iteration_limit, refusal
+from pytest_fwloop.core.records.run_state import RunState, StateError, load_state
+from pytest_fwloop.loop.operator.continuation import Action, Order, iteration_limit, refusal
 from pytest_fwloop.workspace import Journal, WorkspaceError
 
 #: Exit status of a refused command (argparse's, for a usage error).

@@ -31,24 +31,24 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from pytest_fwloop.core import fsm
-from pytest_fwloop.core.agent_protocol import ReviewerAnswer
-from pytest_fwloop.core.analysis import Facts, analyse
-from pytest_fwloop.core.baseline_gate import baseline_gate, unconfirmed
-from pytest_fwloop.core.convergence import (
+from pytest_fwloop.core.gate.review_panel import panel_verdict
+from pytest_fwloop.core.machine import fsm
+from pytest_fwloop.core.machine.decimals import over, written
+from pytest_fwloop.core.machine.fsm import IterationKind
+from pytest_fwloop.core.machine.substates import misplaced
+from pytest_fwloop.core.records.agent_protocol import ReviewerAnswer
+from pytest_fwloop.core.records.round_records import ConvergenceRecord, PanelRecord, call_files
+from pytest_fwloop.core.records.run_records import AnalysisRecord, Event, Summary, Timeline
+from pytest_fwloop.core.suite.results import IterationResults
+from pytest_fwloop.core.verdict.baseline_gate import baseline_gate, unconfirmed
+from pytest_fwloop.core.verdict.convergence import (
     ConvergenceCriteria,
     ConvergenceType,
     CriteriaError,
     ExecutionMode,
     determine_convergence,
 )
-from pytest_fwloop.core.decimals import SCORE_PLACES, above
-from pytest_fwloop.core.fsm import IterationKind
-from pytest_fwloop.core.panel import panel_verdict
-from pytest_fwloop.core.records import Event, Summary, Timeline
-from pytest_fwloop.core.results import IterationResults
-from pytest_fwloop.core.round_records import ConvergenceRecord, PanelRecord, call_files
-from pytest_fwloop.core.substates import misplaced
+from pytest_fwloop.core.verdict.iteration_advice import Facts, analyse
 
 #: The stem of a reviewer call's files, as a panel vote names it.
 _CALL = re.compile(r"reviewer-[0-9]+")
@@ -228,62 +228,78 @@ def check_verdicts(
         if recorded.results is None:
             return Difference(number, "convergence", "a verdict with no results.json")
         attempts.append((number, recorded.results))
-        counted = ([r.pass_count for _, r in attempts], [r.total_count for _, r in attempts])
-        record = recorded.convergence
-        if (record.pass_counts, record.total_counts) != counted:
-            return Difference(
-                number,
-                "convergence",
-                f"the verdict was taken on pass/total counts {record.pass_counts}/"
-                f"{record.total_counts}; the results give {counted[0]}/{counted[1]}",
-            )
-        try:
-            criteria = _criteria(record.criteria)
-        except (TypeError, CriteriaError) as exc:
-            return Difference(number, "convergence", f"unusable criteria: {exc}")
-        limit = record.max_iter if record.max_iter is not None else max_iter
-        verdict, reason = determine_convergence(*counted, criteria, number, limit)
-        measured = [(n, r) for n, r in attempts if kinds.get(n) != IterationKind.ROLLBACK]
-        gate = baseline_gate(measured, record.metric_tolerance)
-        if verdict is ConvergenceType.SUCCESS:
-            # Withheld while a baseline-passing test fails, a metric is worse, or the tree
-            # has not been confirmed with no new patch.
-            ran = [kinds.get(n, IterationKind.PATCH) for n, _ in attempts]
-            withheld = gate.withheld() + unconfirmed(ran, criteria.stable_iterations_required)
-            if withheld:
-                verdict = None
-                reason += withheld
-        expected = verdict.value if verdict is not None else None
-        if expected != record.convergence_type:
-            return Difference(
-                number,
-                "convergence",
-                f"the record says {record.convergence_type or 'continue'}, the rules give "
-                f"{expected or 'continue'} ({reason})",
-            )
-        if record.analysis is None or record.mode is None:
-            continue  # recorded before the analysis was
-        derived = analyse(
-            Facts(
-                *counted,
-                criteria,
-                number,
-                limit,
-                verdict,
-                ExecutionMode(record.mode),
-                gate.regressions,
-                gate.metrics,
-            )
-        )
-        if derived != record.analysis:
-            return Difference(
-                number,
-                "analysis",
-                f"the record recommends {record.analysis.recommendation!r} (score "
-                f"{record.analysis.score}, {record.analysis.trend}); its numbers give "
-                f"{derived.recommendation!r} (score {derived.score}, {derived.trend})",
-            )
+        found = _check_verdict(number, recorded.convergence, attempts, kinds, max_iter)
+        if found is not None:
+            return found
     return None
+
+
+def _check_verdict(
+    number: int,
+    record: ConvergenceRecord,
+    attempts: list[tuple[int, IterationResults]],
+    kinds: dict[int, IterationKind],
+    max_iter: int,
+) -> Difference | None:
+    """Round `number`'s verdict and analysis against the rules, over the attempts up to it."""
+    counted = ([r.pass_count for _, r in attempts], [r.total_count for _, r in attempts])
+    if (record.pass_counts, record.total_counts) != counted:
+        return Difference(
+            number,
+            "convergence",
+            f"the verdict was taken on pass/total counts {record.pass_counts}/"
+            f"{record.total_counts}; the results give {counted[0]}/{counted[1]}",
+        )
+    try:
+        criteria = _criteria(record.criteria)
+    except (TypeError, CriteriaError) as exc:
+        return Difference(number, "convergence", f"unusable criteria: {exc}")
+    limit = record.max_iter if record.max_iter is not None else max_iter
+    verdict, reason = determine_convergence(*counted, criteria, number, limit)
+    measured = [(n, r) for n, r in attempts if kinds.get(n) != IterationKind.ROLLBACK]
+    gate = baseline_gate(measured, record.metric_tolerance)
+    if verdict is ConvergenceType.SUCCESS:
+        # Withheld while a baseline-passing test fails, a metric is worse, or the tree
+        # has not been confirmed with no new patch.
+        ran = [kinds.get(n, IterationKind.PATCH) for n, _ in attempts]
+        withheld = gate.withheld() + unconfirmed(ran, criteria.stable_iterations_required)
+        if withheld:
+            verdict = None
+            reason += withheld
+    expected = verdict.value if verdict is not None else None
+    if expected != record.convergence_type:
+        return Difference(
+            number,
+            "convergence",
+            f"the record says {record.convergence_type or 'continue'}, the rules give "
+            f"{expected or 'continue'} ({reason})",
+        )
+    if record.analysis is None or record.mode is None:
+        return None  # recorded before the analysis was
+    facts = Facts(
+        *counted,
+        criteria,
+        number,
+        limit,
+        verdict,
+        ExecutionMode(record.mode),
+        gate.regressions,
+        gate.metrics,
+    )
+    return _check_analysis(number, record.analysis, facts)
+
+
+def _check_analysis(number: int, recorded: AnalysisRecord, facts: Facts) -> Difference | None:
+    derived = analyse(facts)
+    if derived == recorded:
+        return None
+    return Difference(
+        number,
+        "analysis",
+        f"the record recommends {recorded.recommendation!r} (score {recorded.score}, "
+        f"{recorded.trend}); its numbers give {derived.recommendation!r} (score "
+        f"{derived.score}, {derived.trend})",
+    )
 
 
 def _criteria(values: dict[str, float]) -> ConvergenceCriteria:
@@ -319,20 +335,20 @@ def check_panels(rounds: dict[int, Round]) -> Difference | None:
         for k, (panel, reviews) in enumerate(recorded.panels, 1):
             votes: list[tuple[str, ReviewerAnswer]] = []
             for vote, review in zip(panel.votes, reviews, strict=True):
-                said = f"{review.decision} (risk {review.risk:.2f})" if review else "nothing"
+                said = f"{review.decision} (risk {written(review.risk)})" if review else "nothing"
                 if review is None or (review.decision, review.risk) != (vote.decision, vote.risk):
                     return Difference(
                         number,
                         "panel",
                         f"panel-{k}.json: {vote.provider} voted {vote.decision} (risk "
-                        f"{vote.risk:.2f}); its call {vote.call} answered {said}",
+                        f"{written(vote.risk)}); its call {vote.call} answered {said}",
                     )
                 votes.append((vote.provider, review))
             verdict = panel_verdict(panel.rule, votes)
             derived = verdict.review
             recounted = (derived.decision, verdict.approvals, verdict.needed, verdict.split)
-            written = (panel.decision, panel.approvals, panel.needed, panel.split)
-            if (*recounted, derived.risk) != (*written, panel.risk):
+            recorded_as = (panel.decision, panel.approvals, panel.needed, panel.split)
+            if (*recounted, derived.risk) != (*recorded_as, panel.risk):
                 return Difference(
                     number,
                     "panel",
@@ -344,12 +360,12 @@ def check_panels(rounds: dict[int, Round]) -> Difference | None:
             continue
         last = recorded.panels[-1][0]
         kept = recorded.review or {}
-        if last.decision != "approve" or above(last.risk, last.max_risk, SCORE_PLACES):
+        if last.decision != "approve" or over(last.risk, last.max_risk):
             return Difference(
                 number,
                 "panel",
                 f"patch.diff was applied after the panel's {last.decision} (highest risk "
-                f"{last.risk:.2f}, fwloop_max_risk {last.max_risk:.2f})",
+                f"{written(last.risk)}, fwloop_max_risk {written(last.max_risk)})",
             )
         if (kept.get("decision"), kept.get("risk")) != (last.decision, last.risk):
             return Difference(number, "panel", "review.json is not the panel's last decision")

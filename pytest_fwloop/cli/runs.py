@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from tabulate import tabulate
 
 from pytest_fwloop.cli.replay import RecordedRun, ReplayError, load_run, replay, timeline_lines
-from pytest_fwloop.core.known_failures import known_failures_file
-from pytest_fwloop.core.run_state import STATE_FILE, StateError, load_state
+from pytest_fwloop.core.records.run_state import STATE_FILE, StateError, load_state
+from pytest_fwloop.core.suite.known_failures import known_failures_file
 from pytest_fwloop.reports.html import RunPage, render_to
 from pytest_fwloop.workspace import Journal
 
@@ -122,20 +123,43 @@ def show_run(root: Path, runs: Path, name: str, as_json: bool, known: bool = Fal
     except ReplayError as exc:
         print(exc, file=sys.stderr)
         return 2
-    summary = run.summary
     if known:
-        known_failing = [n for n, o in summary.known_failures.items() if o in ("failed", "error")]
-        print(
-            known_failures_file(
-                summary.run_id,
-                summary.outcome.value,
-                summary.declined,
-                summary.unresolved,
-                known_failing,
-            ),
-            end="",
-        )
+        print(_known_failures(run), end="")
         return 0
+    shown = _shown(path, run)
+    if as_json:
+        print(json.dumps(shown, indent=2))
+        return 0
+    _print_shown(run, shown)
+    return 0
+
+
+def _known_failures(run: RecordedRun) -> str:
+    """The run's declined, unresolved and known-failing tests as a known-failures file."""
+    summary = run.summary
+    known_failing = [n for n, o in summary.known_failures.items() if o in ("failed", "error")]
+    return known_failures_file(
+        summary.run_id, summary.outcome.value, summary.declined, summary.unresolved, known_failing
+    )
+
+
+#: The files of a run directory `fwloop show` points at, when they exist.
+_SHOWN_FILES = (
+    "summary.json",
+    "report.html",
+    "report.md",
+    "task-events.jsonl",
+    "final.patch",
+    "best.patch",
+    "proposal.md",
+    "proposal.patch",
+    STATE_FILE,
+)
+
+
+def _shown(path: Path, run: RecordedRun) -> dict[str, Any]:
+    """What `fwloop show` says of an ended run, as its `--json` prints it."""
+    summary = run.summary
     iterations = [
         {
             "iteration": e.iteration,
@@ -148,39 +172,26 @@ def show_run(root: Path, runs: Path, name: str, as_json: bool, known: bool = Fal
         for e in run.timeline.iterations
         if e.counts is not None
     ]
-    records = {
-        name: str(path / name)
-        for name in (
-            "summary.json",
-            "report.html",
-            "report.md",
-            "task-events.jsonl",
-            "final.patch",
-            "best.patch",
-            "proposal.md",
-            "proposal.patch",
-            STATE_FILE,
-        )
-        if (path / name).is_file()
-    }
-    shown = {
-        "run_id": run.summary.run_id,
-        "outcome": run.summary.outcome.value,
-        "reason": run.summary.reason,
-        "exit_status": run.summary.exit_status,
+    return {
+        "run_id": summary.run_id,
+        "outcome": summary.outcome.value,
+        "reason": summary.reason,
+        "exit_status": summary.exit_status,
         "iterations": iterations,
-        "records": records,
+        "records": {name: str(path / name) for name in _SHOWN_FILES if (path / name).is_file()},
         "best": summary.best.model_dump(mode="json") if summary.best else None,
     }
-    if as_json:
-        print(json.dumps(shown, indent=2))
-        return 0
-    print(f"run {run.summary.run_id}: {run.summary.outcome.value} (exit {run.summary.exit_status})")
-    print(f"reason: {run.summary.reason}")
+
+
+def _print_shown(run: RecordedRun, shown: dict[str, Any]) -> None:
+    summary = run.summary
+    iterations = shown["iterations"]
+    print(f"run {summary.run_id}: {summary.outcome.value} (exit {summary.exit_status})")
+    print(f"reason: {summary.reason}")
     print(
         tabulate([list(i.values()) for i in iterations], list(iterations[0]) if iterations else [])
     )
-    for name, where in records.items():
+    for name, where in shown["records"].items():
         print(f"{name}: {where}")
     best = summary.best
     if best is not None and not best.in_place:
@@ -188,7 +199,6 @@ def show_run(root: Path, runs: Path, name: str, as_json: bool, known: bool = Fal
             f"best tree: iteration {best.iteration} ({best.pass_count}/{best.total_count} "
             f"passed), not in place: {best.apply}"
         )
-    return 0
 
 
 def _show_unfinished(path: Path, as_json: bool) -> int:

@@ -16,10 +16,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 from pytest_fwloop.codemap.parse import language_of, parse_source
-from pytest_fwloop.core.code_symbols import FileSymbols, Literal, Symbol
+from pytest_fwloop.core.request.code_symbols import FileSymbols, Literal, Symbol
 
 #: Bumped whenever what the parser stores changes: older rows are then not read.
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 INDEX_NAME = "code-index.sqlite"
 
 ReadBlobs = Callable[[Iterable[str]], Mapping[str, bytes]]

@@ -15,7 +15,8 @@ from collections import defaultdict
 from functools import cache
 from typing import TYPE_CHECKING
 
-from pytest_fwloop.core.code_symbols import FileSymbols, Literal, Symbol
+from pytest_fwloop.core.change.lines import text_lines
+from pytest_fwloop.core.request.code_symbols import FileSymbols, Literal, Symbol
 
 if TYPE_CHECKING:
     from tree_sitter import Node, Parser
@@ -191,7 +192,7 @@ def _parser(language: str) -> Parser:
 
 
 def _plain(text: str) -> FileSymbols:
-    lines = text.splitlines()
+    lines = text_lines(text)
     symbols = []
     for start in range(0, len(lines), PLAIN_WINDOW):
         window = lines[start : start + PLAIN_WINDOW]
@@ -237,7 +238,9 @@ class _Reader:
             if line not in inside
             for name in names
         )
-        line_count = root.end_point[0] + 1
+        # Lines as `text_lines` counts them: a final line break starts no line.
+        row, column = root.end_point
+        line_count = row + (1 if column else 0)
         return FileSymbols(self.language, line_count, tuple(symbols), literals, outside)
 
     def _walk(self, root: Node) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from pytest_fwloop.core.convergence import PRESETS, ConvergenceCriteria, CriteriaError
+from pytest_fwloop.core.verdict.convergence import PRESETS, ConvergenceCriteria, CriteriaError
 
 if sys.version_info >= (3, 11):
     import tomllib

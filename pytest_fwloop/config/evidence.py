@@ -1,9 +1,9 @@
 """`--fwloop-evidence=FILE`: the failure log of an earlier run, read before anything runs.
 
-Seed 001 §5.3 has INIT read "the target failure information, if any: the last CI log, a log the
-user gives". A CI log can be many megabytes, and only its head and tail ever reach the coder
-(`core/context.excerpt`), so only those are read; a file that cannot be read is a usage error,
-before the baseline.
+Seed 001 §5.3 has INIT read "the target failure information, if any: the last CI log, a log the user
+gives". A CI log can be many megabytes, and only its head and tail ever reach the coder
+(`core/request/failure_pack.excerpt`), so only those are read; a file that cannot be read is a usage
+error, before the baseline.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_fwloop.core.redaction import Redactor
+from pytest_fwloop.core.records.redaction import Redactor
 
 #: Bytes read from each end of the log for every byte of `fwloop_context_bytes`: the excerpt
 #: the coder gets is a quarter of the cap at most, weighted three to one towards the tail.

@@ -17,7 +17,7 @@ import pytest
 from pytest_fwloop.config.options import origin, resolve
 
 if TYPE_CHECKING:
-    from pytest_fwloop.core.flaky import FlakyPolicy
+    from pytest_fwloop.core.suite.flaky import FlakyPolicy
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,10 @@ from pytest_fwloop.agents.base import Provider
 from pytest_fwloop.agents.errors import ProviderError, SpecError
 from pytest_fwloop.agents.registry import ProviderOptions, parse_role_specs
 from pytest_fwloop.config.loop_options import LoopOptions
-from pytest_fwloop.workspace.tree_reader import ToolReader
+from pytest_fwloop.workspace.confined_read import ToolReader
 
 if TYPE_CHECKING:
-    from pytest_fwloop.core.agent_protocol import Role
+    from pytest_fwloop.core.records.agent_protocol import Role
 
 
 def checked_providers(

@@ -13,7 +13,6 @@ import random
 import shlex
 import shutil
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,20 +30,20 @@ from pytest_fwloop.config.preflight import (
     missing_build_program,
 )
 from pytest_fwloop.config.tree_rules import knowledge_path, patch_policy, snapshot_exclude
-from pytest_fwloop.core.allowlist import Argv, parse_prefixes
-from pytest_fwloop.core.budget import Budget
-from pytest_fwloop.core.collection import Collection
-from pytest_fwloop.core.convergence import (
+from pytest_fwloop.core.gate.allowlist import Argv, parse_prefixes
+from pytest_fwloop.core.gate.precheck import PrecheckSettings
+from pytest_fwloop.core.gate.risky import RiskyPattern, parse_patterns
+from pytest_fwloop.core.machine.agent_budget import Budget
+from pytest_fwloop.core.records.redaction import Redactor
+from pytest_fwloop.core.suite.collection import Collection
+from pytest_fwloop.core.suite.known_failures import read_known_failures
+from pytest_fwloop.core.verdict.convergence import (
     PRESETS,
     ConvergenceCriteria,
     CriteriaError,
     ExecutionMode,
     PlateauHandlingStrategy,
 )
-from pytest_fwloop.core.known_failures import read_known_failures
-from pytest_fwloop.core.precheck import PrecheckSettings
-from pytest_fwloop.core.redaction import Redactor
-from pytest_fwloop.core.risky import RiskyPattern, parse_patterns
 from pytest_fwloop.farm.client import FarmSettings
 from pytest_fwloop.procs.sandbox import SandboxUnavailable, find_bwrap
 from pytest_fwloop.reports.user_files import UserReports
@@ -52,9 +51,7 @@ from pytest_fwloop.workspace import PatchPolicy
 
 if TYPE_CHECKING:
     from pytest_fwloop.agents.base import Provider
-    from pytest_fwloop.core.agent_protocol import Role
-    from pytest_fwloop.core.flaky import FlakyPolicy
-    from pytest_fwloop.core.panel import ReviewRule
+    from pytest_fwloop.core.records.agent_protocol import Role
 
 
 @dataclass(frozen=True)
@@ -79,11 +76,11 @@ class Endings:
 class LoopSettings:
     """What the controller knows of its run, fixed before the baseline (`load_settings`)."""
 
+    #: The loop's options as read (`read_options`): what the settings take as given.
+    options: LoopOptions
     rootdir: Path
     invocation_dir: Path
     child_args: list[str]
-    max_iter: int
-    goal: str
     coder: str
     reviewer: str
     tester: str
@@ -92,7 +89,6 @@ class LoopSettings:
     #: The review panel's members (none: the reviewer's failover list is the strict gate),
     #: and how they decide.
     review_panel: tuple[Provider, ...]
-    review_rule: ReviewRule
     build: list[str] | str | None
     #: The bubblewrap executable when fwloop_build_sandbox = bwrap, else None.
     build_sandbox: str | None
@@ -103,30 +99,12 @@ class LoopSettings:
     #: The knowledge base of fixes, or None (`fwloop_knowledge = off`).
     knowledge: Path | None
     policy: PatchPolicy
-    max_risk: float
     #: `fwloop_risky_patterns`, compiled: high-risk code raises a patch's risk (seed §5.1.5).
     risky_patterns: tuple[RiskyPattern, ...]
     #: The quick check between applying a patch and building it (seed §5.6).
     precheck: PrecheckSettings
-    review_rounds: int
-    tester_schema_rounds: int
-    agent_timeout: float
-    build_timeout: float
-    test_timeout: float
-    state_timeout: float
-    context_bytes: int
-    source_bytes: int
     allowed_commands: tuple[Argv, ...]
-    command_timeout: float
     budget: Budget
-    flaky_reruns: int
-    flaky_policy: FlakyPolicy
-    #: fwloop_metric_tolerance: metric name (`*`: any) -> relative worsening allowed.
-    metric_tolerance: Mapping[str, float]
-    focus: bool
-    #: "auto" (fork the controller for a child when that is as good as a fresh one) or "spawn".
-    child_start: str
-    propose: str  # "off", "first" or "every"
     snapshot_exclude: tuple[str, ...]
     #: Providers that failed their check before the run while others of their list passed,
     #: and what a provider that passed foresees going wrong: one line each.
@@ -142,8 +120,6 @@ class LoopSettings:
     evidence: EvidenceLog | None = None
     #: What decides whether a child running a selection may be handed its files.
     collection: Collection = field(default_factory=Collection)
-    #: Seconds one notification delivery may take (the channels: plateau.ci_notification_channels).
-    notify_timeout: float = 10.0
 
     @property
     def advisory(self) -> bool:
@@ -347,19 +323,17 @@ def load_settings(config: pytest.Config) -> LoopSettings:
     mode = detect_mode(options.mode)
     build, build_sandbox = build_step(options, rootdir)
     return LoopSettings(
+        options=options,
         rootdir=rootdir,
         invocation_dir=config.invocation_params.dir,
         child_args=[*strip_controller_args(list(config.invocation_params.args)), *seed_args],
         randomly_seed=seed,
         reports=UserReports.of(config),
-        max_iter=options.max_iter,
-        goal=options.goal,
         coder=specs["coder"],
         reviewer=specs["reviewer"],
         tester=specs["tester"],
         providers=providers,
         review_panel=panel,
-        review_rule=options.review_rule,
         build=build,
         build_sandbox=build_sandbox,
         mode=mode,
@@ -371,32 +345,15 @@ def load_settings(config: pytest.Config) -> LoopSettings:
                 options.notify, options.origin("notify"), rootdir
             ),
         ),
-        notify_timeout=options.notify_timeout,
         runs_root=rootdir / options.run_dir,
         knowledge=knowledge_path(rootdir, options.knowledge),
         policy=patch_policy(config, options),
-        max_risk=options.max_risk,
         risky_patterns=risky_patterns(options),
         precheck=precheck_settings(options, rootdir),
-        review_rounds=options.review_rounds,
-        tester_schema_rounds=options.tester_schema_rounds,
-        agent_timeout=options.agent_timeout,
-        build_timeout=options.build_timeout,
-        test_timeout=options.test_timeout,
-        state_timeout=options.state_timeout,
-        context_bytes=options.context_bytes,
-        source_bytes=options.source_bytes,
         allowed_commands=allowed_command_prefixes(options),
-        command_timeout=options.command_timeout,
         budget=Budget(usd=options.budget_usd, tokens=options.budget_tokens),
-        flaky_reruns=options.flaky_reruns,
         collection=collection_of(config),
         snapshot_exclude=snapshot_exclude(options, rootdir, build),
-        flaky_policy=options.flaky_policy,
-        metric_tolerance=options.metric_tolerance,
-        focus=options.focus,
-        child_start=options.child_start,
-        propose=options.propose,
         preflight_notes=tuple(dict.fromkeys((*preflight_notes, *panel_notes))),
         farm=farm_settings(config, options),
         endings=endings(options, rootdir),

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from pytest_fwloop.config.loop_options import LoopOptions
-from pytest_fwloop.core.convergence import PRESETS
+from pytest_fwloop.core.verdict.convergence import PRESETS
 from pytest_fwloop.workspace import DEFAULT_PROTECTED, PatchPolicy
 
 

@@ -9,7 +9,18 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel
 
-from pytest_fwloop.core.records import (
+from pytest_fwloop.core.machine.substates import SUBSTATES
+from pytest_fwloop.core.records.round_records import (
+    CallMeta,
+    CommandEntry,
+    CommandsRecord,
+    ConvergenceRecord,
+    PanelRecord,
+    PanelVote,
+    RankedCandidate,
+    RankingRecord,
+)
+from pytest_fwloop.core.records.run_records import (
     AnalysisRecord,
     Event,
     HeldPlace,
@@ -25,17 +36,8 @@ from pytest_fwloop.core.records import (
     UsageRecord,
     UsageTotals,
 )
-from pytest_fwloop.core.results import IterationResults, Metric, ProgressLine, TestRecord
-from pytest_fwloop.core.round_records import (
-    CallMeta,
-    CommandEntry,
-    CommandsRecord,
-    ConvergenceRecord,
-    PanelRecord,
-    PanelVote,
-)
-from pytest_fwloop.core.run_state import RunState, SavedIteration
-from pytest_fwloop.core.substates import SUBSTATES
+from pytest_fwloop.core.records.run_state import RunState, SavedIteration
+from pytest_fwloop.core.suite.results import IterationResults, Metric, ProgressLine, TestRecord
 
 #: Every JSON record of the run directory, in the order the docs show them.
 RECORDS: tuple[tuple[str, type[BaseModel]], ...] = (
@@ -52,6 +54,8 @@ RECORDS: tuple[tuple[str, type[BaseModel]], ...] = (
     ("task-timeline.json", Timeline),
     ("task-timeline.json iteration", TimelineEntry),
     ("rounds/NN/ROLE-K.meta.json", CallMeta),
+    ("rounds/NN/coder-K.ranking.json", RankingRecord),
+    ("rounds/NN/coder-K.ranking.json candidate", RankedCandidate),
     ("rounds/NN/convergence.json", ConvergenceRecord),
     ("rounds/NN/convergence.json metric", MetricChange),
     ("rounds/NN/convergence.json analysis", AnalysisRecord),
@@ -207,7 +211,10 @@ _RUN_FILES: tuple[tuple[str, str], ...] = (
 _ROUND_FILES: tuple[tuple[str, str], ...] = (
     (
         "`coder-K.request.json`, `reviewer-K.request.json`, `tester-K.request.json`",
-        "the K-th request of that role in this iteration, exactly as sent",
+        "the K-th request of that role in this iteration, as the `command:` protocol's JSON: "
+        "what a `command:` provider reads on stdin byte for byte; `claude`, `codex` and "
+        "`openai:` are sent the same fields rendered as their prompt or chat messages "
+        "(docs/providers.md)",
     ),
     (
         "`coder-K.answer.txt`, `…answer.json`, `…meta.json`",
@@ -219,6 +226,20 @@ _ROUND_FILES: tuple[tuple[str, str], ...] = (
         "a diff `git apply` would not take as written (hunk numbers, `a/` `b/`); the answer "
         'itself stays as it came in `coder-K.answer.*` (docs/providers.md, "The forms of a '
         'change")',
+    ),
+    (
+        "`coder-K.ranking.json`",
+        "every candidate the localizer ranked for the coder request first sent in call K "
+        "(`RankingRecord`; calls that re-ask the same request share it): its place, its points "
+        "by kind of evidence, the spectrum's factor, whether its code or only its signature was "
+        "sent, and why not; `fwloop show RUN --why PATH[:SYMBOL]` reads it (docs/providers.md, "
+        '"Why a function was sent")',
+    ),
+    (
+        "`coder-K.tools.json`",
+        "an `openai:` coder's read-only tool calls in call K, in order: each call's `id`, `name`, "
+        "`arguments` (first 500 characters), whether it was `refused`, and its `result` with its "
+        "size (`result_bytes`), as the model was sent it",
     ),
     (
         "`rejected-K-WHY.diff`",

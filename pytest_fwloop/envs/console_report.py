@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import pytest
 
-from pytest_fwloop.core.child_env import CONSOLE_LOG_DIR_ENV, log_file_name
+from pytest_fwloop.core.records.child_env import CONSOLE_LOG_DIR_ENV, log_file_name
 
 if TYPE_CHECKING:
     from collections.abc import Generator

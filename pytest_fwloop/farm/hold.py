@@ -13,7 +13,7 @@ import os
 import socket
 from collections.abc import Callable, MutableMapping
 
-from pytest_fwloop.core.records import HeldPlace, LabgridRecord
+from pytest_fwloop.core.records.run_records import HeldPlace, LabgridRecord
 from pytest_fwloop.farm.client import FarmSettings, Identity, LabgridClient, PlaceLost
 
 

@@ -12,12 +12,11 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from pytest_fwloop.core.agent_protocol import DeclinedBefore, SimilarFix
-from pytest_fwloop.core.context import excerpt
-from pytest_fwloop.core.records import DeclinedRecord
-from pytest_fwloop.core.redaction import Redactor
-from pytest_fwloop.core.results import IterationResults, not_passing
-from pytest_fwloop.core.signature import scrub, signature
+from pytest_fwloop.core.records.agent_protocol import DeclinedBefore, SimilarFix
+from pytest_fwloop.core.records.redaction import Redactor
+from pytest_fwloop.core.records.run_records import DeclinedRecord
+from pytest_fwloop.core.suite.results import IterationResults, not_passing
+from pytest_fwloop.core.suite.signature import excerpt, scrub, signature
 from pytest_fwloop.knowledge.store import KnowledgeBase, KnowledgeError, StoredFix
 
 #: Failures whose excerpts are stored with a fix, and bytes of each.

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from pytest_fwloop.core.agent_protocol import DeclinedBefore, SimilarFix
+from pytest_fwloop.core.records.agent_protocol import DeclinedBefore, SimilarFix
 
 #: How long a writer waits for another process's transaction before giving up.
 BUSY_TIMEOUT_MS = 30_000

@@ -15,12 +15,12 @@ import pytest
 
 from pytest_fwloop.agents.role import CallRecord, RoleAgent
 from pytest_fwloop.config.settings import LoopSettings
-from pytest_fwloop.core.agent_protocol import Role, load_schema
-from pytest_fwloop.core.budget import Budget, BudgetExhausted, UsageLedger
-from pytest_fwloop.core.fsm import State
-from pytest_fwloop.core.records import Event
-from pytest_fwloop.core.redaction import Redactor
-from pytest_fwloop.core.round_records import CallMeta, call_files
+from pytest_fwloop.core.machine.agent_budget import Budget, BudgetExhausted, UsageLedger
+from pytest_fwloop.core.machine.fsm import State
+from pytest_fwloop.core.records.agent_protocol import Role, load_schema
+from pytest_fwloop.core.records.redaction import Redactor
+from pytest_fwloop.core.records.round_records import CallMeta, call_files
+from pytest_fwloop.core.records.run_records import Event
 from pytest_fwloop.loop.rundir import RunRecorder, utc_now
 from pytest_fwloop.loop.terminal import PREFIX, Terminal
 
@@ -47,7 +47,7 @@ def role_agent(
         list(settings.providers[role] if providers is None else providers),
         schema if schema is not None else shipped,
         on_call,
-        timeout=settings.agent_timeout,
+        timeout=settings.options.agent_timeout,
         time_left=time_left,
     )
 

@@ -28,8 +28,8 @@ from pytest_fwloop.config.option_table import (
     CHILD_SPECTRUM_FLAG,
 )
 from pytest_fwloop.config.settings import LoopSettings
-from pytest_fwloop.core.child_env import CONSOLE_LOG_DIR_ENV, REVIEW_ENV, TEST_PLAN_ENV
-from pytest_fwloop.core.collection import Collection, collection_paths
+from pytest_fwloop.core.records.child_env import CONSOLE_LOG_DIR_ENV, REVIEW_ENV, TEST_PLAN_ENV
+from pytest_fwloop.core.suite.collection import Collection, collection_paths
 from pytest_fwloop.loop.rundir import RunRecorder
 from pytest_fwloop.loop.terminal import Terminal
 from pytest_fwloop.procs.supervision import (
@@ -43,8 +43,8 @@ from pytest_fwloop.procs.supervision import (
 
 if TYPE_CHECKING:
     from pytest_fwloop.child.rewrite_cache import RewriteCache
-    from pytest_fwloop.core.flaky import Reruns
-    from pytest_fwloop.core.results import IterationResults
+    from pytest_fwloop.core.suite.flaky import Reruns
+    from pytest_fwloop.core.suite.results import IterationResults
 
 
 #: What the tester's pre-check leaves in the round's folder: the selection, the child's log, its
@@ -85,7 +85,7 @@ def read_results(path: Path) -> IterationResults:
     """A child's results file, validated. The models are imported on first use: pydantic's
     import is not on the way to a baseline started ahead (`loop_main`), nor does a forked child
     inherit it."""
-    from pytest_fwloop.core.results import IterationResults
+    from pytest_fwloop.core.suite.results import IterationResults
 
     return IterationResults.read(path)
 
@@ -120,7 +120,7 @@ class ChildRunner:
         self.abort = abort
         self.terminal = terminal
         self.rewrites = rewrites
-        self.fork_guard = ForkGuard(settings.child_start)
+        self.fork_guard = ForkGuard(settings.options.child_start)
         self._head: tuple[Attempt, Running] | None = None
         self._said: set[str] = set()
         self._notes: list[str] = []
@@ -327,7 +327,10 @@ class ChildRunner:
         """Rerun the attempt's new failures up to `fwloop_flaky_reruns` times with no code change
         (`flaky-K.log`, `flaky-K-results.json`, `flaky-2-K…` for a second attempt): what the
         reruns found, and a note."""
-        from pytest_fwloop.core.flaky import Reruns, rerun_candidates  # pydantic: `read_results`
+        from pytest_fwloop.core.suite.flaky import (  # pydantic: `read_results`
+            Reruns,
+            rerun_candidates,
+        )
 
         reruns = Reruns()
         try:
@@ -342,7 +345,7 @@ class ChildRunner:
         ]
         asked = len(failing)
         prefix = "flaky" + attempt.log.stem.removeprefix("pytest")
-        for k in range(1, self.settings.flaky_reruns + 1):
+        for k in range(1, self.settings.options.flaky_reruns + 1):
             if not failing:
                 break
             selection = self.recorder.write_text(

@@ -18,17 +18,16 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_fwloop.config.settings import LoopSettings
-from pytest_fwloop.core import fsm, recovery
-from pytest_fwloop.core.agent_protocol import AgentRequest
-from pytest_fwloop.core.budget import BudgetExhausted, UsageLedger
-from pytest_fwloop.core.fsm import ErrorType, LoopEvent, State
-from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.redaction import Redactor
-from pytest_fwloop.core.state_clock import DeadlinePassed, StateClock
-from pytest_fwloop.core.substates import SubState
+from pytest_fwloop.core.machine import fsm, recovery
+from pytest_fwloop.core.machine.agent_budget import BudgetExhausted, UsageLedger
+from pytest_fwloop.core.machine.fsm import ErrorType, LoopEvent, State
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.machine.state_clock import DeadlinePassed, StateClock
+from pytest_fwloop.core.machine.substates import SubState
+from pytest_fwloop.core.records.redaction import Redactor
 from pytest_fwloop.loop.agent_calls import CallLog, role_agent
 from pytest_fwloop.loop.child_runner import ChildRunner, precheck_files
-from pytest_fwloop.loop.continuation import Past
+from pytest_fwloop.loop.operator.continuation import Past
 from pytest_fwloop.loop.run_deadline import RunDeadline
 from pytest_fwloop.loop.rundir import RunRecorder
 from pytest_fwloop.loop.services import Services
@@ -89,7 +88,7 @@ class Controller:
         self.runner = AllowlistRunner(
             settings.allowed_commands,
             cwd=settings.rootdir,
-            timeout=settings.command_timeout,
+            timeout=settings.options.command_timeout,
             abort=abort,
             environ=os.environ,
         )
@@ -148,8 +147,8 @@ class Controller:
 
     @property
     def repair(self) -> RepairDesk:
-        """The patch gate, proposals and localizer: imported and built at the first coder call,
-        so a green run loads none of them (`loop/repair.py`)."""
+        """The requests, patch gate, proposals and localizer: imported and built at the first
+        coder call, so a green run loads none of them (`loop/repair.py`)."""
         if self._repair is None:
             from pytest_fwloop.loop.repair import RepairDesk
 
@@ -182,7 +181,7 @@ class Controller:
                 self.move(over)
                 break
             bound = fsm.STATE_TIMEOUTS[self.loop.state]
-            limit = float(getattr(self.settings, bound.option))
+            limit = float(getattr(self.settings.options, bound.option))
             self.clock.start(self.deadline.cap(limit) if bound.resume else limit)
             try:
                 step = self.handlers[self.loop.state]()
@@ -216,7 +215,8 @@ class Controller:
     def init(self) -> Step:
         return Step(
             LoopEvent.BASELINE,
-            f"baseline snapshot {self.workspace.baseline[:12]}; max_iter={self.settings.max_iter}, "
+            f"baseline snapshot {self.workspace.baseline[:12]}; "
+            f"max_iter={self.settings.options.max_iter}, "
             f"mode={self.settings.mode.value}",
         )
 
@@ -278,7 +278,7 @@ class Controller:
 
         assert self.tester is not None
         allowed = [shlex.join(prefix) for prefix in self.settings.allowed_commands]
-        request = self._request(
+        request = self.repair.request(
             "tester", self.loop.current.patch, allowed_commands=allowed, constraints=[]
         )
         return plan_tests(self.services, self.loop, self.tester, request, self.runner)
@@ -351,9 +351,6 @@ class Controller:
         number = self.loop.current.number
         self.services.substate(number, SubState.TESTER_COMMANDS, done.note, (commands,))
         return done.note
-
-    def _request(self, role: str, patch: str = "", **extra: object) -> AgentRequest:
-        return self.repair.request(role, patch, **extra)
 
     def code_analysis(self) -> Step:
         return self.repair.analyse(self.coder, self.child)

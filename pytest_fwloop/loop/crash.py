@@ -14,18 +14,17 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_fwloop.core.fsm import State
-from pytest_fwloop.core.outcomes import Outcome, describe_crash
-from pytest_fwloop.core.records import CrashSummary, Event, Summary
+from pytest_fwloop.core.machine.fsm import State
+from pytest_fwloop.core.machine.outcomes import Outcome, describe_crash
+from pytest_fwloop.core.records.run_records import CrashSummary, Event, Summary
 from pytest_fwloop.loop.rundir import utc_now
 from pytest_fwloop.loop.terminal import PREFIX, Terminal
 
 if TYPE_CHECKING:
-    from pytest_fwloop.core.redaction import Redactor
+    from pytest_fwloop.core.records.redaction import Redactor
     from pytest_fwloop.loop.rundir import RunRecorder
     from pytest_fwloop.loop.state import LoopState
     from pytest_fwloop.workspace import Workspace
-
 #: The tracebacks of an internal error, in the run directory.
 INTERNAL_ERROR_FILE = "internal-error.txt"
 

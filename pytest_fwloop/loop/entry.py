@@ -19,7 +19,7 @@ import pytest
 from pytest_fwloop.child.rewrite_cache import RewriteCache
 from pytest_fwloop.config.option_table import OPERATOR_DEST
 from pytest_fwloop.config.settings import LoopSettings, load_settings
-from pytest_fwloop.core.redaction import Redactor
+from pytest_fwloop.core.records.redaction import Redactor
 from pytest_fwloop.loop.child_runner import ChildRunner
 from pytest_fwloop.loop.rundir import RunRecorder, new_run_id
 from pytest_fwloop.loop.terminal import Terminal
@@ -27,7 +27,7 @@ from pytest_fwloop.procs import reaper
 from pytest_fwloop.workspace import RecoveryReport, Workspace, WorkspaceError
 
 if TYPE_CHECKING:
-    from pytest_fwloop.loop.continuation import Continued, Order
+    from pytest_fwloop.loop.operator.continuation import Continued, Order
 
 
 def run_loop(config: pytest.Config) -> int:
@@ -56,16 +56,16 @@ def _run_loop(config: pytest.Config) -> int:
     setup_errors: tuple[type[Exception], ...] = (WorkspaceError,)
     if order is not None:
         # An order of the fwloop command: a chat, or a run continued from its recorded state.
-        from pytest_fwloop.core.run_state import StateError
-        from pytest_fwloop.loop.continuation import Action, Continued
-        from pytest_fwloop.loop.operator_threads import ThreadError
+        from pytest_fwloop.core.records.run_state import StateError
+        from pytest_fwloop.loop.operator.continuation import Action, Continued
+        from pytest_fwloop.loop.operator.threads import ThreadError
 
         if order.action is Action.CHAT:
-            from pytest_fwloop.loop.chat import answer_chat
+            from pytest_fwloop.loop.operator.chat import answer_chat
 
             return answer_chat(config, settings, order, terminal, redact)
         if order.action is Action.APPLY:
-            from pytest_fwloop.loop.apply_best import apply_best
+            from pytest_fwloop.loop.operator.apply_best import apply_best
 
             return apply_best(settings, order, terminal, redact)
         setup_errors = (WorkspaceError, StateError, ThreadError)
@@ -113,8 +113,8 @@ def _read_order(config: pytest.Config) -> Order | None:
     path = config.getoption(OPERATOR_DEST)
     if not path:
         return None
-    from pytest_fwloop.core.run_state import StateError
-    from pytest_fwloop.loop.continuation import read_order
+    from pytest_fwloop.core.records.run_state import StateError
+    from pytest_fwloop.loop.operator.continuation import read_order
 
     try:
         return read_order(path)

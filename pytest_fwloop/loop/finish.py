@@ -9,13 +9,10 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from pytest_fwloop.core.budget import Usage
-from pytest_fwloop.core.convergence import ConvergenceType, ExecutionMode
-from pytest_fwloop.core.fsm import State
-from pytest_fwloop.core.history import broken_per_iteration, flaky_per_iteration, outcomes_by_test
-from pytest_fwloop.core.metrics import judge, series
-from pytest_fwloop.core.outcomes import Outcome, exit_status
-from pytest_fwloop.core.records import (
+from pytest_fwloop.core.machine.agent_budget import Usage
+from pytest_fwloop.core.machine.fsm import State
+from pytest_fwloop.core.machine.outcomes import Outcome, exit_status
+from pytest_fwloop.core.records.run_records import (
     BestTree,
     MetricSeries,
     RunContext,
@@ -23,7 +20,14 @@ from pytest_fwloop.core.records import (
     Timeline,
     UsageRecord,
 )
-from pytest_fwloop.core.results import TestRecord, nodeids
+from pytest_fwloop.core.suite.history import (
+    broken_per_iteration,
+    flaky_per_iteration,
+    outcomes_by_test,
+)
+from pytest_fwloop.core.suite.results import TestRecord, nodeids
+from pytest_fwloop.core.verdict.convergence import ConvergenceType, ExecutionMode
+from pytest_fwloop.core.verdict.metrics import judge, series
 from pytest_fwloop.loop.crash import INTERNAL_ERROR_FILE
 from pytest_fwloop.loop.rundir import utc_now
 from pytest_fwloop.loop.state import best_kept
@@ -33,7 +37,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from pytest_fwloop.config.settings import LoopSettings
-    from pytest_fwloop.core.redaction import Redactor
+    from pytest_fwloop.core.records.redaction import Redactor
     from pytest_fwloop.loop.agent_calls import CallLog
     from pytest_fwloop.loop.rundir import RunRecorder
     from pytest_fwloop.loop.state import Iteration, LoopState
@@ -134,7 +138,7 @@ def report_page(
         reason,
         loop.labgrid,
         loop.declined,
-        judge(loop.measured(), settings.metric_tolerance),
+        judge(loop.measured(), settings.options.metric_tolerance),
     )
 
 
@@ -231,7 +235,7 @@ def _summary(
         exit_status=int(exit_status(outcome, advisory=settings.advisory)),
         mode=settings.mode.value,
         criteria=settings.criteria.to_dict(),
-        max_iter=settings.max_iter,
+        max_iter=settings.options.max_iter,
         rootdir=str(settings.rootdir),
         baseline_snapshot=workspace.baseline,
         internal_error=INTERNAL_ERROR_FILE if outcome is Outcome.INTERNAL_ERROR else None,
@@ -249,9 +253,9 @@ def _summary(
             for t in (latest.tests if latest else [])
             if t.nodeid in settings.endings.known_failures
         },
-        metrics=series(loop.attempts(), settings.metric_tolerance),
+        metrics=series(loop.attempts(), settings.options.metric_tolerance),
         recommendation=_last_recommendation(loop, measured),
-        goal=settings.goal,
+        goal=settings.options.goal,
         evidence=settings.evidence.path if settings.evidence else None,
         notifications=loop.notifications,
     )
@@ -270,7 +274,7 @@ def _metric_rows(
 ) -> list[list[object]]:
     """The terminal's metrics table: each metric's values over the run, and how the tree left
     standing compares with the baseline."""
-    judged = {c.name: c for c in judge(loop.measured(), settings.metric_tolerance)}
+    judged = {c.name: c for c in judge(loop.measured(), settings.options.metric_tolerance)}
     rows: list[list[object]] = []
     for name, metric in metrics.items():
         change = judged.get(name)
@@ -331,7 +335,8 @@ def _warnings(summary: Summary, settings: LoopSettings) -> list[str]:
     if summary.flaky:
         flaky = sorted({nodeid for nodeids in summary.flaky.values() for nodeid in nodeids})
         lines.append(
-            f"flaky ({len(flaky)}, counted as fwloop_flaky_policy = {settings.flaky_policy}, "
+            f"flaky ({len(flaky)}, counted as fwloop_flaky_policy = "
+            f"{settings.options.flaky_policy}, "
             f"never sent to the coder): {', '.join(flaky[:5])}" + (" …" if len(flaky) > 5 else "")
         )
     if summary.exit_status == 0 and summary.outcome is not Outcome.SUCCESS:

@@ -16,16 +16,16 @@ from typing import Any
 import pytest
 
 from pytest_fwloop.config.settings import LoopSettings
-from pytest_fwloop.core.outcomes import describe_crash, exit_status
-from pytest_fwloop.core.redaction import Redactor
-from pytest_fwloop.core.run_state import Invocation
+from pytest_fwloop.core.machine.outcomes import describe_crash, exit_status
+from pytest_fwloop.core.records.redaction import Redactor
+from pytest_fwloop.core.records.run_state import Invocation
 from pytest_fwloop.loop import run_context
 from pytest_fwloop.loop.child_runner import ChildRunner
-from pytest_fwloop.loop.continuation import Continued, StateKeeper
 from pytest_fwloop.loop.controller import Controller
 from pytest_fwloop.loop.crash import settle_crash, stop_on_internal_error
 from pytest_fwloop.loop.finish import finalize
 from pytest_fwloop.loop.notify import announce_end
+from pytest_fwloop.loop.operator.continuation import Continued, StateKeeper
 from pytest_fwloop.loop.rundir import RunRecorder
 from pytest_fwloop.loop.state import LoopState
 from pytest_fwloop.loop.terminal import PREFIX, Terminal
@@ -67,7 +67,7 @@ def control(
             recorder,
             continued.state.invocation if continued is not None else _invocation(config),
             settings.rootdir,
-            settings.max_iter,
+            settings.options.max_iter,
             workspace.baseline,
             controller.calls.usage,
             continued.state.revision if continued is not None else 0,

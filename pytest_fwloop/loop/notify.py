@@ -15,21 +15,21 @@ from typing import TYPE_CHECKING, Any
 from pytest_fwloop.agents.command import CommandProvider, run_agent_process
 from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind
 from pytest_fwloop.config.notify import COMMAND, described
-from pytest_fwloop.core.records import (
+from pytest_fwloop.core.records.run_records import (
     NOTIFICATION_SCHEMA,
     BestTree,
     Event,
     Notification,
     NotificationRecord,
 )
-from pytest_fwloop.core.results import nodeids
+from pytest_fwloop.core.suite.results import nodeids
 from pytest_fwloop.loop.rundir import utc_now
 from pytest_fwloop.loop.terminal import PREFIX
 
 if TYPE_CHECKING:
     from pytest_fwloop.config.settings import LoopSettings
-    from pytest_fwloop.core.convergence import PlateauAction
-    from pytest_fwloop.core.redaction import Redactor
+    from pytest_fwloop.core.records.redaction import Redactor
+    from pytest_fwloop.core.verdict.convergence import PlateauAction
     from pytest_fwloop.loop.rundir import RunRecorder
     from pytest_fwloop.loop.services import Services
     from pytest_fwloop.loop.state import LoopState
@@ -146,7 +146,7 @@ def _document(
             "unresolved": unresolved[:MAX_UNRESOLVED],
             "unresolved_count": len(unresolved),
             "mode": settings.mode.value,
-            "goal": settings.goal,
+            "goal": settings.options.goal,
             "run_dir": str(recorder.path),
             "report": str(recorder.path / "report.html"),
             "summary": summary,
@@ -189,7 +189,7 @@ def _deliver(
 
 def _send(channel: str, body: str, settings: LoopSettings, redact: Redactor) -> str:
     """Deliver `body` on `channel`: "" when it was taken, else why not (one line)."""
-    timeout = settings.notify_timeout
+    timeout = settings.options.notify_timeout
     if channel.startswith(COMMAND):
         provider = CommandProvider(channel.removeprefix(COMMAND), settings.rootdir)
         try:

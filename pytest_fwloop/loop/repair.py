@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pytest_fwloop.core.agent_protocol import AgentRequest
-from pytest_fwloop.loop.agent_request import agent_request
-from pytest_fwloop.loop.localization import Localizer, with_code
+from pytest_fwloop.core.records.agent_protocol import AgentRequest
+from pytest_fwloop.loop.request.desk import Assembled, RequestDesk
+from pytest_fwloop.loop.request.localization import Localizer
 from pytest_fwloop.loop.spectrum_run import record_spectrum
 from pytest_fwloop.loop.state import Step, Verdict
 from pytest_fwloop.loop.steps.analysis import ask_coder
@@ -27,14 +27,14 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pytest_fwloop.agents.role import CallRecord, RoleAgent
-    from pytest_fwloop.core.redaction import Redactor
+    from pytest_fwloop.core.records.redaction import Redactor
     from pytest_fwloop.loop.child_runner import ChildRunner
     from pytest_fwloop.loop.services import Services
     from pytest_fwloop.loop.state import LoopState
 
 
 class RepairDesk:
-    """The patch gate, the proposals and the localizer of one run, and the requests they send."""
+    """The patch gate, the proposals, the localizer and the request desk of one run."""
 
     def __init__(
         self,
@@ -55,13 +55,16 @@ class RepairDesk:
         self.proposals = ProposalDesk(services, reviewer, tester)
         rounds = services.recorder.path / "rounds"
         self.localizer = Localizer(
-            services.workspace, settings.source_bytes, redact, services.policy, rounds
+            services.workspace, settings.options.source_bytes, redact, services.policy, rounds
         )
+        self.desk = RequestDesk(services, loop, self.localizer)
 
     def request(self, role: str, patch: str = "", **extra: object) -> AgentRequest:
         """A role's request as the loop stands, with the tree's code its model is sent."""
-        request = agent_request(self.loop, self.services.settings, role, patch, **extra)
-        return with_code(self.services, self.loop, self.localizer, request)
+        return self.desk.request(role, patch, **extra)
+
+    def assemble(self) -> Assembled:
+        return self.desk.assemble("coder")
 
     def analyse(self, coder: RoleAgent, child: ChildRunner) -> Step:
         """CODE_ANALYSIS: the run ends when only declined tests are left; else the spectrum
@@ -70,10 +73,10 @@ class RepairDesk:
         if ended is not None:
             return ended
         settings = self.services.settings
-        if settings.source_bytes > 0:
-            limit = min(settings.test_timeout, self.time_left() / 2)
+        if settings.options.source_bytes > 0:
+            limit = min(settings.options.test_timeout, self.time_left() / 2)
             record_spectrum(self.services, self.loop, child, limit)
-        return ask_coder(self.services, self.loop, coder, lambda: self.request("coder"))
+        return ask_coder(self.services, self.loop, coder, self.assemble)
 
     def judge(self) -> Step | Verdict:
         """PATCH_GENERATION: a decline or an unsure answer is decided here; else the proposal

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_fwloop.core.records import RunContext
+from pytest_fwloop.core.records.run_records import RunContext
 
 GIT_SECONDS = 10.0
 

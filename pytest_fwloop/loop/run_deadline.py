@@ -7,10 +7,10 @@ leave the tree half restored), so the run ends after the one in progress.
 
 from __future__ import annotations
 
-from pytest_fwloop.core.fsm import LoopEvent
-from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.run_limits import run_timeout_reason
-from pytest_fwloop.core.state_clock import StateClock
+from pytest_fwloop.core.machine.fsm import LoopEvent
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.machine.run_limits import run_timeout_reason
+from pytest_fwloop.core.machine.state_clock import StateClock
 from pytest_fwloop.loop.state import LoopState, Step
 
 

@@ -19,7 +19,7 @@ import secrets as random_tokens
 from pathlib import Path
 from typing import Any
 
-from pytest_fwloop.core.redaction import Redactor
+from pytest_fwloop.core.records.redaction import Redactor
 
 #: The encoding error handler of every record: UTF-8 fails only on surrogates, escaped thus.
 LONE_SURROGATES = "backslashreplace"

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import pytest
 
 from pytest_fwloop.config.settings import LoopSettings
-from pytest_fwloop.core.policy import PatchPolicy
-from pytest_fwloop.core.records import Event
-from pytest_fwloop.core.substates import SUBSTATES, SubState
+from pytest_fwloop.core.gate.policy import PatchPolicy
+from pytest_fwloop.core.machine.substates import SUBSTATES, SubState
+from pytest_fwloop.core.records.run_records import Event
 from pytest_fwloop.loop.rundir import RunRecorder, utc_now
 from pytest_fwloop.loop.terminal import Terminal
 from pytest_fwloop.workspace import Workspace

@@ -6,7 +6,7 @@ would slow every green run for a localization that never comes. A patch's own te
 focus run) records the tests it runs, which are the ones still failing, so after a patch that
 left failures there is usually nothing to add. This run covers the rest: the baseline's
 failures, and a gate's regressions, which no recording run has measured on the tree as it
-stands. Which tests it runs is `core/spectrum_sample.py`'s choice.
+stands. Which tests it runs is `core/request/spectrum_sample.py`'s choice.
 """
 
 from __future__ import annotations
@@ -14,14 +14,13 @@ from __future__ import annotations
 import time
 
 from pytest_fwloop.config.option_table import CHILD_REPORT_FLAG, CHILD_SPECTRUM_FLAG
-from pytest_fwloop.core.results import COMMAND_NODEID_PREFIX
-from pytest_fwloop.core.spectrum_sample import spectrum_selection
-from pytest_fwloop.core.substates import SubState
+from pytest_fwloop.core.machine.substates import SubState
+from pytest_fwloop.core.request.spectrum_sample import spectrum_selection
+from pytest_fwloop.core.suite.results import COMMAND_NODEID_PREFIX
 from pytest_fwloop.loop.child_runner import ChildRunner, read_results
+from pytest_fwloop.loop.request.spectrum_files import SPECTRUM_RUN, measured_on_tree
 from pytest_fwloop.loop.services import Services
-from pytest_fwloop.loop.spectra import SPECTRUM_RUN, measured_on_tree
 from pytest_fwloop.loop.state import LoopState
-from pytest_fwloop.loop.steps.decline import open_failures
 
 
 def record_spectrum(
@@ -31,8 +30,8 @@ def record_spectrum(
     this tree; traced as SPECTRUM_RUN. Whatever becomes of it, the coder is asked after."""
     settings, recorder = services.settings, services.recorder
     latest = loop.latest_results()
-    failing = [t.nodeid for t in open_failures(loop, str(settings.rootdir))]
-    if latest is None or not failing or settings.source_bytes <= 0:
+    failing = [t.nodeid for t in loop.open_failures(str(settings.rootdir))]
+    if latest is None or not failing or settings.options.source_bytes <= 0:
         return
     number = loop.current.number
     passing = [

@@ -10,14 +10,19 @@ from typing import TYPE_CHECKING
 
 from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind
 from pytest_fwloop.agents.rules import triage_line
-from pytest_fwloop.core.agent_protocol import AgentRequest, CoderAnswer, MustFix, TesterAnswer
-from pytest_fwloop.core.allowlist import CommandCheck
-from pytest_fwloop.core.convergence import ConvergenceType
-from pytest_fwloop.core.flaky import Reruns
-from pytest_fwloop.core.fsm import ErrorType, IterationKind, LoopEvent, State, StateBound
-from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.policy import PatchPolicy, test_modules
-from pytest_fwloop.core.records import (
+from pytest_fwloop.core.change.unified_diff import touched_paths
+from pytest_fwloop.core.gate.allowlist import CommandCheck
+from pytest_fwloop.core.gate.policy import PatchPolicy, test_modules
+from pytest_fwloop.core.machine.fsm import ErrorType, IterationKind, LoopEvent, State, StateBound
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.machine.recovery import ErrorState
+from pytest_fwloop.core.records.agent_protocol import (
+    AgentRequest,
+    CoderAnswer,
+    MustFix,
+    TesterAnswer,
+)
+from pytest_fwloop.core.records.run_records import (
     AnalysisRecord,
     DecisionRecord,
     DeclinedRecord,
@@ -26,9 +31,11 @@ from pytest_fwloop.core.records import (
     NotificationRecord,
     TimelineEntry,
 )
-from pytest_fwloop.core.recovery import ErrorState
-from pytest_fwloop.core.results import IterationResults, TestRecord
-from pytest_fwloop.core.unified_diff import touched_paths
+from pytest_fwloop.core.suite.flaky import Reruns
+from pytest_fwloop.core.suite.results import IterationResults, TestRecord
+from pytest_fwloop.core.suite.signature import signature
+from pytest_fwloop.core.verdict.convergence import ConvergenceType
+from pytest_fwloop.core.verdict.declines import still_declined
 from pytest_fwloop.loop.rundir import utc_now
 
 if TYPE_CHECKING:
@@ -263,6 +270,13 @@ class LoopState:
         """The results of the latest iteration whose tree the loop kept."""
         measured = self.measured()
         return measured[-1][1] if measured else None
+
+    def open_failures(self, root: str) -> list[TestRecord]:
+        """The latest failures the coder is to hear about: not flaky, not declined as they fail."""
+        latest = self.latest_results()
+        failing = [t for t in latest.not_passing() if not t.flaky] if latest else []
+        declined = still_declined({t.nodeid: signature(t, root) for t in failing}, self.declined)
+        return [t for t in failing if t.nodeid not in declined]
 
     def timed_out(self, bound: StateBound, limit: float, detail: str) -> Step:
         """The state went over its timeout: resumed where the table says, else the run ends."""

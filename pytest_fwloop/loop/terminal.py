@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
     from pytest_fwloop.config.settings import LoopSettings
-    from pytest_fwloop.core.fsm import State
+    from pytest_fwloop.core.machine.fsm import State
     from pytest_fwloop.loop.rundir import RunRecorder
 
 PREFIX = "fwloop:"
@@ -48,12 +48,12 @@ class Terminal:
             settings.build if isinstance(settings.build, str) else " ".join(settings.build or [])
         )
         members = ",".join(provider.spec for provider in settings.review_panel)
-        panel = f" review_panel={settings.review_rule}:{members}" if members else ""
+        panel = f" review_panel={settings.options.review_rule}:{members}" if members else ""
         self.line(
             f"{PREFIX} run {recorder.run_id}: coder={settings.coder} "
             f"reviewer={settings.reviewer}{panel} tester={settings.tester or '(none)'} "
             f"build={build or '(none)'} "
-            f"max_iter={settings.max_iter} mode={settings.mode.value}"
+            f"max_iter={settings.options.max_iter} mode={settings.mode.value}"
         )
         self.line(f"{PREFIX} records in {recorder.path}")
         if settings.evidence is not None:

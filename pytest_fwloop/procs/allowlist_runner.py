@@ -2,7 +2,7 @@
 
 Never through a shell: in the rootdir, within a timeout, with variables named like secrets removed
 from its environment, and with only the tail of its output kept. Each command is judged again by
-`core/allowlist.py` right before it starts; `AllowlistRunner.run` is the one edge that starts a
+`core/gate/allowlist.py` right before it starts; `AllowlistRunner.run` is the one edge that starts a
 process.
 """
 
@@ -15,14 +15,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_fwloop.core.allowlist import (
+from pytest_fwloop.core.gate.allowlist import (
     Argv,
     CommandCheck,
     blocked_reason,
     check_commands,
     path_argument_problem,
 )
-from pytest_fwloop.core.redaction import SECRET_NAME
+from pytest_fwloop.core.records.redaction import SECRET_NAME
 from pytest_fwloop.procs.supervision import addopts_without_loop, run_logged
 
 #: Output kept of one command, on disk and for the coder: the end is where the verdict is.

@@ -17,17 +17,17 @@ from typing import Any
 
 import jinja2
 
-from pytest_fwloop.core.history import outcomes_by_test
-from pytest_fwloop.core.metrics import iteration_metrics
-from pytest_fwloop.core.records import (
+from pytest_fwloop.core.records.round_records import call_files
+from pytest_fwloop.core.records.run_records import (
     AnalysisRecord,
     DeclinedRecord,
     LabgridRecord,
     MetricChange,
     TimelineEntry,
 )
-from pytest_fwloop.core.results import IterationResults
-from pytest_fwloop.core.round_records import call_files
+from pytest_fwloop.core.suite.history import outcomes_by_test
+from pytest_fwloop.core.suite.results import IterationResults
+from pytest_fwloop.core.verdict.metrics import iteration_metrics
 
 #: Tests shown in the matrix at most (the failing ones first); the rest are counted.
 MATRIX_ROWS = 400

@@ -17,7 +17,14 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pytest_fwloop.core.policy import (
+from pytest_fwloop.core.change.posix_paths import glob_match, normalize_path
+from pytest_fwloop.core.change.unified_diff import (
+    FileChange,
+    PatchParseError,
+    parse_patch,
+    touched_paths,
+)
+from pytest_fwloop.core.gate.policy import (
     DEFAULT_PROTECTED,
     GitReading,
     PatchPolicy,
@@ -25,14 +32,14 @@ from pytest_fwloop.core.policy import (
     check_git_reading,
     check_patch,
     path_violations,
+    tree_violations,
 )
-from pytest_fwloop.core.posix_paths import glob_match, normalize_path
-from pytest_fwloop.core.unified_diff import FileChange, PatchParseError, parse_patch, touched_paths
-from pytest_fwloop.workspace import tree_reads
+from pytest_fwloop.workspace import snapshot_blobs as tree_reads
 from pytest_fwloop.workspace.git_run import WorkspaceError
 from pytest_fwloop.workspace.journal import Journal, WorkspaceLocked
 from pytest_fwloop.workspace.lock import RunLock
 from pytest_fwloop.workspace.shadow import PatchApplyError, PathRefused, ShadowRepo
+from pytest_fwloop.workspace.tree_kinds import kinds_on_the_way
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -139,6 +146,15 @@ class Workspace:
         # Only a path the policy accepts is looked up in the tree and handed to git: one outside
         # the root would make git fail (or, through the file system, probe beyond the root).
         accepted = [p for p in reading.paths if not path_violations(p, policy)]
+        # What the tree holds on the way to every path, git's and the headers': a symlink
+        # there would carry the write out of the tree.
+        named = dict.fromkeys([*map(normalize_path, accepted), *touched_paths(patch)])
+        violations += [
+            v
+            for p in named
+            if not path_violations(p, policy)
+            for v in tree_violations(p, kinds_on_the_way(self.root, p))
+        ]
         try:
             violations += self._unrestorable(accepted)
         except PathRefused as err:
@@ -193,7 +209,13 @@ class Workspace:
         self.touched.update(intended)
         if before is None:
             before = self.snapshot("before applying a patch")
-        self.shadow.apply(patch)
+        try:
+            self.shadow.apply(patch)
+        except PatchApplyError as exc:
+            # git checks each file before writing it, not the whole patch before writing any:
+            # what it wrote before the file it failed on is put back now, not at the run's end.
+            self._put_back(before, intended)
+            raise PatchApplyError(f"{exc} (the tree was put back as before the patch)") from exc
         unnamed = sorted(set(self.shadow.changed_paths(before)) - set(intended))
         if unnamed:
             self.touched.update(unnamed)
@@ -206,6 +228,14 @@ class Workspace:
             )
         self.journal.done()
         return sorted(named)
+
+    def _put_back(self, before: str, intended: Sequence[str]) -> None:
+        """Undo a `git apply` that failed half way: every path it changed, named or not."""
+        changed = sorted(set(self.shadow.changed_paths(before)) | set(intended))
+        self.touched.update(changed)
+        self.journal.intend("restore", changed)
+        self.shadow.restore(before, changed)
+        self.journal.done()
 
     def expect_agent_edits(self, label: str) -> str:
         """Snapshot the tree and journal that an agent may now edit it; the snapshot's id.

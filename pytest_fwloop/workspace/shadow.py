@@ -26,9 +26,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pytest_fwloop.core.policy import GitReading
-from pytest_fwloop.core.posix_paths import normalize_path
-from pytest_fwloop.core.unified_diff import PatchParseError, touched_paths
+from pytest_fwloop.core.change.posix_paths import normalize_path
+from pytest_fwloop.core.change.unified_diff import PatchParseError, touched_paths
+from pytest_fwloop.core.gate.policy import GitReading
 from pytest_fwloop.workspace.bytecode import drop_cached_bytecode
 from pytest_fwloop.workspace.git_run import (
     WorkspaceError,

@@ -13,27 +13,30 @@ from pathlib import Path
 
 from pytest_fwloop.agents.errors import ProviderError
 from pytest_fwloop.agents.role import RoleAgent
-from pytest_fwloop.core.agent_protocol import AgentRequest, CoderAnswer
-from pytest_fwloop.core.fsm import LoopEvent
-from pytest_fwloop.core.round_records import call_files
-from pytest_fwloop.core.substates import SubState
-from pytest_fwloop.core.unified_diff import PatchParseError, parse_patch
+from pytest_fwloop.core.change.unified_diff import PatchParseError, parse_patch
+from pytest_fwloop.core.machine.fsm import LoopEvent
+from pytest_fwloop.core.machine.substates import SubState
+from pytest_fwloop.core.records.agent_protocol import AgentRequest, CoderAnswer
+from pytest_fwloop.core.records.round_records import call_files
+from pytest_fwloop.loop.request.desk import Assembled
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import LoopState, Step, coder_failed
 from pytest_fwloop.loop.steps.coder_patch import Refused, form_patch
-from pytest_fwloop.loop.steps.decline import open_failures
 
 
 def ask_coder(
     services: Services,
     loop: LoopState,
     coder: RoleAgent,
-    request_for: Callable[[], AgentRequest],
+    assemble: Callable[[], Assembled],
 ) -> Step:
     """The coder's answer kept for PATCH_GENERATION, or its provider's failure."""
     number = loop.current.number
-    request = request_for()
-    services.substate(number, SubState.LOG_TRIAGE, _triage(loop, services, request))
+    assembled = assemble()
+    request = assembled.request
+    services.substate(
+        number, SubState.LOG_TRIAGE, _triage(len(assembled.failing), services, request)
+    )
     workspace = services.workspace
     # Every patch before this call was kept or rolled back: the whole-tree snapshots taken for
     # it (and the build output only they hold) will not be read again.
@@ -91,12 +94,12 @@ def _record_built(
     return f"built the one diff ({services.recorder.relative(path)}): {'; '.join(notes)[:400]}"
 
 
-def _triage(loop: LoopState, services: Services, request: AgentRequest) -> str:
-    failing = open_failures(loop, str(services.settings.rootdir))
+def _triage(failing: int, services: Services, request: AgentRequest) -> str:
     signatures = len({f.signature for f in request.failures})
     return (
-        f"{len(failing)} failing test(s) packed as {len(request.failures)} record(s) of "
-        f"{signatures} signature(s) within fwloop_context_bytes={services.settings.context_bytes}"
+        f"{failing} failing test(s) packed as {len(request.failures)} record(s) of "
+        f"{signatures} signature(s) within fwloop_context_bytes="
+        f"{services.settings.options.context_bytes}"
         f"; {len(request.regressions)} regression(s), {len(request.must_fix)} must-fix "
         f"item(s), {len(request.similar_fixes)} similar fix(es) sent"
     )

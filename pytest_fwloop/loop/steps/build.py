@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pytest_fwloop.config.preflight import missing_build_program
-from pytest_fwloop.core.agent_protocol import MustFix
-from pytest_fwloop.core.fsm import ErrorType, IterationKind, LoopEvent
-from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.policy import PatchPolicy, protection
-from pytest_fwloop.core.recovery import ErrorState
+from pytest_fwloop.core.gate.policy import PatchPolicy, protection
+from pytest_fwloop.core.machine.fsm import ErrorType, IterationKind, LoopEvent
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.machine.recovery import ErrorState
+from pytest_fwloop.core.records.agent_protocol import MustFix
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import Iteration, Step, Verdict, failed
 from pytest_fwloop.loop.steps.precheck import PrecheckReport, run_precheck
@@ -110,7 +110,7 @@ class BuildStep:
             command if sandbox is None else bwrap_argv(sandbox, command, root),
             cwd=root,
             log_path=log,
-            timeout=self.services.settings.build_timeout,
+            timeout=self.services.settings.options.build_timeout,
             abort=self.services.abort,
             shell=sandbox is None and isinstance(command, str),
         )
@@ -128,7 +128,8 @@ class BuildStep:
         text = log.read_text(encoding="utf-8", errors="replace")
         diagnostics = build_diagnostics(text)
         if result.timed_out:
-            what = f"build exceeded fwloop_build_timeout={self.services.settings.build_timeout:g}s"
+            limit = self.services.settings.options.build_timeout
+            what = f"build exceeded fwloop_build_timeout={limit:g}s"
             error_type, event = ErrorType.TIMEOUT, LoopEvent.STATE_TIMEOUT
         else:
             what = f"build exited {result.returncode}"

@@ -13,8 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pytest_fwloop.core.agent_protocol import CoderAnswer, MustFix
-from pytest_fwloop.core.answer_diff import (
+from pytest_fwloop.core.change.answer_diff import (
     Built,
     Unmatched,
     build_from_diff,
@@ -22,17 +21,18 @@ from pytest_fwloop.core.answer_diff import (
     diff_paths,
     edit_paths,
 )
-from pytest_fwloop.core.fsm import ErrorType, LoopEvent
-from pytest_fwloop.core.loose_diff import read_loose_diff
-from pytest_fwloop.core.policy import path_violations
-from pytest_fwloop.core.read_tools import path_refusal
-from pytest_fwloop.core.recovery import ErrorState
-from pytest_fwloop.core.unified_diff import PatchParseError, touched_paths
+from pytest_fwloop.core.change.loose_diff import read_loose_diff
+from pytest_fwloop.core.change.unified_diff import PatchParseError, touched_paths
+from pytest_fwloop.core.gate.policy import path_violations
+from pytest_fwloop.core.machine.fsm import ErrorType, LoopEvent
+from pytest_fwloop.core.machine.recovery import ErrorState
+from pytest_fwloop.core.records.agent_protocol import CoderAnswer, MustFix
+from pytest_fwloop.core.request.read_tools import path_refusal
 from pytest_fwloop.workspace import PathRefused
-from pytest_fwloop.workspace.tree_reader import read_tree_text
+from pytest_fwloop.workspace.confined_read import read_tree_text
 
 if TYPE_CHECKING:
-    from pytest_fwloop.core.policy import PatchPolicy
+    from pytest_fwloop.core.gate.policy import PatchPolicy
     from pytest_fwloop.workspace import Workspace
 
 

@@ -1,4 +1,5 @@
-"""Seed 001's decision record in the loop (DESIGN.md §15; rules in `core/decision_record.py`).
+"""Seed 001's decision record in the loop (DESIGN.md §15; rules in
+`core/verdict/coder_confidence.py`).
 
 In PATCH_GENERATION, before the gate, each coder answer is judged: usable, below
 `fwloop_min_confidence` (asked once more, with the failing tests' fuller output and the
@@ -9,14 +10,13 @@ for (the run ends). In proposal mode a low-confidence patch goes to the operator
 from __future__ import annotations
 
 from pytest_fwloop.config.settings import LoopSettings
-from pytest_fwloop.core.agent_protocol import MustFix
-from pytest_fwloop.core.decimals import shown
-from pytest_fwloop.core.decision_record import judge, stopped_short
-from pytest_fwloop.core.fsm import LoopEvent
-from pytest_fwloop.core.records import DeclinedRecord
-from pytest_fwloop.core.signature import scrub, signature
+from pytest_fwloop.core.machine.decimals import written
+from pytest_fwloop.core.machine.fsm import LoopEvent
+from pytest_fwloop.core.records.agent_protocol import MustFix
+from pytest_fwloop.core.records.run_records import DeclinedRecord
+from pytest_fwloop.core.suite.signature import scrub, signature
+from pytest_fwloop.core.verdict.coder_confidence import judge, stopped_short
 from pytest_fwloop.loop.state import LoopState, Step
-from pytest_fwloop.loop.steps.decline import open_failures
 
 #: Bytes of each failing test's own text given as more evidence (3 tests at most).
 EVIDENCE_BYTES = 1500
@@ -37,15 +37,17 @@ def weigh_answer(loop: LoopState, settings: LoopSettings) -> Step | None:
             counts, f"the coder asked to abort: {record.reason}"
         )
         return Step(LoopEvent.CODER_ABORTED, loop.final_reason)
-    if record.status == "usable" or settings.propose != "off":
+    if record.status == "usable" or settings.options.propose != "off":
         return None  # a low-confidence proposal stops for the operator (ProposalDesk.due)
-    said = f"coder confidence {shown(record.confidence)} < fwloop_min_confidence={shown(minimum)}"
+    said = (
+        f"coder confidence {written(record.confidence)} < fwloop_min_confidence={written(minimum)}"
+    )
     root = str(settings.rootdir)
     if record.status == "low_confidence":
         loop.coder_answer = None
         loop.must_fix = [*loop.must_fix, MustFix(issue=_ask_again(loop, said, root))]
         return Step(LoopEvent.CODER_UNSURE, f"{said}: asked once more, with more evidence")
-    failing = open_failures(loop, root)
+    failing = loop.open_failures(root)
     loop.inconclusive.update(
         {
             t.nodeid: DeclinedRecord(
@@ -65,7 +67,7 @@ def _ask_again(loop: LoopState, said: str, root: str) -> str:
     evidence = [
         f"--- {t.nodeid}\n{scrub(t.longrepr, root)[:EVIDENCE_BYTES]}\n"
         f"{scrub(t.sections, root)[-EVIDENCE_BYTES:]}"
-        for t in open_failures(loop, root)[:3]
+        for t in loop.open_failures(root)[:3]
     ]
     tester = loop.tester_round.plan.notes if loop.tester_round is not None else ""
     if tester:

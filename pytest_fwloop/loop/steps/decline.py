@@ -1,4 +1,4 @@
-"""The coder's "not a code defect" in the loop (DESIGN.md §15; rules in `core/declines.py`).
+"""The coder's "not a code defect" in the loop (DESIGN.md §15; rules in `core/verdict/declines.py`).
 
 PATCH_GENERATION takes a decline (no patch, the tests named in `declined`) as a decision, not a
 model failure: the declined tests are
@@ -8,20 +8,11 @@ about the declined ones. CODE_ANALYSIS ends the run when only declined tests are
 
 from __future__ import annotations
 
-from pytest_fwloop.core.declines import decline_ending, declined_by, still_declined
-from pytest_fwloop.core.fsm import LoopEvent
-from pytest_fwloop.core.records import DecisionRecord
-from pytest_fwloop.core.results import TestRecord
-from pytest_fwloop.core.signature import signature
+from pytest_fwloop.core.machine.fsm import LoopEvent
+from pytest_fwloop.core.records.run_records import DecisionRecord
+from pytest_fwloop.core.suite.signature import signature
+from pytest_fwloop.core.verdict.declines import decline_ending, declined_by
 from pytest_fwloop.loop.state import LoopState, Step
-
-
-def open_failures(loop: LoopState, root: str) -> list[TestRecord]:
-    """The latest failures the coder is to hear about: not flaky, not declined as they fail."""
-    latest = loop.latest_results()
-    failing = [t for t in latest.not_passing() if not t.flaky] if latest else []
-    declined = still_declined({t.nodeid: signature(t, root) for t in failing}, loop.declined)
-    return [t for t in failing if t.nodeid not in declined]
 
 
 def take_decline(loop: LoopState, root: str) -> Step | None:
@@ -30,7 +21,7 @@ def take_decline(loop: LoopState, root: str) -> Step | None:
     answer = loop.coder_answer
     if answer is None or not answer.declined:
         return None
-    sent = {t.nodeid: signature(t, root) for t in open_failures(loop, root)}
+    sent = {t.nodeid: signature(t, root) for t in loop.open_failures(root)}
     declined = declined_by(answer, sent, loop.current.number)
     loop.declined.update(declined)
     if answer.patch.strip() or not declined:  # a patch goes to the gate; naming none: unusable
@@ -54,7 +45,7 @@ def take_decline(loop: LoopState, root: str) -> Step | None:
 def only_declined_left(loop: LoopState, root: str) -> Step | None:
     """Before asking the coder: nothing is left but what it declined, so the run ends."""
     latest = loop.latest_results()
-    if not loop.declined or latest is None or open_failures(loop, root):
+    if not loop.declined or latest is None or loop.open_failures(root):
         return None
     left = {
         n: loop.declined[n] for n in {t.nodeid for t in latest.not_passing()} & set(loop.declined)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pytest_fwloop.core.fsm import ErrorType, LoopEvent
-from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.recovery import ErrorState
+from pytest_fwloop.core.machine.fsm import ErrorType, LoopEvent
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.machine.recovery import ErrorState
 from pytest_fwloop.farm.client import FarmError, PlaceLost
 from pytest_fwloop.farm.hold import FarmHold
 from pytest_fwloop.loop.services import Services

@@ -10,18 +10,17 @@ from __future__ import annotations
 import shlex
 import sys
 
-from pytest_fwloop.core import recovery
-from pytest_fwloop.core.agent_protocol import MustFix
-from pytest_fwloop.core.analysis import Facts, analyse, headline
-from pytest_fwloop.core.baseline_gate import BaselineGate, baseline_gate, unconfirmed
-from pytest_fwloop.core.convergence import ConvergenceChecker, ConvergenceType, PlateauAction
-from pytest_fwloop.core.fsm import ErrorType, IterationKind, LoopEvent, State
-from pytest_fwloop.core.history import broken_per_iteration, regressions_between
-from pytest_fwloop.core.metrics import describe
-from pytest_fwloop.core.outcomes import ADVISORY_OUTCOMES, Outcome
-from pytest_fwloop.core.records import Event
-from pytest_fwloop.core.recovery import ErrorState
-from pytest_fwloop.core.results import (
+from pytest_fwloop.core.machine import recovery
+from pytest_fwloop.core.machine.fsm import ErrorType, IterationKind, LoopEvent, State
+from pytest_fwloop.core.machine.outcomes import ADVISORY_OUTCOMES, Outcome
+from pytest_fwloop.core.machine.recovery import ErrorState
+from pytest_fwloop.core.machine.run_limits import circuit_breaker
+from pytest_fwloop.core.machine.state_clock import StateClock
+from pytest_fwloop.core.records.agent_protocol import MustFix
+from pytest_fwloop.core.records.round_records import ConvergenceRecord
+from pytest_fwloop.core.records.run_records import Event
+from pytest_fwloop.core.suite.history import broken_per_iteration, regressions_between
+from pytest_fwloop.core.suite.results import (
     COMMAND_NODEID_PREFIX,
     IterationResults,
     TestRecord,
@@ -31,9 +30,14 @@ from pytest_fwloop.core.results import (
     nodeids,
     only_commands_failing,
 )
-from pytest_fwloop.core.round_records import ConvergenceRecord
-from pytest_fwloop.core.run_limits import circuit_breaker
-from pytest_fwloop.core.state_clock import StateClock
+from pytest_fwloop.core.verdict.baseline_gate import BaselineGate, baseline_gate, unconfirmed
+from pytest_fwloop.core.verdict.convergence import (
+    ConvergenceChecker,
+    ConvergenceType,
+    PlateauAction,
+)
+from pytest_fwloop.core.verdict.iteration_advice import Facts, analyse, headline
+from pytest_fwloop.core.verdict.metrics import describe
 from pytest_fwloop.loop.finish import report_page
 from pytest_fwloop.loop.notify import announce_plateau
 from pytest_fwloop.loop.rundir import utc_now
@@ -157,8 +161,10 @@ class IterationEnd:
         # A rolled-back attempt still counts as what it measured: the rules judge the attempts
         # (a coder whose patches keep making things worse plateaus), not the tree that stands.
         self.checker.add_iteration_result(iteration.pass_count, iteration.total_count)
-        _, verdict, reason = self.checker.check_convergence(iteration.number, settings.max_iter)
-        gate = baseline_gate(self.loop.measured(), settings.metric_tolerance)
+        _, verdict, reason = self.checker.check_convergence(
+            iteration.number, settings.options.max_iter
+        )
+        gate = baseline_gate(self.loop.measured(), settings.options.metric_tolerance)
         if verdict is ConvergenceType.SUCCESS or (verdict is None and self._at_target()):
             # Whatever the target, no test that passed at the baseline may fail (DESIGN.md §13)
             # and no metric may be worse than its tolerance allows (seed 001 §5.15): a green
@@ -179,7 +185,7 @@ class IterationEnd:
                 self.checker.total_counts,
                 settings.criteria,
                 iteration.number,
-                settings.max_iter,
+                settings.options.max_iter,
                 verdict,
                 settings.mode,
                 gate.regressions,
@@ -245,8 +251,8 @@ class IterationEnd:
             reason=reason,
             score=iteration.score,
             criteria=settings.criteria.to_dict(),
-            max_iter=settings.max_iter,
-            metric_tolerance=dict(settings.metric_tolerance),
+            max_iter=settings.options.max_iter,
+            metric_tolerance=dict(settings.options.metric_tolerance),
             metrics=gate.metrics,
             mode=settings.mode.value,
             analysis=iteration.analysis,
@@ -349,7 +355,7 @@ class IterationEnd:
         )
 
     def _next_iteration(self, reason: str) -> Step:
-        gate = baseline_gate(self.loop.measured(), self.services.settings.metric_tolerance)
+        gate = baseline_gate(self.loop.measured(), self.services.settings.options.metric_tolerance)
         green = self._at_target() and gate.holds
         # The coder hears of a metric gone worse as of a test to fix: the tests may all pass.
         self.loop.must_fix = [

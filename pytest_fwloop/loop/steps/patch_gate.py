@@ -14,14 +14,15 @@ from pathlib import Path
 
 from pytest_fwloop.agents.errors import AnswerInvalid, ProviderError
 from pytest_fwloop.agents.role import RoleAgent
-from pytest_fwloop.core.agent_protocol import AgentRequest, CoderAnswer, ReviewerAnswer
-from pytest_fwloop.core.fsm import ErrorType, LoopEvent
-from pytest_fwloop.core.gate_rules import Refusal, apply_failure, first_refusal, review_refusal
-from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.recovery import ErrorState
-from pytest_fwloop.core.repeats import find_repeat
-from pytest_fwloop.core.risky import find_risky, raised_risk
-from pytest_fwloop.core.unified_diff import parse_patch
+from pytest_fwloop.core.change.unified_diff import parse_patch
+from pytest_fwloop.core.gate.gate_rules import Refusal, apply_failure, first_refusal, review_refusal
+from pytest_fwloop.core.gate.repeats import find_repeat
+from pytest_fwloop.core.gate.risky import find_risky, raised_risk
+from pytest_fwloop.core.machine.decimals import written
+from pytest_fwloop.core.machine.fsm import ErrorType, LoopEvent
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.machine.recovery import ErrorState
+from pytest_fwloop.core.records.agent_protocol import AgentRequest, CoderAnswer, ReviewerAnswer
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import Iteration, Step, Verdict, failed, provider_error
 from pytest_fwloop.loop.steps.coder_patch import unplaced
@@ -87,8 +88,8 @@ class PatchGate:
             refusal = review_refusal(
                 review,
                 current.review_rounds,
-                self.services.settings.review_rounds,
-                self.services.settings.max_risk,
+                self.services.settings.options.review_rounds,
+                self.services.settings.options.max_risk,
                 current.number,
                 risky,
                 "review panel" if said else "reviewer",
@@ -155,7 +156,7 @@ class PatchGate:
         )
         files = sorted({c.new_path or c.old_path or "" for c in parse_patch(answer.patch)})
         current.patch_summary = f"{answer.summary[:200]} [{', '.join(files)}]"
-        bound = f"{risk} <= {self.services.settings.max_risk:.2f}"
+        bound = f"{risk} <= {written(self.services.settings.options.max_risk)}"
         if said:
             return Verdict(
                 Step(

@@ -1,7 +1,7 @@
 """The pre-check in BUILD_SETUP (seed 001 §5.6): the files an applied patch wrote, checked in
 seconds before the build spends minutes on them.
 
-Written Python files are compiled (`core/precheck.py`: never imported, never run); a file that
+Written Python files are compiled (`core/gate/precheck.py`: never imported, never run); a file that
 did not compile before the patch either is left to the build, which knows what it is.
 `fwloop_precheck` runs through the allowlist runner (argv, no shell, its timeout, the output's
 tail, secret-named variables removed), with the written files that match `fwloop_precheck_files`
@@ -17,8 +17,13 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_fwloop.core.fsm import ErrorType, IterationKind
-from pytest_fwloop.core.precheck import command_files, python_files, python_problem, written_paths
+from pytest_fwloop.core.gate.precheck import (
+    command_files,
+    python_files,
+    python_problem,
+    written_paths,
+)
+from pytest_fwloop.core.machine.fsm import ErrorType, IterationKind
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import Iteration
 from pytest_fwloop.procs.allowlist_runner import AllowlistRunner, CommandBlocked, CommandResult

@@ -8,7 +8,7 @@ directory. In interactive mode on a terminal the operator answers at once instea
 patch on through the strict gate, `n` cancels, any other text goes back to the coder.
 
 Whatever `fwloop_propose` says, a patch that changes boot-critical code no failing test names
-(`core/risky.py`, seed 001 §5.7) stops here the same way, once the policy passes it: only an
+(`core/gate/risky.py`, seed 001 §5.7) stops here the same way, once the policy passes it: only an
 operator lets it through.
 
 A follow-up on a proposal opens a discussion: when the coder answers it with an analysis and no
@@ -23,15 +23,19 @@ from collections.abc import Callable
 
 from pytest_fwloop.agents.errors import ProviderError
 from pytest_fwloop.agents.role import RoleAgent
-from pytest_fwloop.core.agent_protocol import AgentRequest, CoderAnswer, MustFix, RiskyChange
-from pytest_fwloop.core.convergence import ExecutionMode
-from pytest_fwloop.core.fsm import LoopEvent
-from pytest_fwloop.core.gate_rules import first_refusal
-from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.risky import assess, describe, unnamed_boot
+from pytest_fwloop.core.gate.gate_rules import first_refusal
+from pytest_fwloop.core.gate.risky import assess, describe, unnamed_boot
+from pytest_fwloop.core.machine.fsm import LoopEvent
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.records.agent_protocol import (
+    AgentRequest,
+    CoderAnswer,
+    MustFix,
+    RiskyChange,
+)
+from pytest_fwloop.core.verdict.convergence import ExecutionMode
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import LoopState, Step
-from pytest_fwloop.loop.steps.decline import open_failures
 
 
 class ProposalDesk:
@@ -46,11 +50,15 @@ class ProposalDesk:
     def due(self, applied: int, unsure: bool = False) -> bool:
         """Whether the next patch stops here: `every` patch, the `first` one of the run, or
         (in proposal mode) one whose analysis is below fwloop_min_confidence."""
-        if self.services.settings.propose == "every" or (
-            unsure and self.services.settings.propose != "off"
+        if self.services.settings.options.propose == "every" or (
+            unsure and self.services.settings.options.propose != "off"
         ):
             return True
-        return self.services.settings.propose == "first" and applied == 0 and self.confirmed == 0
+        return (
+            self.services.settings.options.propose == "first"
+            and applied == 0
+            and self.confirmed == 0
+        )
 
     def stop(
         self, applied: int, loop: LoopState, request: Callable[[str, str], AgentRequest]
@@ -73,7 +81,7 @@ class ProposalDesk:
             assess(
                 answer.patch,
                 self.services.settings.risky_patterns,
-                open_failures(loop, str(self.services.settings.rootdir)),
+                loop.open_failures(str(self.services.settings.rootdir)),
             )
         )
         if not due and not boot:
@@ -89,23 +97,11 @@ class ProposalDesk:
         notes = self.services.recorder.write_text("proposal.md", text)
         evidence = (self.services.recorder.relative(patch), self.services.recorder.relative(notes))
         if self.services.settings.mode is ExecutionMode.INTERACTIVE and sys.stdin.isatty():
-            self.services.terminal.proposal(text)
-            reply = self.services.terminal.answer(
-                "Apply this patch? [y = apply / n = stop / text = ask the coder for another] "
-            )
-            if reply.lower() in ("y", "yes"):
-                self.confirmed += 1
-                loop.current.notes.append("the operator approved the proposal")
-                return None
-            if reply.lower() in ("", "n", "no"):
-                loop.outcome = Outcome.CANCELED
-                loop.final_reason = "the operator declined the proposal"
-                return Step(LoopEvent.ABORT, loop.final_reason, evidence)
-            return _followed_up(loop, reply, evidence)
+            return self._ask_at_the_terminal(loop, text, evidence)
         loop.outcome = Outcome.AWAITING_OPERATOR_CONFIRM
         run_id = self.services.recorder.run_id
         why = (
-            f"proposal mode ({self.services.settings.propose})"
+            f"proposal mode ({self.services.settings.options.propose})"
             if due
             else f"boot-critical code that no failing test names ({describe(boot)})"
         )
@@ -114,6 +110,24 @@ class ProposalDesk:
             f"proposal.md, then `fwloop confirm {run_id}` or `fwloop followup {run_id} TEXT`"
         )
         return Step(LoopEvent.AWAIT_OPERATOR, loop.final_reason, evidence)
+
+    def _ask_at_the_terminal(
+        self, loop: LoopState, text: str, evidence: tuple[str, ...]
+    ) -> Step | None:
+        """Interactive mode: the operator answers the proposal where they sit."""
+        self.services.terminal.proposal(text)
+        reply = self.services.terminal.answer(
+            "Apply this patch? [y = apply / n = stop / text = ask the coder for another] "
+        )
+        if reply.lower() in ("y", "yes"):
+            self.confirmed += 1
+            loop.current.notes.append("the operator approved the proposal")
+            return None
+        if reply.lower() in ("", "n", "no"):
+            loop.outcome = Outcome.CANCELED
+            loop.final_reason = "the operator declined the proposal"
+            return Step(LoopEvent.ABORT, loop.final_reason, evidence)
+        return _followed_up(loop, reply, evidence)
 
     def _discussion_ends(
         self, loop: LoopState, request: Callable[[str, str], AgentRequest]
@@ -191,6 +205,24 @@ def _followed_up(loop: LoopState, reply: str, evidence: tuple[str, ...]) -> Step
     return Step(LoopEvent.OPERATOR_FOLLOWUP, f"operator: {reply[:120]}", evidence)
 
 
+def _boot_section(boot: list[RiskyChange]) -> list[str]:
+    """proposal.md's list of boot-critical changes no failing test names, if any."""
+    if not boot:
+        return []
+    return [
+        "## Boot-critical code no failing test names",
+        "",
+        "The patch changes code the board needs to start (fwloop_risky_patterns), and no "
+        "test that fails names it: it is applied only if you confirm it.",
+        "",
+        *[
+            f"- `{c.file}`" + (f" {c.hunk} `{c.line}`" if c.hunk else "") + f": {c.pattern}"
+            for c in boot
+        ],
+        "",
+    ]
+
+
 def _proposal_text(
     run_id: str,
     number: int,
@@ -210,19 +242,7 @@ def _proposal_text(
         f"**Patch policy:** {policy}",
         "",
     ]
-    if boot:
-        lines += [
-            "## Boot-critical code no failing test names",
-            "",
-            "The patch changes code the board needs to start (fwloop_risky_patterns), and no "
-            "test that fails names it: it is applied only if you confirm it.",
-            "",
-            *[
-                f"- `{c.file}`" + (f" {c.hunk} `{c.line}`" if c.hunk else "") + f": {c.pattern}"
-                for c in boot
-            ],
-            "",
-        ]
+    lines += _boot_section(boot)
     for role, comment in comments.items():
         lines += [f"## The {role}'s comment", "", comment, ""]
     if not answer.patch.strip():

@@ -10,18 +10,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_fwloop.child.files import progress_path
-from pytest_fwloop.core.env_classify import labgrid_refusal
-from pytest_fwloop.core.flaky import Reruns, with_flaky
-from pytest_fwloop.core.fsm import ErrorType, LoopEvent
-from pytest_fwloop.core.known_failures import with_known
-from pytest_fwloop.core.recovery import ErrorState
-from pytest_fwloop.core.results import (
+from pytest_fwloop.core.machine.fsm import ErrorType, LoopEvent
+from pytest_fwloop.core.machine.recovery import ErrorState
+from pytest_fwloop.core.machine.substates import SubState
+from pytest_fwloop.core.suite.env_classify import labgrid_refusal
+from pytest_fwloop.core.suite.flaky import Reruns, with_flaky
+from pytest_fwloop.core.suite.known_failures import with_known
+from pytest_fwloop.core.suite.results import (
     IterationResults,
     executed_in,
     read_progress,
     results_from_progress,
 )
-from pytest_fwloop.core.substates import SubState
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import LoopState, Step
 
@@ -85,11 +85,11 @@ class ResultCollection:
             self.loop.partial_results = None
         settings = self.services.settings
         results = with_known(
-            with_flaky(results, self.loop.reruns, settings.flaky_policy),
+            with_flaky(results, self.loop.reruns, settings.options.flaky_policy),
             settings.endings.known_failures,
         )
         if self.loop.reruns.flaky:
-            merged.append(f"{len(self.loop.reruns.flaky)} flaky ({settings.flaky_policy})")
+            merged.append(f"{len(self.loop.reruns.flaky)} flaky ({settings.options.flaky_policy})")
         if self.loop.reruns.failed:
             merged.append(f"{len(self.loop.reruns.failed)} failing on every rerun (latest kept)")
         known = sum(t.known_failure for t in results.tests)

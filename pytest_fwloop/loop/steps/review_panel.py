@@ -1,11 +1,11 @@
 """The review panel at the strict gate (`fwloop_review_panel`, seed 002; docs/providers.md).
 
-Each member is asked about the same patch at once, from its own thread, through the same
-strict-JSON gate as a lone reviewer (re-asked once on an invalid answer, transient errors
-retried); every call is recorded as `rounds/NN/reviewer-K.*`. The decision is taken by
-`core/panel.py` only on every member's valid answer: a member that gives none fails the gate as
-a lone reviewer's failure would. What the panel decided, on which recorded calls, is written to
-`panel-K.json` and named in the trace (a `REVIEW_PANEL` sub-state), so replay can check it.
+Each member is asked about the same patch at once, from its own thread, through the same strict-JSON
+gate as a lone reviewer (re-asked once on an invalid answer, transient errors retried); every call
+is recorded as `rounds/NN/reviewer-K.*`. The decision is taken by `core/gate/review_panel.py` only
+on every member's valid answer: a member that gives none fails the gate as a lone reviewer's failure
+would. What the panel decided, on which recorded calls, is written to `panel-K.json` and named in
+the trace (a `REVIEW_PANEL` sub-state), so replay can check it.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pytest_fwloop.agents.errors import ProviderError
 from pytest_fwloop.agents.role import CallRecord
-from pytest_fwloop.core.agent_protocol import AgentRequest, ReviewerAnswer
-from pytest_fwloop.core.panel import PanelVerdict, panel_verdict
-from pytest_fwloop.core.round_records import PanelRecord, PanelVote
-from pytest_fwloop.core.substates import SubState
+from pytest_fwloop.core.gate.review_panel import PanelVerdict, panel_verdict
+from pytest_fwloop.core.machine.substates import SubState
+from pytest_fwloop.core.records.agent_protocol import AgentRequest, ReviewerAnswer
+from pytest_fwloop.core.records.round_records import PanelRecord, PanelVote
 from pytest_fwloop.loop.agent_calls import role_agent
 from pytest_fwloop.loop.services import Services
 
@@ -73,7 +73,7 @@ class ReviewPanel:
             answer = future.result()
             assert isinstance(answer, ReviewerAnswer)
             votes.append((member.providers[0].spec, answer))
-        verdict = panel_verdict(self.services.settings.review_rule, votes)
+        verdict = panel_verdict(self.services.settings.options.review_rule, votes)
         self._keep(verdict, votes, iteration)
         return verdict
 
@@ -90,7 +90,7 @@ class ReviewPanel:
             decision=verdict.review.decision,
             split=verdict.split,
             risk=verdict.review.risk,
-            max_risk=self.services.settings.max_risk,
+            max_risk=self.services.settings.options.max_risk,
             votes=[
                 PanelVote(
                     provider=who,

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_fwloop.child.files import Attempt, next_attempt
-from pytest_fwloop.core.flaky import Reruns, with_flaky
-from pytest_fwloop.core.focus import WHOLE_SUITE, FocusPlan, gate_due, plan_iteration
-from pytest_fwloop.core.fsm import IterationKind
-from pytest_fwloop.core.known_failures import with_known
-from pytest_fwloop.core.results import IterationResults
-from pytest_fwloop.core.substates import SubState
+from pytest_fwloop.core.machine.fsm import IterationKind
+from pytest_fwloop.core.machine.substates import SubState
+from pytest_fwloop.core.suite.flaky import Reruns, with_flaky
+from pytest_fwloop.core.suite.focus import WHOLE_SUITE, FocusPlan, gate_due, plan_iteration
+from pytest_fwloop.core.suite.known_failures import with_known
+from pytest_fwloop.core.suite.results import IterationResults
 from pytest_fwloop.loop.child_runner import ChildRunner
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import LoopState
@@ -58,7 +58,7 @@ class SuiteRun:
         kind, standing = loop.current.kind, loop.latest_results()
         plan = (
             plan_iteration(kind, standing, loop.attempts(), picked)
-            if self.services.settings.focus
+            if self.services.settings.options.focus
             else WHOLE_SUITE
         )
         patch = kind is IterationKind.PATCH
@@ -80,7 +80,7 @@ class SuiteRun:
         whole suite, whose results are then the iteration's. With `spectrum`, the plan's own run
         (a patch's: the tests still failing are expected among its tests) records which lines
         each test ran, when localization reads them; a gate never does (docs/providers.md)."""
-        record = spectrum and self.services.settings.source_bytes > 0
+        record = spectrum and self.services.settings.options.source_bytes > 0
         if plan.select is None:
             return self._attempt(folder, None, previous, run, spectrum=record)
         if not plan.select:
@@ -100,7 +100,8 @@ class SuiteRun:
             return focused  # RESULT_COLLECTION reports what the child left
         settings = self.services.settings
         ran = with_known(
-            with_flaky(raw, focused.reruns, settings.flaky_policy), settings.endings.known_failures
+            with_flaky(raw, focused.reruns, settings.options.flaky_policy),
+            settings.endings.known_failures,
         )
         note += f": {ran.pass_count}/{ran.total_count} passed"
         assert plan.carried is not None

@@ -15,19 +15,19 @@ from pathlib import Path
 
 from pytest_fwloop.agents.errors import AnswerInvalid, ProviderError
 from pytest_fwloop.agents.role import RoleAgent
-from pytest_fwloop.core.agent_protocol import AgentRequest, MustFix, TesterAnswer
-from pytest_fwloop.core.allowlist import Argv, CommandCheck
-from pytest_fwloop.core.convergence import ExecutionMode
-from pytest_fwloop.core.fsm import ErrorType, LoopEvent
-from pytest_fwloop.core.outcomes import Outcome
-from pytest_fwloop.core.recovery import ErrorState
-from pytest_fwloop.core.results import (
+from pytest_fwloop.core.gate.allowlist import Argv, CommandCheck
+from pytest_fwloop.core.machine.fsm import ErrorType, LoopEvent
+from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.core.machine.recovery import ErrorState
+from pytest_fwloop.core.records.agent_protocol import AgentRequest, MustFix, TesterAnswer
+from pytest_fwloop.core.records.round_records import CommandEntry, CommandsRecord
+from pytest_fwloop.core.suite.results import (
     COMMAND_NODEID_PREFIX,
     IterationResults,
     TestRecord,
     nodeids,
 )
-from pytest_fwloop.core.round_records import CommandEntry, CommandsRecord
+from pytest_fwloop.core.verdict.convergence import ExecutionMode
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import LoopState, Step, TesterRound, provider_error
 from pytest_fwloop.procs.allowlist_runner import AllowlistRunner, CommandResult
@@ -114,7 +114,7 @@ def plan_tests(
             retry_blocked=settings.mode is ExecutionMode.AUTO,
         )
     except AnswerInvalid as exc:
-        return _plan_invalid(loop, exc.errors, settings.tester_schema_rounds)
+        return _plan_invalid(loop, exc.errors, settings.options.tester_schema_rounds)
     except ProviderError as exc:
         return loop.fail(provider_error("tester", exc), LoopEvent.TESTER_FAILED)
     loop.tester_invalid_rounds = 0
@@ -178,7 +178,7 @@ def run_tester_commands(
     changes a protected path (an allowed `make test` runs a Makefile the coder may have
     patched) fails, and the path is put back. None starts once TEST_RUN's time is spent."""
     workspace, recorder = services.workspace, services.recorder
-    abort, timeout = services.abort, services.settings.command_timeout
+    abort, timeout = services.abort, services.settings.options.command_timeout
     reasons = {tuple(c.argv): c.reason for c in tester.plan.commands}
     entries = [
         CommandEntry(

@@ -1,0 +1,121 @@
+"""How the spectrum weighs in the ranking (DESIGN.md §16; pure): `core/request/ochiai.py` says how
+suspicious each line is, this module what that makes of each symbol.
+
+Symbols are `(path, index)` keys into the files' symbols (`core/request/code_symbols.py`), as the
+ranking (`core/request/ranking.py`) holds them.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+
+from pytest_fwloop.core.request.code_symbols import FileSymbols
+from pytest_fwloop.core.request.ochiai import Suspicion, Suspicions
+
+Key = tuple[str, int]
+#: A symbol's most suspicious line and its suspicion.
+Suspect = tuple[int, Suspicion]
+
+#: What a symbol holding a line of suspicion 1.0 gets, and the least suspicion that counts: a
+#: line most passing tests also run says nothing.
+SPECTRUM_POINTS = 80.0
+MIN_SUSPICION = 0.2
+#: What is left of a Python symbol's points when the run recorded a spectrum and no failing
+#: test ran it.
+UNRUN = 0.1
+
+
+def most_suspicious(files: Mapping[str, FileSymbols], suspicions: Suspicions) -> dict[Key, Suspect]:
+    """Each symbol's most suspicious line (fewer passing tests break a tie)."""
+    by_path: dict[str, list[Suspect]] = defaultdict(list)
+    for (path, line), suspicion in suspicions.lines.items():
+        if path in files:
+            by_path[path].append((line, suspicion))
+    best: dict[Key, Suspect] = {}
+    for path, lines in by_path.items():
+        holder = files[path].innermost(line for line, _ in lines)
+        for line, suspicion in sorted(lines, key=lambda site: site[0]):
+            if line not in holder:
+                continue
+            key = (path, holder[line])
+            held = best.get(key)
+            if held is None or (suspicion.score, -suspicion.passed) > (
+                held[1].score,
+                -held[1].passed,
+            ):
+                best[key] = (line, suspicion)
+    return best
+
+
+def messengers(
+    files: Mapping[str, FileSymbols],
+    definitions: Mapping[str, set[Key]],
+    keys: Iterable[Key],
+    raised: set[str],
+) -> list[Key]:
+    """The classes of the exceptions the failures raised, and their methods: only failing
+    tests run them (the error is built and printed), so their lines look most suspicious of
+    all, yet they carry the news of a defect rather than hold it."""
+    spans = [
+        (path, symbol.start_line, symbol.end_line)
+        for name in raised
+        for path, index in definitions.get(name, ())
+        if (symbol := files[path].symbols[index]).kind == "class"
+    ]
+    found: list[Key] = []
+    for key in keys:
+        symbol = files[key[0]].symbols[key[1]]
+        if any(
+            path == key[0] and start <= symbol.start_line and symbol.end_line <= end
+            for path, start, end in spans
+        ):
+            found.append(key)
+    return found
+
+
+def spectrum_points(best: Mapping[Key, Suspect]) -> Iterator[tuple[Key, float, str, int]]:
+    """(symbol, points, reason, line): each symbol's most suspicious line's score, squared (a
+    line only failing tests ran stands well above one half the passing tests ran too)."""
+    for key, (line, suspicion) in best.items():
+        if suspicion.score >= MIN_SUSPICION:
+            yield key, SPECTRUM_POINTS * suspicion.score**2, suspicion.reason(line), line
+
+
+def unrun_damping(
+    files: Mapping[str, FileSymbols], keys: Iterable[Key], best: Mapping[Key, Suspect]
+) -> dict[Key, float]:
+    """The factor each Python symbol's points are multiplied by, which the spectrum measures:
+    the failures' text counts as far as the failing tests ran the code. Code none of them ran
+    keeps `UNRUN` of its points (module-level code runs at import, outside any test, and counts
+    as unrun; a defect may also sit in code that should have run and did not, or ran in a
+    subprocess); code the passing tests run too is less likely than code only the failures ran.
+    Symbols of other languages are not in the result: the spectrum does not measure them."""
+    factors: dict[Key, float] = {}
+    for key in keys:
+        if files[key[0]].language == "python":
+            found = best.get(key)
+            factors[key] = UNRUN + (1.0 - UNRUN) * (found[1].score if found is not None else 0.0)
+    return factors
+
+
+def taking_turns(ranked: Sequence[Key], best: Mapping[Key, Suspect]) -> list[Key]:
+    """`ranked` with the spectrum's own order taking every other place: where many failures
+    share much code, the suspicion of the line at fault is only a little above the rest, and
+    all the evidence summed can bury it; by the spectrum alone it stays near the top (as in
+    Agentless, the candidates of each way of localizing go forward)."""
+    present = set(ranked)
+    by_spectrum = sorted(
+        (key for key, (_, s) in best.items() if s.score >= MIN_SUSPICION and key in present),
+        key=lambda key: (-best[key][1].score, best[key][1].passed, key),
+    )
+    if not by_spectrum:
+        return list(ranked)
+    turns: dict[Key, None] = {}
+    second = iter(by_spectrum)
+    for key in ranked:
+        turns.setdefault(key)
+        other = next(second, None)
+        if other is not None:
+            turns.setdefault(other)
+    return list(turns)

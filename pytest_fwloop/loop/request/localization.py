@@ -1,0 +1,471 @@
+"""LOCALIZATION before each coder request (DESIGN.md §16): the tree indexed, its code ranked by
+the failures' evidence, and the best of it put in the request for a model that cannot read it.
+
+The edge of `core/request/ranking.py` and `core/request/source_pack.py`: it takes the tree from a
+snapshot, the symbols from the code index, the failures from the loop, and reads only the files it
+sends.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sqlite3
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_fwloop.codemap.index import INDEX_NAME, CodeIndex
+from pytest_fwloop.codemap.parse import parse_source
+from pytest_fwloop.core.change.lines import text_lines
+from pytest_fwloop.core.change.unified_diff import PatchParseError, parse_patch, touched_paths
+from pytest_fwloop.core.gate.policy import PatchPolicy, path_violations
+from pytest_fwloop.core.machine.substates import SubState
+from pytest_fwloop.core.records.agent_protocol import (
+    AgentRequest,
+    MapEntry,
+    PatchFunction,
+    SourceChunk,
+)
+from pytest_fwloop.core.records.round_records import RankingRecord, call_files
+from pytest_fwloop.core.request.code_symbols import FileSymbols, Symbol
+from pytest_fwloop.core.request.failure_evidence import (
+    FailureClues,
+    FailureText,
+    frame_paths,
+    gather_evidence,
+)
+from pytest_fwloop.core.request.hidden_paths import is_secret
+from pytest_fwloop.core.request.ochiai import Suspicions, suspicious_lines
+from pytest_fwloop.core.request.ranking import Ranked, TreeMap, ranking
+from pytest_fwloop.core.request.ranking_audit import audit
+from pytest_fwloop.core.request.source_pack import failing_test_code, pack_sources, repo_map
+from pytest_fwloop.core.suite.results import TestRecord
+from pytest_fwloop.core.suite.signature import signature
+from pytest_fwloop.loop.request.spectrum_files import SpectrumReader
+from pytest_fwloop.loop.services import Services
+from pytest_fwloop.loop.state import LoopState
+from pytest_fwloop.workspace import Workspace
+from pytest_fwloop.workspace.git_run import WorkspaceError, git_env, run_git, user_git_dir
+
+#: Files whose text is read to pick chunks from: the best-ranked ones only.
+_FILES_READ = 48
+#: Files the frames point into whose lines are read for the names they call.
+_FRAME_FILES = 20
+#: Commits of the user's history whose files count as recently changed.
+_RECENT_COMMITS = 20
+
+
+@dataclass
+class Localization:
+    """What one localization did, for the trace."""
+
+    files: int
+    parsed: int
+    ranked: int
+    seconds: float
+    sources_bytes: int
+    #: Every candidate ranked and what became of it, for `coder-K.ranking.json`.
+    ranking: RankingRecord
+
+
+@dataclass
+class Localizer:
+    """One per run: the index and the tree map live as long as the controller."""
+
+    workspace: Workspace
+    budget: int
+    redact: Callable[[str], str]
+    #: The policy as it stands: after the baseline it protects every module tests came from.
+    policy: Callable[[], PatchPolicy]
+    #: The run's round folders, where its child runs record their spectra.
+    rounds: Path | None = None
+    index: CodeIndex = field(init=False)
+    spectra: SpectrumReader | None = field(init=False, default=None)
+    tree: TreeMap = field(default_factory=TreeMap)
+    _recent: dict[str, tuple[float, str]] | None = None
+    #: Whether a path may be patched and shown, under `_judged_by`: paths recur each request.
+    _verdicts: dict[str, bool] = field(default_factory=dict)
+    _judged_by: PatchPolicy | None = None
+    #: The symbols sent to the coder in an iteration (its number, their keys): asked again in
+    #: it, the coder is shown the ranking's next page.
+    _shown: tuple[int, set[tuple[str, int]]] = (0, set())
+
+    def __post_init__(self) -> None:
+        self.index = CodeIndex(self.workspace.shadow.state_dir / "index" / INDEX_NAME)
+        if self.rounds is not None:
+            self.spectra = SpectrumReader(self.rounds, self.workspace.root)
+
+    def coder_request(
+        self,
+        request: AgentRequest,
+        failing: Sequence[TestRecord],
+        earlier_patches: Sequence[str],
+        again: bool = False,
+        passed_in_suite: int | None = None,
+    ) -> tuple[AgentRequest, Localization]:
+        """`request` with `sources`, `test_sources` and `repo_map` filled in. `again`: the
+        coder was unsure of what it was sent in this iteration; it gets the code ranked next.
+        `passed_in_suite`: the tests that passed in the latest whole-suite results, of which the
+        spectrum may hold a sample (`core/request/spectrum_sample.py`)."""
+        started = time.perf_counter()
+        _, files = self.workspace.source_files()
+        symbols = self.index.symbols(files, self.workspace.read_blobs)
+        parsed = self.tree.update(symbols)
+        policy = self.policy()
+        if policy != self._judged_by:
+            self._verdicts, self._judged_by = {}, policy
+        editable = [p for p in symbols if self._editable(p, policy)]
+        tests, evidence = self._clues(request, failing, earlier_patches, files, symbols)
+        ranks = ranking(self.tree, evidence, editable, self._suspicions(failing, passed_in_suite))
+        ranked = ranks.ranked
+        number, shown = self._shown
+        if number != request.iteration or not again:
+            shown = set()
+        fresh = [r for r in ranked if (r.path, r.index) not in shown]
+        best = list(dict.fromkeys(r.path for r in fresh))[:_FILES_READ]
+        texts = self._texts(files, best)
+        map_budget = self.budget // 4
+        sources = pack_sources(self.tree, fresh, texts, self.budget - map_budget - self.budget // 8)
+        sent = self._sent(fresh, sources)
+        self._shown = (request.iteration, shown | sent)
+        entries, more = repo_map(self.tree, ranked, editable, sources, map_budget)
+        record = audit(
+            self.tree,
+            ranks,
+            iteration=request.iteration,
+            sources=sent,
+            mapped=self._mapped(ranked, entries),
+            shown_before=shown,
+            withheld_because=lambda path: self._withheld_because(path, policy),
+        )
+        done = request.model_copy(
+            update={
+                "sources": sources,
+                "test_sources": tests,
+                "repo_map": entries,
+                "repo_map_more": more,
+            }
+        )
+        report = Localization(
+            files=len(symbols),
+            parsed=parsed,
+            ranked=len(ranked),
+            seconds=time.perf_counter() - started,
+            sources_bytes=sum(len(c.text.encode()) for c in sources),
+            ranking=record,
+        )
+        return done, report
+
+    def _clues(
+        self,
+        request: AgentRequest,
+        failing: Sequence[TestRecord],
+        earlier_patches: Sequence[str],
+        files: Mapping[str, str],
+        symbols: Mapping[str, FileSymbols],
+    ) -> tuple[list[SourceChunk], FailureClues]:
+        """The failing tests' own code (sent read-only) and what the failures, that code, the
+        build and the run's history say, in the terms the ranking reads."""
+        nodeids = _one_per_signature(failing, str(self.workspace.root))
+        test_paths = list(dict.fromkeys(n.split("::", 1)[0] for n in nodeids))[:_FILES_READ]
+        test_texts = self._texts(files, [p for p in test_paths if p in symbols])
+        tests = failing_test_code(self.tree, nodeids, test_texts, self.budget // 8)
+        named = {**self._recent_files(), **_patched(earlier_patches, "patched earlier in this run")}
+        for fix in request.similar_fixes:
+            named.update(_patched([fix.patch], f"fixed before in run {fix.run_id}"))
+        texts_of_failures = [
+            FailureText(t.nodeid, "\n".join((t.longrepr, t.crash, t.sections))) for t in failing
+        ]
+        root = str(self.workspace.root)
+        framed = frame_paths(texts_of_failures, root, symbols)[:_FRAME_FILES]
+        clues = gather_evidence(
+            texts_of_failures,
+            [chunk.text for chunk in tests],
+            request.build_diagnostics,
+            root,
+            symbols,
+            named,
+            self._texts(files, framed),
+        )
+        return tests, clues
+
+    def patch_functions(self, patch: str) -> list[PatchFunction]:
+        """The functions `patch` changes, whole, before and after it (for the reviewer); the
+        patch has passed the policy and `git apply --check` already."""
+        try:
+            changes = parse_patch(patch)
+        except PatchParseError:
+            return []
+        commit, files = self.workspace.source_files()
+        after = self.workspace.patched_files(commit, patch)
+        found: list[PatchFunction] = []
+        spent = 0
+        for change in changes:
+            path = change.new_path or change.old_path
+            if path is None or is_secret(path) or change.is_binary:
+                continue
+            old_path = change.old_path
+            old_text = self._texts(files, [old_path]).get(old_path, "") if old_path else ""
+            new_blob = after.get(path)
+            new_text = (
+                self.redact(
+                    self.workspace.read_blobs([new_blob])
+                    .get(new_blob, b"")
+                    .decode("utf-8", "replace")
+                )
+                if new_blob
+                else ""
+            )
+            for function in changed_functions(path, old_text, new_text):
+                size = len(function.before.encode()) + len(function.after.encode())
+                if spent + size > self.budget:
+                    return found
+                spent += size
+                found.append(function)
+        return found
+
+    def _sent(
+        self, ranked: Sequence[Ranked], sources: Sequence[SourceChunk]
+    ) -> set[tuple[str, int]]:
+        """The ranked symbols whose first line, or whose named line, a chunk shows."""
+        spans: dict[str, list[tuple[int, int]]] = {}
+        for chunk in sources:
+            spans.setdefault(chunk.path, []).append((chunk.start_line, chunk.end_line))
+        sent: set[tuple[str, int]] = set()
+        for item in ranked:
+            first = self.tree.symbol((item.path, item.index)).start_line
+            if any(
+                low <= first <= high or (item.line is not None and low <= item.line <= high)
+                for low, high in spans.get(item.path, ())
+            ):
+                sent.add((item.path, item.index))
+        return sent
+
+    def _mapped(
+        self, ranked: Sequence[Ranked], entries: Sequence[MapEntry]
+    ) -> set[tuple[str, int]]:
+        """The ranked symbols whose signature a repo-map entry lists (`LINE: SIGNATURE`)."""
+        lines = {e.path: {int(s.split(":", 1)[0]) for s in e.symbols} for e in entries}
+        return {
+            (r.path, r.index)
+            for r in ranked
+            if self.tree.symbol((r.path, r.index)).start_line in lines.get(r.path, ())
+        }
+
+    def _withheld_because(self, path: str, policy: PatchPolicy) -> str:
+        if is_secret(path):
+            return "hidden"
+        broken = path_violations(path, policy)
+        return broken[0].rule if broken else "not a file a patch may change"
+
+    def _suspicions(
+        self, failing: Sequence[TestRecord], passed_in_suite: int | None
+    ) -> Suspicions | None:
+        """The lines the failing tests ran, by Ochiai (`core/request/ochiai.py`); None when none of
+        them was measured (each failed in its fixtures' set-up, before its call): then the
+        spectrum says nothing of them, and no code is the less likely for it."""
+        recorded = self.spectra.newest() if self.spectra is not None else None
+        if recorded is None:
+            return None
+        measured = {t.nodeid for t in failing} & set(recorded.spectrum.tests)
+        if not measured:
+            return None
+        return suspicious_lines(recorded.spectrum, measured, recorded.passed, passed_in_suite)
+
+    def _editable(self, path: str, policy: PatchPolicy) -> bool:
+        verdict = self._verdicts.get(path)
+        if verdict is None:
+            verdict = not is_secret(path) and not path_violations(path, policy)
+            self._verdicts[path] = verdict
+        return verdict
+
+    def _texts(self, files: Mapping[str, str], paths: Sequence[str]) -> dict[str, str]:
+        wanted = {p: files[p] for p in paths if p in files}
+        blobs = self.workspace.read_blobs(wanted.values())
+        return {
+            path: self.redact(blobs[blob].decode("utf-8", "replace"))
+            for path, blob in wanted.items()
+            if blob in blobs
+        }
+
+    def _recent_files(self) -> dict[str, tuple[float, str]]:
+        """Files the user's last commits changed (read-only: `git log`, no lock taken)."""
+        if self._recent is not None:
+            return self._recent
+        self._recent = {}
+        checkout = user_git_dir(self.workspace.root)
+        if checkout is None:
+            return self._recent
+        env = git_env(checkout, self.workspace.root)
+        env["GIT_OPTIONAL_LOCKS"] = "0"
+        try:
+            log = run_git(
+                ["log", f"-n{_RECENT_COMMITS}", "--name-only", "--format=", "--relative", "--"],
+                env=env,
+                cwd=self.workspace.root,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return self._recent
+        if log.returncode == 0:
+            for line in log.stdout.decode("utf-8", "replace").splitlines():
+                if line and line not in self._recent:
+                    self._recent[line] = (0.5, "changed in a recent commit")
+        return self._recent
+
+
+def _one_per_signature(failing: Sequence[TestRecord], root: str) -> list[str]:
+    """The failing tests' node ids, one of each failure signature first: the test code sent
+    shows every kind of failure before a second test of one kind."""
+    first: dict[str, str] = {}
+    for test in failing:
+        first.setdefault(signature(test, root), test.nodeid)
+    leaders = list(first.values())
+    return [*leaders, *(t.nodeid for t in failing if t.nodeid not in set(leaders))]
+
+
+def _patched(patches: Sequence[str], why: str) -> dict[str, tuple[float, str]]:
+    named: dict[str, tuple[float, str]] = {}
+    for patch in patches:
+        try:
+            paths = touched_paths(patch)
+        except PatchParseError:
+            continue
+        for path in paths:
+            named[path] = (1.5, why)
+    return named
+
+
+def changed_functions(path: str, old_text: str, new_text: str) -> list[PatchFunction]:
+    """Pairs of (before, after) symbols holding the lines the patch changes, as a line diff of
+    the two texts finds them (context lines do not count)."""
+    old = parse_source(path, old_text.encode()) if old_text else None
+    new = parse_source(path, new_text.encode()) if new_text else None
+    old_lines, new_lines = text_lines(old_text), text_lines(new_text)
+    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    found: dict[str, PatchFunction] = {}
+    for tag, old_low, old_high, new_low, new_high in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        before = _overlapping(old, old_lines, old_low + 1, old_high - old_low)
+        after = _overlapping(new, new_lines, new_low + 1, new_high - new_low)
+        for name in dict.fromkeys([*before, *after]):
+            if name in found:
+                continue
+            b_line, b_text = before.get(name, (0, ""))
+            a_line, a_text = after.get(name, (0, ""))
+            found[name] = PatchFunction(
+                path=path,
+                symbol=name,
+                before_line=b_line,
+                before=b_text,
+                after_line=a_line,
+                after=a_text,
+            )
+    return list(found.values())
+
+
+def _overlapping(
+    file: FileSymbols | None, lines: Sequence[str], start: int, count: int
+) -> dict[str, tuple[int, str]]:
+    """The innermost symbols of `file` holding lines start..start+count-1 (an insertion,
+    count 0, is held by the symbol around it); a window of lines where none does."""
+    if file is None or not lines:
+        return {}
+    end = start + max(count, 1) - 1
+    spans = [
+        s
+        for s in file.symbols
+        if s.start_line <= end and start <= s.end_line and s.kind not in ("variable",)
+    ]
+    # The innermost: a method, not its whole class.
+    spans = [s for s in spans if not any(o is not s and _inside(o, s) for o in spans)]
+    if not spans:
+        low, high = max(start - 5, 1), min(end + 5, len(lines))
+        return {f"lines {low}-{high}": (low, "".join(f"{x}\n" for x in lines[low - 1 : high]))}
+    return {
+        s.name: (s.start_line, "".join(f"{x}\n" for x in lines[s.start_line - 1 : s.end_line]))
+        for s in spans
+    }
+
+
+def _inside(inner: Symbol, outer: Symbol) -> bool:
+    return outer.start_line <= inner.start_line and inner.end_line <= outer.end_line
+
+
+#: What a localization may meet that leaves the request as it was: an unreadable store, git
+#: refusing the snapshot, a file the parser chokes on. The coder is asked all the same.
+_LOCALIZATION_ERRORS = (WorkspaceError, OSError, sqlite3.Error, ValueError, RecursionError)
+
+
+def with_code(
+    services: Services,
+    loop: LoopState,
+    localizer: Localizer,
+    request: AgentRequest,
+    failing: Sequence[TestRecord],
+) -> AgentRequest:
+    """`request` with the tree's code a model of its role is sent (DESIGN.md §16): the coder's
+    ranked sources, the reviewer's changed functions; as it was with `fwloop_source_bytes=0`."""
+    if services.settings.options.source_bytes <= 0:
+        return request
+    if request.role == "coder":
+        return localize(services, loop, localizer, request, failing)
+    if request.role == "reviewer" and request.patch:
+        return review_context(services, loop, localizer, request)
+    return request
+
+
+def localize(
+    services: Services,
+    loop: LoopState,
+    localizer: Localizer,
+    request: AgentRequest,
+    failing: Sequence[TestRecord],
+) -> AgentRequest:
+    """The coder's request with the tree's best-ranked code, the step traced as LOCALIZATION."""
+    number = loop.current.number
+    patches = [it.patch for it in loop.iterations if it.patch]
+    again = any(d.status == "low_confidence" for d in loop.current.decisions)
+    latest = loop.latest_results()
+    passed = sum(t.outcome == "passed" for t in latest.tests) if latest is not None else None
+    try:
+        done, report = localizer.coder_request(request, failing, patches, again, passed)
+    except _LOCALIZATION_ERRORS as exc:
+        reason = f"no code sent: {type(exc).__name__}: {exc}"
+        services.substate(number, SubState.LOCALIZATION, reason[:300])
+        return request
+    notice = f"; {localizer.index.notice}" if localizer.index.notice else ""
+    localizer.index.notice = ""
+    folder = services.recorder.round_path(number)
+    # Beside the first call made with this request: a re-ask of the same request shares it.
+    stem = f"coder-{len(call_files(folder, 'coder', 'meta.json')) + 1}"
+    written = services.recorder.write_json(
+        f"{services.recorder.relative(folder)}/{stem}.ranking.json",
+        report.ranking.model_dump(),
+    )
+    services.substate(
+        number,
+        SubState.LOCALIZATION,
+        f"{report.files} file(s) indexed ({report.parsed} read anew), {report.ranked} "
+        f"symbol(s) ranked; sent {len(done.sources)} source chunk(s) ({report.sources_bytes} "
+        f"bytes), {len(done.test_sources)} test function(s), {len(done.repo_map)} repo-map "
+        f"file(s) (+{done.repo_map_more} not listed) within fwloop_source_bytes="
+        f"{localizer.budget} in {report.seconds:.2f}s{notice}"
+        f"{'; the next-ranked code, as the coder was unsure' if again else ''}",
+        [services.recorder.relative(written)],
+    )
+    return done
+
+
+def review_context(
+    services: Services, loop: LoopState, localizer: Localizer, request: AgentRequest
+) -> AgentRequest:
+    """The reviewer's request with the whole functions the patch changes, before and after."""
+    try:
+        functions = localizer.patch_functions(request.patch)
+    except _LOCALIZATION_ERRORS as exc:
+        loop.current.notes.append(f"the reviewer was sent no functions: {exc}"[:300])
+        return request
+    return request.model_copy(update={"patch_functions": functions})
