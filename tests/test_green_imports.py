@@ -31,7 +31,7 @@ CODER_ONLY = (
     "pytest_fwloop.loop.request.localization",
     "pytest_fwloop.loop.repair",
     "pytest_fwloop.loop.request.spectrum_files",
-    "pytest_fwloop.loop.spectrum_run",
+    "pytest_fwloop.loop.request.spectrum_run",
     "pytest_fwloop.loop.steps.analysis",
     "pytest_fwloop.loop.steps.coder_patch",
     "pytest_fwloop.loop.steps.patch_gate",

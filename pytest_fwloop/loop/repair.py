@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from pytest_fwloop.core.records.agent_protocol import AgentRequest
 from pytest_fwloop.loop.request.desk import Assembled, RequestDesk
 from pytest_fwloop.loop.request.localization import Localizer
-from pytest_fwloop.loop.spectrum_run import record_spectrum
+from pytest_fwloop.loop.request.spectrum_run import record_spectrum
 from pytest_fwloop.loop.state import Step, Verdict
 from pytest_fwloop.loop.steps.analysis import ask_coder
 from pytest_fwloop.loop.steps.confidence import weigh_answer
