@@ -321,8 +321,21 @@ _ROUND_FILES: tuple[tuple[str, str], ...] = (
             "(DESIGN.md §16; docs/providers.md, the spectrum): `{root, tests, sets, files}`, "
             "`files` mapping each path under `root` to its lines, each line to an index into "
             "`sets`, each set the indices into `tests` of the tests that ran it. One file per "
-            "pytest-xdist worker (`spectrum-K.gw0.json`); none when `fwloop_source_bytes` is 0 "
-            "or something else measured the run (pytest-cov, a debugger)"
+            "pytest-xdist worker (`spectrum-K.gw0.json`). Written only by a patch's own run "
+            "(the focus run, or the whole suite with `--fwloop-focus=off`): never by the "
+            "baseline, a gate or a confirmation; none when `fwloop_source_bytes` is 0 or "
+            "something else measured the run (pytest-cov, a debugger)"
+        ),
+    ),
+    (
+        "`spectrum-run-K.log`, `spectrum-run-K-select.txt`, `spectrum-run-K-results.json`, "
+        "`spectrum-run-K.json`",
+        (
+            "the spectrum run before a coder call (`SPECTRUM_RUN`): when some failing test the "
+            "coder will hear of has no lines recorded on the tree as it stands (the baseline's "
+            "failures, a gate's regressions), one child runs the failing tests and an even "
+            "sample of the passing ones, recording which lines each ran (the same shape as "
+            "`spectrum-K.json`); its outcomes count for nothing but the ranking"
         ),
     ),
     (

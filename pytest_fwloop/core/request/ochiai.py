@@ -97,20 +97,30 @@ def overlaid(parts: Sequence[Spectrum]) -> Spectrum | None:
 
 
 def suspicious_lines(
-    spectrum: Spectrum, failing: Collection[str], passing: Collection[str]
+    spectrum: Spectrum,
+    failing: Collection[str],
+    passing: Collection[str],
+    passed_in_suite: int | None = None,
 ) -> Suspicions:
     """Every line some failing test ran, with its suspicion. A test the spectrum did not
-    record counts for nothing."""
+    record counts for nothing. `passed_in_suite`: how many tests passed in the whole suite,
+    when the spectrum measured an even sample of them (`core/request/spectrum_sample.py`):
+    each line's count of passing tests is scaled up by the sample's share, as its estimate for
+    the suite."""
     index = {test: i for i, test in enumerate(spectrum.tests)}
     failed = frozenset(index[t] for t in failing if t in index)
     passed = frozenset(index[t] for t in passing if t in index) - failed
-    telling = math.sqrt(len(passed) / (len(failed) + len(passed))) if failed else 0.0
+    scale = 1.0
+    if passed and passed_in_suite is not None and passed_in_suite > len(passed):
+        scale = passed_in_suite / len(passed)
+    suite = len(passed) * scale
+    telling = math.sqrt(suite / (len(failed) + suite)) if failed else 0.0
     by_set: dict[int, Suspicion] = {}
     for number, ran in enumerate(spectrum.sets):
         ef = len(ran & failed)
         if ef:
             ep = len(ran & passed)
-            ochiai = ef / math.sqrt(len(failed) * (ef + ep))
+            ochiai = ef / math.sqrt(len(failed) * (ef + ep * scale))
             by_set[number] = Suspicion(ochiai * telling, ochiai, ef, ep)
     lines = {
         (path, line): by_set[at]

@@ -103,9 +103,12 @@ class Localizer:
         failing: Sequence[TestRecord],
         earlier_patches: Sequence[str],
         again: bool = False,
+        passed_in_suite: int | None = None,
     ) -> tuple[AgentRequest, Localization]:
         """`request` with `sources`, `test_sources` and `repo_map` filled in. `again`: the
-        coder was unsure of what it was sent in this iteration; it gets the code ranked next."""
+        coder was unsure of what it was sent in this iteration; it gets the code ranked next.
+        `passed_in_suite`: the tests that passed in the latest whole-suite results, of which the
+        spectrum may hold a sample (`core/request/spectrum_sample.py`)."""
         started = time.perf_counter()
         _, files = self.workspace.source_files()
         symbols = self.index.symbols(files, self.workspace.read_blobs)
@@ -115,7 +118,7 @@ class Localizer:
             self._verdicts, self._judged_by = {}, policy
         editable = [p for p in symbols if self._editable(p, policy)]
         tests, evidence = self._clues(request, failing, earlier_patches, files, symbols)
-        ranks = ranking(self.tree, evidence, editable, self._suspicions(failing))
+        ranks = ranking(self.tree, evidence, editable, self._suspicions(failing, passed_in_suite))
         ranked = ranks.ranked
         number, shown = self._shown
         if number != request.iteration or not again:
@@ -257,7 +260,9 @@ class Localizer:
         broken = path_violations(path, policy)
         return broken[0].rule if broken else "not a file a patch may change"
 
-    def _suspicions(self, failing: Sequence[TestRecord]) -> Suspicions | None:
+    def _suspicions(
+        self, failing: Sequence[TestRecord], passed_in_suite: int | None
+    ) -> Suspicions | None:
         """The lines the failing tests ran, by Ochiai (`core/request/ochiai.py`); None when none of
         them was measured (each failed in its fixtures' set-up, before its call): then the
         spectrum says nothing of them, and no code is the less likely for it."""
@@ -267,7 +272,7 @@ class Localizer:
         measured = {t.nodeid for t in failing} & set(recorded.spectrum.tests)
         if not measured:
             return None
-        return suspicious_lines(recorded.spectrum, measured, recorded.passed)
+        return suspicious_lines(recorded.spectrum, measured, recorded.passed, passed_in_suite)
 
     def _editable(self, path: str, policy: PatchPolicy) -> bool:
         verdict = self._verdicts.get(path)
@@ -423,8 +428,10 @@ def localize(
     number = loop.current.number
     patches = [it.patch for it in loop.iterations if it.patch]
     again = any(d.status == "low_confidence" for d in loop.current.decisions)
+    latest = loop.latest_results()
+    passed = sum(t.outcome == "passed" for t in latest.tests) if latest is not None else None
     try:
-        done, report = localizer.coder_request(request, failing, patches, again)
+        done, report = localizer.coder_request(request, failing, patches, again, passed)
     except _LOCALIZATION_ERRORS as exc:
         reason = f"no code sent: {type(exc).__name__}: {exc}"
         services.substate(number, SubState.LOCALIZATION, reason[:300])
