@@ -21,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from pytest_fwloop.core.build_files import UNBUILT_REASON, BuildFiles, unbuilt
 from pytest_fwloop.core.code_symbols import FileSymbols, Symbol
 from pytest_fwloop.core.failure_evidence import WORD, Evidence
 from pytest_fwloop.core.spectrum import Suspicions
@@ -165,6 +166,8 @@ class Ranked:
     reasons: list[str]
     #: The line the strongest line-level evidence named, if any: where a long symbol is cut.
     line: int | None = None
+    #: C the build's file list leaves out (`core/build_files.py`): ranked after all it uses.
+    unbuilt: bool = False
 
 
 @dataclass
@@ -213,10 +216,12 @@ def rank(
     evidence: Evidence,
     candidates: Iterable[str],
     suspicions: Suspicions | None = None,
+    built: BuildFiles | None = None,
 ) -> list[Ranked]:
     """The symbols of the `candidates` files (the ones a patch may change), best first; only
     symbols some evidence points at are returned. `suspicions` are the lines the failing tests
-    ran, when the run recorded them (`core/spectrum.py`)."""
+    ran, when the run recorded them (`core/spectrum.py`); `built`, the files the build uses,
+    when it says (C it does not use comes after all it does)."""
     allowed = set(candidates)
     scored = _Scores(tree)
     suspicious = most_suspicious(tree.files, suspicions) if suspicions is not None else {}
@@ -268,7 +273,12 @@ def rank(
     ]
     ranked.sort(key=lambda r: (-r.score, r.path, tree.files[r.path].symbols[r.index].start_line))
     found = {(r.path, r.index): r for r in ranked}
-    return [found[key] for key in taking_turns(list(found), suspicious)]
+    turns = [found[key] for key in taking_turns(list(found), suspicious)]
+    for item in turns:
+        if unbuilt(item.path, tree.files, built):
+            item.unbuilt = True
+            item.reasons.append(UNBUILT_REASON)
+    return [r for r in turns if not r.unbuilt] + [r for r in turns if r.unbuilt]
 
 
 def _name_matches(scored: _Scores, evidence: Evidence) -> None:

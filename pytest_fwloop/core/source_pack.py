@@ -10,7 +10,7 @@ evidence named. Sizes are wire bytes, as in `core/context.py`.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from pytest_fwloop.core.agent_protocol import MapEntry, SourceChunk
 from pytest_fwloop.core.code_symbols import FileSymbols, Symbol
@@ -118,9 +118,11 @@ def repo_map(
     editable: Sequence[str],
     sent: Sequence[SourceChunk],
     budget: int,
+    unbuilt: Collection[str] = (),
 ) -> tuple[list[MapEntry], int]:
     """The editable files as paths and signatures, best-ranked files first, then by path,
-    within `budget`; and how many files did not fit."""
+    within `budget`; and how many files did not fit. `unbuilt` files (C the build's file list
+    leaves out) come after all the others."""
     scores: dict[str, dict[int, float]] = {}
     for item in ranked:
         scores.setdefault(item.path, {})[item.index] = item.score
@@ -129,7 +131,7 @@ def repo_map(
     }
     order = sorted(
         (path for path in editable if path in tree.files and path not in whole),
-        key=lambda path: (-max(scores.get(path, {0: 0.0}).values()), path),
+        key=lambda path: (path in unbuilt, -max(scores.get(path, {0: 0.0}).values()), path),
     )
     entries: list[MapEntry] = []
     spent = 0

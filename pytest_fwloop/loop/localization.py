@@ -15,9 +15,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_fwloop.codemap.build_inputs import BuildInputs
 from pytest_fwloop.codemap.index import INDEX_NAME, CodeIndex
 from pytest_fwloop.codemap.parse import parse_source
 from pytest_fwloop.core.agent_protocol import AgentRequest, PatchFunction, SourceChunk
+from pytest_fwloop.core.build_files import build_share, unbuilt
 from pytest_fwloop.core.code_symbols import FileSymbols, Symbol
 from pytest_fwloop.core.failure_evidence import FailureText, frame_paths, gather_evidence
 from pytest_fwloop.core.localize import Ranked, TreeMap, rank
@@ -53,6 +55,8 @@ class Localization:
     ranked: int
     seconds: float
     sources_bytes: int
+    #: What the build uses of the tree's C, as its own file lists say (`core/build_files.py`).
+    build: str
 
 
 @dataclass
@@ -68,6 +72,7 @@ class Localizer:
     rounds: Path | None = None
     index: CodeIndex = field(init=False)
     spectra: SpectrumReader | None = field(init=False, default=None)
+    build_inputs: BuildInputs = field(init=False)
     tree: TreeMap = field(default_factory=TreeMap)
     _recent: dict[str, tuple[float, str]] | None = None
     #: Whether a path may be patched and shown, under `_judged_by`: paths recur each request.
@@ -79,6 +84,7 @@ class Localizer:
 
     def __post_init__(self) -> None:
         self.index = CodeIndex(self.workspace.shadow.state_dir / "index" / INDEX_NAME)
+        self.build_inputs = BuildInputs(self.workspace.root)
         if self.rounds is not None:
             self.spectra = SpectrumReader(self.rounds, self.workspace.root)
 
@@ -120,7 +126,8 @@ class Localizer:
             named,
             self._texts(files, framed),
         )
-        ranked = rank(self.tree, evidence, editable, self._suspicions(failing))
+        built = self.build_inputs.files(symbols)
+        ranked = rank(self.tree, evidence, editable, self._suspicions(failing), built)
         number, shown = self._shown
         if number != request.iteration or not again:
             shown = set()
@@ -130,7 +137,8 @@ class Localizer:
         map_budget = self.budget // 4
         sources = pack_sources(self.tree, fresh, texts, self.budget - map_budget - self.budget // 8)
         self._shown = (request.iteration, shown | self._sent(fresh, sources))
-        entries, more = repo_map(self.tree, ranked, editable, sources, map_budget)
+        left_out = {p for p in editable if unbuilt(p, symbols, built)}
+        entries, more = repo_map(self.tree, ranked, editable, sources, map_budget, left_out)
         done = request.model_copy(
             update={
                 "sources": sources,
@@ -145,6 +153,7 @@ class Localizer:
             ranked=len(ranked),
             seconds=time.perf_counter() - started,
             sources_bytes=sum(len(c.text.encode()) for c in sources),
+            build=build_share(symbols, built),
         )
         return done, report
 
@@ -374,7 +383,7 @@ def localize(
         f"symbol(s) ranked; sent {len(done.sources)} source chunk(s) ({report.sources_bytes} "
         f"bytes), {len(done.test_sources)} test function(s), {len(done.repo_map)} repo-map "
         f"file(s) (+{done.repo_map_more} not listed) within fwloop_source_bytes="
-        f"{localizer.budget} in {report.seconds:.2f}s{notice}"
+        f"{localizer.budget} in {report.seconds:.2f}s; {report.build}{notice}"
         f"{'; the next-ranked code, as the coder was unsure' if again else ''}",
     )
     return done
