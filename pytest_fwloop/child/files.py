@@ -25,6 +25,12 @@ class Attempt:
     spectrum: Path
 
 
+def gcov_folder(spectrum: Path) -> Path:
+    """Where the tests of the attempt writing `spectrum` keep their gcov counts until they are
+    read (`child/gcov.py`): `rounds/NN/gcov-K/`, removed once the C spectrum is written."""
+    return spectrum.with_name(f"gcov-{spectrum.stem.rsplit('-', 1)[-1]}")
+
+
 def next_attempt(folder: Path) -> Attempt:
     number = len(list(folder.glob("pytest*.log"))) + 1
     suffix = "" if number == 1 else f"-{number}"

@@ -86,6 +86,7 @@ class LoopOptions:
     context_bytes: int
     source_bytes: int
     read_tools: bool
+    c_coverage: str
     #: Where each value came from (the flag, `$FWLOOP_<NAME>` or `ini fwloop_<name>`), as the
     #: errors found while deriving the settings name it.
     origins: Mapping[str, str]

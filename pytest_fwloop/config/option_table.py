@@ -25,6 +25,8 @@ CHILD_SELECT_FLAG = "--fwloop-child-select"
 CHILD_JUNIT_FLAG = "--fwloop-child-junit"
 #: Where a whole-suite child writes which lines each test ran (`child/spectrum.py`).
 CHILD_SPECTRUM_FLAG = "--fwloop-child-spectrum"
+#: Where a child recording the spectrum keeps each test's gcov counts (`child/gcov.py`).
+CHILD_GCOV_FLAG = "--fwloop-child-gcov"
 #: The order file the `fwloop` command hands a controller that continues a run (DESIGN.md §11).
 OPERATOR_FLAG = "--fwloop-operator"
 OPERATOR_DEST = "fwloop_operator"
@@ -82,3 +84,4 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption(CHILD_SELECT_FLAG, default="", help=argparse.SUPPRESS)
     group.addoption(CHILD_JUNIT_FLAG, default="", help=argparse.SUPPRESS)
     group.addoption(CHILD_SPECTRUM_FLAG, default="", help=argparse.SUPPRESS)
+    group.addoption(CHILD_GCOV_FLAG, default="", help=argparse.SUPPRESS)

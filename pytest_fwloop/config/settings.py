@@ -116,6 +116,8 @@ class LoopSettings:
     state_timeout: float
     context_bytes: int
     source_bytes: int
+    #: fwloop_c_coverage: "gcov" (builds with --coverage, a C spectrum per test) or "off".
+    c_coverage: str
     allowed_commands: tuple[Argv, ...]
     command_timeout: float
     budget: Budget
@@ -386,6 +388,7 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         state_timeout=options.state_timeout,
         context_bytes=options.context_bytes,
         source_bytes=options.source_bytes,
+        c_coverage=options.c_coverage,
         allowed_commands=allowed_command_prefixes(options),
         command_timeout=options.command_timeout,
         budget=Budget(usd=options.budget_usd, tokens=options.budget_tokens),

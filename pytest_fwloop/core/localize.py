@@ -227,7 +227,8 @@ def rank(
     suspicious = most_suspicious(tree.files, suspicions) if suspicions is not None else {}
     for messenger in messengers(tree.files, tree.definitions, suspicious, evidence.raised):
         del suspicious[messenger]
-    for suspect, points, reason, line in spectrum_points(suspicious):
+    measured = suspicions.measured if suspicions is not None else {}
+    for suspect, points, reason, line in spectrum_points(suspicious, measured):
         scored.add(suspect, points, reason, "spectrum", line)
     for frame in evidence.frames:
         key = tree.enclosing(frame.path, frame.line) if frame.path in tree.files else None
@@ -259,7 +260,7 @@ def rank(
             scored.add(key, boost, evidence.file_reasons.get(key[0], "named by the run"), "file")
     totals = scored.totals()
     if suspicions is not None:
-        gate(tree.files, totals, suspicious)
+        gate(tree.files, totals, suspicious, measured)
     ranked = [
         Ranked(
             path,

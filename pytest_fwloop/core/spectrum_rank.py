@@ -74,23 +74,33 @@ def messengers(
     return found
 
 
-def spectrum_points(best: Mapping[Key, Suspect]) -> Iterator[tuple[Key, float, str, int]]:
+def spectrum_points(
+    best: Mapping[Key, Suspect], measured: Mapping[str, str]
+) -> Iterator[tuple[Key, float, str, int]]:
     """(symbol, points, reason, line): each symbol's most suspicious line's score, squared (a
-    line only failing tests ran stands well above one half the passing tests ran too)."""
+    line only failing tests ran stands well above one half the passing tests ran too). The
+    reason of a line another tool measured names it: the C spectrum (gcov) chose that code."""
     for key, (line, suspicion) in best.items():
         if suspicion.score >= MIN_SUSPICION:
-            yield key, SPECTRUM_POINTS * suspicion.score**2, suspicion.reason(line), line
+            tool = measured.get(key[0])
+            said = suspicion.reason(line)
+            reason = f"C spectrum ({tool}): {said}" if tool else said
+            yield key, SPECTRUM_POINTS * suspicion.score**2, reason, line
 
 
 def gate(
-    files: Mapping[str, FileSymbols], totals: dict[Key, float], best: Mapping[Key, Suspect]
+    files: Mapping[str, FileSymbols],
+    totals: dict[Key, float],
+    best: Mapping[Key, Suspect],
+    measured: Mapping[str, str],
 ) -> None:
-    """In Python, which the spectrum measures, the failures' text counts as far as the failing
-    tests ran the code: code none of them ran cannot have made them fail (`UNRUN` of its points
-    is left, for a defect in code that should have run and did not, or ran in a subprocess),
-    and code the passing tests run too is less likely than code only the failures ran."""
+    """In Python, which the spectrum measures, and in the C files another tool measured (gcov),
+    the failures' text counts as far as the failing tests ran the code: code none of them ran
+    cannot have made them fail (`UNRUN` of its points is left, for a defect in code that should
+    have run and did not, or ran in a subprocess), and code the passing tests run too is less
+    likely than code only the failures ran."""
     for key in totals:
-        if files[key[0]].language == "python":
+        if files[key[0]].language == "python" or key[0] in measured:
             found = best.get(key)
             totals[key] *= UNRUN + (1.0 - UNRUN) * (found[1].score if found is not None else 0.0)
 

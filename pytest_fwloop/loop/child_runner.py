@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_fwloop.child.files import Attempt, next_attempt, progress_path
+from pytest_fwloop.child.files import Attempt, gcov_folder, next_attempt, progress_path
 from pytest_fwloop.child.progress import ProgressWatcher
 from pytest_fwloop.child.start import ForkedChild, ForkGuard, fork_pytest
 from pytest_fwloop.config.option_table import (
+    CHILD_GCOV_FLAG,
     CHILD_JUNIT_FLAG,
     CHILD_REPORT_FLAG,
     CHILD_SELECT_FLAG,
@@ -144,6 +145,8 @@ class ChildRunner:
         ]
         if self.settings.source_bytes > 0:
             args.append(f"{CHILD_SPECTRUM_FLAG}={attempt.spectrum}")
+            if self.settings.c_coverage == "gcov":
+                args.append(f"{CHILD_GCOV_FLAG}={gcov_folder(attempt.spectrum)}")
         if selection is not None:
             args += self.selection_args(selection)
         return args

@@ -1,9 +1,11 @@
 """The spectra the run's children wrote, read for localization (DESIGN.md §16).
 
 The edge of `core/spectrum.py`: each attempt that ran tests recorded which lines each test ran
-(`rounds/NN/spectrum-K.json`, one file per process that ran tests) beside its outcomes
-(`results-K.json`). Read oldest first, a test counts with its last run: a focus run after a
-patch replaces what the whole-suite run before it said of its tests, and keeps the rest.
+(`rounds/NN/spectrum-K.json`, one file per process that ran tests, and the C they ran in
+`spectrum-K.gcov.json` when gcov measured it) beside its outcomes (`results-K.json`). An
+attempt's files are joined; the attempts are overlaid, oldest first, so a test counts with its
+last run: a focus run after a patch replaces what the whole-suite run before it said of its
+tests, and keeps the rest.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_fwloop.child.spectrum import spectrum_paths
-from pytest_fwloop.core.spectrum import Spectrum, overlaid, read_spectrum
+from pytest_fwloop.core.spectrum import Spectrum, joined, overlaid, read_spectrum
 
-#: An attempt's file, or one of its pytest-xdist workers' (`spectrum-1.gw0.json`).
-_ATTEMPT = re.compile(r"spectrum-(\d+)(?:\.[\w-]+)?\.json")
+#: An attempt's file, one of its pytest-xdist workers' (`spectrum-1.gw0.json`), or the C its
+#: tests ran (`spectrum-1.gcov.json`, `spectrum-1.gw0.gcov.json`: `child/gcov.py`).
+_ATTEMPT = re.compile(r"spectrum-(\d+)(?:\.[\w.-]+)?\.json")
 
 
 @dataclass
@@ -77,7 +80,9 @@ class SpectrumReader:
             except (OSError, ValueError, KeyError, TypeError, AttributeError):
                 continue  # an attempt cut short (its child killed) leaves the others
             outcomes.update(these)
-            spectra += [part for part in parts if part is not None]
+            spectrum = joined([part for part in parts if part is not None])
+            if spectrum is not None:
+                spectra.append(spectrum)
         spectrum = overlaid(spectra)
         if spectrum is None:
             return None

@@ -9,10 +9,12 @@ a patch whose build changed protected paths (a planted `conftest.py`) is rolled 
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from pytest_fwloop.config.preflight import missing_build_program
 from pytest_fwloop.core.agent_protocol import MustFix
+from pytest_fwloop.core.c_coverage import build_variables
 from pytest_fwloop.core.fsm import ErrorType, IterationKind, LoopEvent
 from pytest_fwloop.core.outcomes import Outcome
 from pytest_fwloop.core.policy import PatchPolicy, protection
@@ -106,12 +108,14 @@ class BuildStep:
         set, through /bin/sh if it is a shell line; OSError if it cannot start."""
         sandbox = self.services.settings.build_sandbox
         root = self.services.settings.rootdir
+        coverage = build_variables(self.services.settings.c_coverage)
         return run_logged(
             command if sandbox is None else bwrap_argv(sandbox, command, root),
             cwd=root,
             log_path=log,
             timeout=self.services.settings.build_timeout,
             abort=self.services.abort,
+            env={**os.environ, **coverage} if coverage else None,
             shell=sandbox is None and isinstance(command, str),
         )
 
