@@ -289,3 +289,118 @@ def test_gcov_documents_are_read_one_after_another_and_encoded_by_test() -> None
         "x::t3",
     }
     assert joined([]) is None
+
+
+EXTENSION_C = """\
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+static long triple(long x)
+{
+    return x * 3;
+}
+
+static long negate(long x)
+{
+    return -x;
+}
+
+static PyObject *py_triple(PyObject *self, PyObject *args)
+{
+    long x;
+    if (!PyArg_ParseTuple(args, "l", &x)) {
+        return NULL;
+    }
+    return PyLong_FromLong(triple(x));
+}
+
+static PyObject *py_negate(PyObject *self, PyObject *args)
+{
+    long x;
+    if (!PyArg_ParseTuple(args, "l", &x)) {
+        return NULL;
+    }
+    return PyLong_FromLong(negate(x));
+}
+
+static PyMethodDef methods[] = {
+    {"triple", py_triple, METH_VARARGS, ""},
+    {"negate", py_negate, METH_VARARGS, ""},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "calc", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit_calc(void)
+{
+    return PyModule_Create(&module);
+}
+"""
+EXTENSION_TESTS = """\
+import calc
+
+
+def test_triple():
+    assert calc.triple(2) == 6
+
+
+def test_negate():
+    assert calc.negate(2) == -2
+
+
+def test_both():
+    assert calc.triple(calc.negate(1)) == -3
+
+
+def test_neither():
+    assert True
+"""
+
+
+def test_c_compiled_into_the_tests_process_has_each_test_s_lines(
+    pytester: pytest.Pytester,
+) -> None:
+    pytest.importorskip("elftools")
+    import sysconfig
+
+    (pytester.path / "src").mkdir()
+    (pytester.path / "src" / "calc.c").write_text(EXTENSION_C)
+    (pytester.path / "build").mkdir()
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    include = sysconfig.get_path("include")
+    subprocess.run(
+        [
+            "gcc",
+            "--coverage",
+            "-O0",
+            "-fPIC",
+            f"-I{include}",
+            "-c",
+            "-o",
+            "build/calc.o",
+            "src/calc.c",
+        ],
+        cwd=pytester.path,
+        check=True,
+    )
+    subprocess.run(
+        ["gcc", "--coverage", "-shared", "-o", f"calc{suffix}", "build/calc.o"],
+        cwd=pytester.path,
+        check=True,
+    )
+    pytester.makepyfile(test_calc=EXTENSION_TESTS)
+    result, out = _child_run(pytester)
+    result.assert_outcomes(passed=4)
+    spectrum = read_spectrum(json.loads((out / "spectrum-1.gcov.json").read_text()))
+    lines = spectrum.files["src/calc.c"]
+
+    def ran(needle: str) -> set[str]:
+        at = lines[_line_of(EXTENSION_C, needle)]
+        return {spectrum.tests[i].split("::")[1] for i in spectrum.sets[at]}
+
+    assert ran("return x * 3;") == {"test_triple", "test_both"}
+    assert ran("return -x;") == {"test_negate", "test_both"}
+    # The module's set-up ran at import, in no test.
+    assert _line_of(EXTENSION_C, "return PyModule_Create") not in lines
+    # The exit writes nothing after the last test's counts.
+    assert not list(pytester.path.rglob("*.gcda"))

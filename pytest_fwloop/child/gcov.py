@@ -21,10 +21,12 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Generator
 from pathlib import Path
 
 import pytest
 
+from pytest_fwloop.child.gcov_inprocess import InProcessCounts
 from pytest_fwloop.child.spectrum import worker_path
 from pytest_fwloop.core.gcov_counts import Executed, add_document, encode, gcov_documents
 
@@ -58,6 +60,10 @@ class GcovRecorder:
         #: Tests a firmware without a dump handler has lived through so far.
         self.pending: list[str] = []
         self._saved: dict[str, str | None] = {}
+        #: C compiled into this process (a Python extension), and the `.gcda` files its dumps
+        #: write (relative to a folder): their counts add up over the tests.
+        self.in_process = InProcessCounts(self.root)
+        self.cumulative: set[str] = set()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self) -> None:
@@ -70,12 +76,26 @@ class GcovRecorder:
             os.environ[name] = value
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_protocol(self, item: pytest.Item) -> object:
+    def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
+        if self.gcov is not None and self.in_process.unseen():
+            self._baseline()
         try:
             return (yield)
         finally:
             if self.gcov is not None:
                 self._close(item.nodeid)
+
+    def _baseline(self) -> None:
+        """The counts of an extension loaded since the last test (at its import, at
+        collection), written before a test starts: what ran then is no test's."""
+        folder = self.folder / f"base{len(self.groups)}"
+        os.environ["GCOV_PREFIX"] = str(folder)
+        try:
+            if self.in_process.dump():
+                self.cumulative.update(_relative(folder))
+                self.groups.append(([], folder))
+        finally:
+            os.environ["GCOV_PREFIX"] = str(self.live)
 
     def _close(self, nodeid: str) -> None:
         """The end of one test: the living firmware's counts asked for, the folder put aside
@@ -92,6 +112,9 @@ class GcovRecorder:
             _settle(self.live, before)
         if mute:
             return
+        written = set(_relative(self.live))
+        if self.in_process.dump():
+            self.cumulative.update(set(_relative(self.live)) - written)
         number = len(self.groups)
         if any(self.live.rglob("*.gcda")):
             kept = self.folder / f"t{number}"
@@ -135,39 +158,58 @@ class GcovRecorder:
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def _read(self, folders: list[Path]) -> dict[Path, Executed]:
-        """Each folder's counts, by one gcov command per `_BATCH` files. A `.gcda` under
-        `FOLDER/abs/path/x.gcda` was compiled with its notes at `/abs/path/x.gcno`, linked
-        beside it so gcov finds the two together."""
-        owner: dict[str, Path] = {}
+        """Each folder's counts (`folders` in the order they were written), by one gcov
+        command per `_BATCH` files. A `.gcda` under `FOLDER/abs/path/x.gcda` was compiled with
+        its notes at `/abs/path/x.gcno`, linked beside it so gcov finds the two together."""
+        owner: dict[str, tuple[Path, str]] = {}
         for folder in folders:
-            for data in folder.rglob("*.gcda"):
-                notes = Path("/", data.relative_to(folder)).with_suffix(".gcno")
+            for relative in _relative(folder):
+                data = folder / relative
+                notes = Path("/", relative).with_suffix(".gcno")
                 if notes.is_file():
                     link = data.with_suffix(".gcno")
                     if not link.exists():
                         link.symlink_to(notes)
-                    owner[str(data)] = folder
-        found: dict[Path, Executed] = {}
+                    owner[str(data)] = (folder, relative)
+        documents: dict[Path, list[tuple[str, dict[str, object]]]] = {}
         names = sorted(owner)
-        root = str(self.root)
         for start in range(0, len(names), _BATCH):
-            batch = names[start : start + _BATCH]
-            assert self.gcov is not None
-            try:
-                done = subprocess.run(
-                    [self.gcov, "--json-format", "--stdout", *batch],
-                    capture_output=True,
-                    cwd=self.folder,
-                    timeout=_GCOV_SECONDS,
-                    check=False,
-                )
-            except (OSError, subprocess.SubprocessError):
-                continue
-            for document in gcov_documents(done.stdout.decode("utf-8", "replace")):
+            for document in self._gcov(names[start : start + _BATCH]):
                 held = owner.get(str(document.get("data_file", "")))
                 if held is not None:
-                    add_document(found.setdefault(held, Executed()), document, root)
+                    documents.setdefault(held[0], []).append((held[1], document))
+        found: dict[Path, Executed] = {}
+        last: dict[str, dict[tuple[str, int], int]] = {}
+        root = str(self.root)
+        for folder in folders:
+            executed = found.setdefault(folder, Executed())
+            for relative, document in documents.get(folder, ()):
+                added = relative in self.cumulative
+                counts = add_document(
+                    executed, document, root, last.get(relative) if added else None
+                )
+                if added:
+                    last[relative] = counts
         return found
+
+    def _gcov(self, batch: list[str]) -> list[dict[str, object]]:
+        assert self.gcov is not None
+        try:
+            done = subprocess.run(
+                [self.gcov, "--json-format", "--stdout", *batch],
+                capture_output=True,
+                cwd=self.folder,
+                timeout=_GCOV_SECONDS,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return []
+        return list(gcov_documents(done.stdout.decode("utf-8", "replace")))
+
+
+def _relative(folder: Path) -> list[str]:
+    """The `.gcda` files under `folder`, as paths relative to it."""
+    return [str(p.relative_to(folder)) for p in folder.rglob("*.gcda")]
 
 
 def _living(live: str) -> tuple[list[int], list[int]]:

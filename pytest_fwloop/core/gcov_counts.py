@@ -43,9 +43,18 @@ def gcov_documents(text: str) -> Iterator[dict[str, Any]]:
             yield document
 
 
-def add_document(executed: Executed, document: Mapping[str, Any], root: str) -> None:
-    """Count one gcov document into `executed`: its files under `root`, their lines run."""
+def add_document(
+    executed: Executed,
+    document: Mapping[str, Any],
+    root: str,
+    before: Mapping[tuple[str, int], int] | None = None,
+) -> dict[tuple[str, int], int]:
+    """Count one gcov document into `executed`: its files under `root`, their lines run, and
+    return its counts by (path, line). `before` is what the same object's previous document
+    said, when its counts add up over the tests (an extension's, never reset: the lines this
+    test ran are those whose count grew)."""
     directory = str(document.get("current_working_directory", root))
+    counts: dict[tuple[str, int], int] = {}
     for entry in document.get("files", ()):
         if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
             continue
@@ -53,13 +62,14 @@ def add_document(executed: Executed, document: Mapping[str, Any], root: str) -> 
         if path is None:
             continue
         executed.measured.add(path)
-        lines = {
-            int(line["line_number"])
-            for line in entry.get("lines", ())
-            if isinstance(line, dict) and int(line.get("count", 0)) > 0
-        }
-        if lines:
-            executed.ran.setdefault(path, set()).update(lines)
+        for line in entry.get("lines", ()):
+            if isinstance(line, dict):
+                counts[(path, int(line["line_number"]))] = int(line.get("count", 0))
+    earlier = before or {}
+    for (path, number), count in counts.items():
+        if count > earlier.get((path, number), 0):
+            executed.ran.setdefault(path, set()).add(number)
+    return counts
 
 
 def encode(
@@ -73,6 +83,8 @@ def encode(
     by_line: dict[str, dict[int, set[int]]] = {}
     measured: dict[str, str] = {}
     for names, executed in groups:
+        if not names:
+            continue  # counts written before any test: an extension's import
         numbers = {tests.setdefault(name, len(tests)) for name in names}
         for path in executed.measured:
             measured[path] = tool

@@ -309,7 +309,7 @@ _ROUND_FILES: tuple[tuple[str, str], ...] = (
         (
             "with `fwloop_c_coverage = gcov`: which lines of the tree's C each test of run K "
             "ran, read with gcov (DESIGN.md §18; docs/providers.md, the C spectrum); the same "
-            "format plus `measured`, every file gcov measured by tool (`{\"src/x.c\": "
+            'format plus `measured`, every file gcov measured by tool (`{"src/x.c": '
             "\"gcov\"}`). A worker's is `spectrum-K.gw0.gcov.json`. Each test's counts wait "
             "in `gcov-K/` until the child run ends; that folder is then removed"
         ),
