@@ -25,10 +25,11 @@ class Attempt:
     spectrum: Path
 
 
-def gcov_folder(spectrum: Path) -> Path:
-    """Where the tests of the attempt writing `spectrum` keep their gcov counts until they are
-    read (`child/gcov.py`): `rounds/NN/gcov-K/`, removed once the C spectrum is written."""
-    return spectrum.with_name(f"gcov-{spectrum.stem.rsplit('-', 1)[-1]}")
+def gcov_folder(spectrum: Path, tool: str = "gcov") -> Path:
+    """Where the tests of the attempt writing `spectrum` keep what `tool` recorded until it is
+    read (`child/gcov.py`, `child/qemu_spectrum.py`): `rounds/NN/gcov-K/`, `rounds/NN/qemu-K/`,
+    removed once the C spectrum is written."""
+    return spectrum.with_name(f"{tool}-{spectrum.stem.rsplit('-', 1)[-1]}")
 
 
 def next_attempt(folder: Path) -> Attempt:

@@ -351,6 +351,7 @@ def register_child_plugins(
     junit_path: str,
     spectrum_path: str,
     gcov_path: str = "",
+    qemu_path: str = "",
 ) -> None:
     """Called from the main plugin's pytest_configure when this process is a loop child."""
     manager = config.pluginmanager
@@ -369,6 +370,11 @@ def register_child_plugins(
 
             gcov = GcovRecorder(Path(gcov_path), Path(spectrum_path), config)
             manager.register(gcov, "fwloop-gcov")
+        if qemu_path:
+            from pytest_fwloop.child.qemu_spectrum import QemuRecorder
+
+            qemu = QemuRecorder(Path(qemu_path), Path(spectrum_path), config)
+            manager.register(qemu, "fwloop-qemu-spectrum")
     if report_path and not hasattr(config, "workerinput"):
         junit = Path(junit_path) if junit_path else None
         recorder = ResultsRecorder(Path(report_path), junit, whole_suite=not select_path)

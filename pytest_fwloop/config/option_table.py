@@ -27,6 +27,8 @@ CHILD_JUNIT_FLAG = "--fwloop-child-junit"
 CHILD_SPECTRUM_FLAG = "--fwloop-child-spectrum"
 #: Where a child recording the spectrum keeps each test's gcov counts (`child/gcov.py`).
 CHILD_GCOV_FLAG = "--fwloop-child-gcov"
+#: Where a child recording the spectrum keeps its QEMU guests' logs (`child/qemu_spectrum.py`).
+CHILD_QEMU_FLAG = "--fwloop-child-qemu"
 #: The order file the `fwloop` command hands a controller that continues a run (DESIGN.md §11).
 OPERATOR_FLAG = "--fwloop-operator"
 OPERATOR_DEST = "fwloop_operator"
@@ -85,3 +87,4 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption(CHILD_JUNIT_FLAG, default="", help=argparse.SUPPRESS)
     group.addoption(CHILD_SPECTRUM_FLAG, default="", help=argparse.SUPPRESS)
     group.addoption(CHILD_GCOV_FLAG, default="", help=argparse.SUPPRESS)
+    group.addoption(CHILD_QEMU_FLAG, default="", help=argparse.SUPPRESS)

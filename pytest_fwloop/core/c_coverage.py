@@ -16,6 +16,6 @@ GCOV_LDFLAGS = "--coverage"
 
 def build_variables(mode: str) -> dict[str, str]:
     """The variables the loop's build and clean commands get for `fwloop_c_coverage`."""
-    if mode != "gcov":
+    if "gcov" not in mode.split("+"):
         return {}
     return {"FWLOOP_CFLAGS": GCOV_CFLAGS, "FWLOOP_LDFLAGS": GCOV_LDFLAGS}

@@ -83,11 +83,11 @@ def encode(
     by_line: dict[str, dict[int, set[int]]] = {}
     measured: dict[str, str] = {}
     for names, executed in groups:
-        if not names:
-            continue  # counts written before any test: an extension's import
-        numbers = {tests.setdefault(name, len(tests)) for name in names}
         for path in executed.measured:
             measured[path] = tool
+        if not names:
+            continue  # counts written before any test (an extension's import): no test's
+        numbers = {tests.setdefault(name, len(tests)) for name in names}
         for path, lines in executed.ran.items():
             here = by_line.setdefault(path, {})
             for line in lines:

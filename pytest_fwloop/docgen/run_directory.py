@@ -315,6 +315,15 @@ _ROUND_FILES: tuple[tuple[str, str], ...] = (
         ),
     ),
     (
+        "`spectrum-K.qemu.json`",
+        (
+            "with `fwloop_c_coverage = qemu`: which lines of the tree's C each test's QEMU "
+            "guest executed, from QEMU's execution log mapped through the firmware's DWARF "
+            "(docs/providers.md, the C spectrum); the same format as `spectrum-K.gcov.json`. "
+            "The logs wait in `qemu-K/` until the child run ends"
+        ),
+    ),
+    (
         "`focus-select.txt`",
         "the node ids a focus run selected (`--fwloop-focus`, DESIGN.md §13)",
     ),

@@ -24,6 +24,7 @@ from pytest_fwloop.child.start import ForkedChild, ForkGuard, fork_pytest
 from pytest_fwloop.config.option_table import (
     CHILD_GCOV_FLAG,
     CHILD_JUNIT_FLAG,
+    CHILD_QEMU_FLAG,
     CHILD_REPORT_FLAG,
     CHILD_SELECT_FLAG,
     CHILD_SPECTRUM_FLAG,
@@ -145,8 +146,11 @@ class ChildRunner:
         ]
         if self.settings.source_bytes > 0:
             args.append(f"{CHILD_SPECTRUM_FLAG}={attempt.spectrum}")
-            if self.settings.c_coverage == "gcov":
+            tools = self.settings.c_coverage.split("+")
+            if "gcov" in tools:
                 args.append(f"{CHILD_GCOV_FLAG}={gcov_folder(attempt.spectrum)}")
+            if "qemu" in tools:
+                args.append(f"{CHILD_QEMU_FLAG}={gcov_folder(attempt.spectrum, 'qemu')}")
         if selection is not None:
             args += self.selection_args(selection)
         return args
