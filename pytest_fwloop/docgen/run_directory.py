@@ -341,6 +341,25 @@ _ROUND_FILES: tuple[tuple[str, str], ...] = (
         ),
     ),
     (
+        "`spectrum-K.gcov.json`",
+        (
+            "with `fwloop_c_coverage = gcov`: which lines of the tree's C each test of run K "
+            "ran, read with gcov (DESIGN.md §18; docs/providers.md, the C spectrum); the same "
+            'format plus `measured`, every file gcov measured by tool (`{"src/x.c": '
+            "\"gcov\"}`). A worker's is `spectrum-K.gw0.gcov.json`. Each test's counts wait "
+            "in `gcov-K/` until the child run ends; that folder is then removed"
+        ),
+    ),
+    (
+        "`spectrum-K.qemu.json`",
+        (
+            "with `fwloop_c_coverage = qemu`: which lines of the tree's C each test's QEMU "
+            "guest executed, from QEMU's execution log mapped through the firmware's DWARF "
+            "(docs/providers.md, the C spectrum); the same format as `spectrum-K.gcov.json`. "
+            "The logs wait in `qemu-K/` until the child run ends"
+        ),
+    ),
+    (
         "`focus-select.txt`",
         "the node ids a focus run selected (`--fwloop-focus`, DESIGN.md §13)",
     ),
