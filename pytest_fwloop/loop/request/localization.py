@@ -80,7 +80,8 @@ class Localizer:
     """One per run: the index and the tree map live as long as the controller."""
 
     workspace: Workspace
-    budget: int
+    #: fwloop_source_bytes: what the code sent to a model may take, in bytes.
+    source_bytes: int
     redact: Callable[[str], str]
     #: The policy as it stands: after the baseline it protects every module tests came from.
     policy: Callable[[], PatchPolicy]
@@ -135,12 +136,14 @@ class Localizer:
         fresh = [r for r in ranked if (r.path, r.index) not in shown]
         best = list(dict.fromkeys(r.path for r in fresh))[:_FILES_READ]
         texts = self._texts(files, best)
-        map_budget = self.budget // 4
-        sources = pack_sources(self.tree, fresh, texts, self.budget - map_budget - self.budget // 8)
+        map_bytes = self.source_bytes // 4
+        sources = pack_sources(
+            self.tree, fresh, texts, self.source_bytes - map_bytes - self.source_bytes // 8
+        )
         sent = self._sent(fresh, sources)
         self._shown = (request.iteration, shown | sent)
         left_out = {p for p in editable if unbuilt(p, symbols, built)}
-        entries, more = repo_map(self.tree, ranked, editable, sources, map_budget, left_out)
+        entries, more = repo_map(self.tree, ranked, editable, sources, map_bytes, left_out)
         record = audit(
             self.tree,
             ranks,
@@ -182,7 +185,7 @@ class Localizer:
         nodeids = _one_per_signature(failing, str(self.workspace.root))
         test_paths = list(dict.fromkeys(n.split("::", 1)[0] for n in nodeids))[:_FILES_READ]
         test_texts = self._texts(files, [p for p in test_paths if p in symbols])
-        tests = failing_test_code(self.tree, nodeids, test_texts, self.budget // 8)
+        tests = failing_test_code(self.tree, nodeids, test_texts, self.source_bytes // 8)
         named = {**self._recent_files(), **_patched(earlier_patches, "patched earlier in this run")}
         for fix in request.similar_fixes:
             named.update(_patched([fix.patch], f"fixed before in run {fix.run_id}"))
@@ -231,7 +234,7 @@ class Localizer:
             )
             for function in changed_functions(path, old_text, new_text):
                 size = len(function.before.encode()) + len(function.after.encode())
-                if spent + size > self.budget:
+                if spent + size > self.source_bytes:
                     return found
                 spent += size
                 found.append(function)
@@ -463,7 +466,7 @@ def localize(
         f"symbol(s) ranked; sent {len(done.sources)} source chunk(s) ({report.sources_bytes} "
         f"bytes), {len(done.test_sources)} test function(s), {len(done.repo_map)} repo-map "
         f"file(s) (+{done.repo_map_more} not listed) within fwloop_source_bytes="
-        f"{localizer.budget} in {report.seconds:.2f}s; {report.build}{notice}"
+        f"{localizer.source_bytes} in {report.seconds:.2f}s; {report.build}{notice}"
         f"{'; the next-ranked code, as the coder was unsure' if again else ''}",
         [services.recorder.relative(written)],
     )
