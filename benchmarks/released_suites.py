@@ -344,16 +344,21 @@ def rerank(tree: Path, run_dir: Path, seeded: list[Seeded]) -> dict[str, str]:
     workspace = Workspace(tree)
     workspace.take_baseline("released-suites-rerank")
     policy = PatchPolicy(protected=DEFAULT_PROTECTED)
-    # The spectra the first request could read: the baseline's round alone.
+    # The spectra the first request could read: the baseline's round and the spectrum run
+    # made before that request (in round 2, before its test run).
     first_round = Path(tempfile.mkdtemp(prefix="fwloop-rerank-")) / "rounds"
     shutil.copytree(run_dir / "rounds" / "01", first_round / "01")
+    (first_round / "02").mkdir()
+    for path in (run_dir / "rounds" / "02").glob("spectrum-run-*"):
+        shutil.copy2(path, first_round / "02" / path.name)
+    passed = sum(t["outcome"] == "passed" for t in results)
     localizer = localization.Localizer(
         workspace, SOURCE_BYTES, lambda text: text, lambda: policy, first_round
     )
     request = AgentRequest(role="coder", iteration=2, goal="g", workspace=str(tree), failures=[])
     try:
         with mock.patch.object(localization, "rank", side_effect=keep):
-            localizer.coder_request(request, failing, [])
+            localizer.coder_request(request, failing, [], passed_in_suite=passed)
     finally:
         workspace.close(keep_tree=True)
         shutil.rmtree(first_round.parent)

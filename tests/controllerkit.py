@@ -23,7 +23,11 @@ from loopkit import APPROVE, check_records, coder_answer, unified_diff
 from pytest_fwloop.agents.base import RawAnswer
 from pytest_fwloop.agents.errors import ProviderError
 from pytest_fwloop.child.files import Attempt
-from pytest_fwloop.config.option_table import CHILD_REPORT_FLAG, CHILD_SELECT_FLAG
+from pytest_fwloop.config.option_table import (
+    CHILD_REPORT_FLAG,
+    CHILD_SELECT_FLAG,
+    CHILD_SPECTRUM_FLAG,
+)
 from pytest_fwloop.config.settings import LoopSettings, load_settings
 from pytest_fwloop.core.machine.outcomes import Outcome
 from pytest_fwloop.core.machine.state_clock import StateClock
@@ -165,6 +169,10 @@ class FakeChild:
         )
         report = next(a.split("=", 1)[1] for a in args if a.startswith(f"{CHILD_REPORT_FLAG}="))
         Path(report).write_text(written.model_dump_json(), encoding="utf-8")
+        spectrum = [a.split("=", 1)[1] for a in args if a.startswith(f"{CHILD_SPECTRUM_FLAG}=")]
+        for path in spectrum:  # as the child's recorder would: these tests, no line of a tree
+            payload = {"root": str(self.root), "tests": [t.nodeid for t in tests], "sets": []}
+            Path(path).write_text(json.dumps({**payload, "files": {}}), encoding="utf-8")
         return ProcessResult(
             returncode=written.exitstatus, timed_out=False, aborted=False, duration=0.1
         )

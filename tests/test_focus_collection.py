@@ -49,10 +49,11 @@ import os
 
 
 def pytest_collection_finish(session):
-    if session.config.getoption("fwloop_child_select"):
+    select = session.config.getoption("fwloop_child_select")
+    if select:
         with open("collected-from.log", "a") as log:
             for arg in session.config.args:
-                log.write(os.path.relpath(arg) + "\\n")
+                log.write(os.path.basename(select) + " " + os.path.relpath(arg) + "\\n")
 """
 #: A conftest beside the selected tests: logs each selective child that loads it.
 BESIDE = """\
@@ -64,7 +65,7 @@ def pytest_configure(config):
 
 def focus_run(project: LoopProject, *files: tuple[str, str]) -> list[str]:
     """A loop whose patch iterations run a focus on tests/test_calc.py (and reruns its flaky
-    candidates); the paths the selective children collected from."""
+    candidates); the paths the focus and flaky children collected from."""
     project.calc_suite()
     project.write("conftest.py", ARGS_LOG)
     project.write("tests/other/test_other.py", "def test_other():\n    pass\n")
@@ -73,7 +74,14 @@ def focus_run(project: LoopProject, *files: tuple[str, str]) -> list[str]:
     coder = project.agent("coder", [coder_answer(p) for p in calc_fix_patches()])
     result = project.run(f"--fwloop-coder={coder.spec}", "--fwloop-reviewer=rules")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    return sorted(set((project.root / "collected-from.log").read_text().splitlines()))
+    return collected(project, spectrum_run=False)
+
+
+def collected(project: LoopProject, spectrum_run: bool) -> list[str]:
+    """The paths the selective children collected from: the spectrum runs', or the others'."""
+    lines = (project.root / "collected-from.log").read_text().splitlines()
+    runs = [line.split(" ", 1) for line in lines]
+    return sorted({path for name, path in runs if name.startswith("spectrum-run") is spectrum_run})
 
 
 def trace(project: LoopProject) -> str:
@@ -84,6 +92,11 @@ def trace(project: LoopProject) -> str:
 def test_a_focused_child_collects_only_the_selected_tests_files(project: LoopProject) -> None:
     # Not `testpaths` (tests, which holds tests/other/test_other.py): the selected file.
     assert focus_run(project) == ["tests/test_calc.py"]
+    # The spectrum run before the first coder call selects passing tests of both files.
+    assert collected(project, spectrum_run=True) == [
+        "tests/other/test_other.py",
+        "tests/test_calc.py",
+    ]
     assert "collects as a whole run" not in trace(project)
     assert project.summary()["pass_counts"][-1] == 7
 

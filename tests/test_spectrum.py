@@ -15,7 +15,8 @@ from pytest_fwloop.core.request.code_symbols import FileSymbols
 from pytest_fwloop.core.request.failure_evidence import FailureText, gather_evidence
 from pytest_fwloop.core.request.ochiai import Spectrum, overlaid, read_spectrum, suspicious_lines
 from pytest_fwloop.core.request.ranking import TreeMap, _wraps, rank
-from pytest_fwloop.loop.request.spectrum_files import SpectrumReader
+from pytest_fwloop.core.request.spectrum_sample import MAX_FAILING, MAX_PASSING, spectrum_selection
+from pytest_fwloop.loop.request.spectrum_files import SpectrumReader, measured_on_tree
 
 CALC = """\
 def double(x):
@@ -220,6 +221,102 @@ def test_the_reader_takes_every_attempt_oldest_first(tmp_path: Path) -> None:
     assert recorded.passed == {"t::a"}
     assert set(recorded.spectrum.files["x.py"]) == {1, 5}
     assert reader.newest() is recorded  # read once while no file changes
+
+
+def test_an_even_sample_of_passing_tests_ranks_lines_as_the_whole_suite_does() -> None:
+    """Line 1 runs in every test, line 2 in the failing one and a tenth of the passing ones:
+    measured over every tenth passing test, scaled back to the 1,000 that passed, each line's
+    Ochiai is what the whole suite gives."""
+    passing = [f"t::p{i}" for i in range(1_000)]
+    tests = ["t::f", *passing]
+    every = {"x.py": {1: tests, 2: ["t::f", *passing[::10]]}}
+    whole = suspicious_lines(spectrum_of(tests, every), {"t::f"}, set(passing)).lines
+    sample = passing[::10]
+    sampled_runs = {"x.py": {1: ["t::f", *sample], 2: ["t::f", *sample[::10]]}}
+    sampled = spectrum_of(["t::f", *sample], sampled_runs)
+    scaled = suspicious_lines(sampled, {"t::f"}, set(sample), passed_in_suite=1_000).lines
+    unscaled = suspicious_lines(sampled, {"t::f"}, set(sample)).lines
+    for line in (1, 2):
+        assert scaled[("x.py", line)].ochiai == pytest.approx(whole[("x.py", line)].ochiai)
+        assert scaled[("x.py", line)].score == pytest.approx(whole[("x.py", line)].score)
+    assert unscaled[("x.py", 2)].ochiai > whole[("x.py", 2)].ochiai  # a sample alone overrates
+
+
+def test_the_spectrum_run_measures_failures_and_an_even_sample_only_when_due() -> None:
+    passing = [f"tests/test_{i // 50}.py::test_{i}" for i in range(1_000)]
+    failing = ["tests/test_3.py::test_bad", "tests/test_7.py::test_worse"]
+    chosen = spectrum_selection(failing, passing, measured=set())
+    assert chosen[:2] == failing
+    assert len(chosen) == 2 + MAX_PASSING
+    # Spread over the whole suite, so over its files: every file gives its share.
+    assert len({n.split("::")[0] for n in chosen[2:]}) == 20
+    # Every failing test already measured on this tree (a focus run after the patch): none.
+    assert spectrum_selection(failing, passing, measured={*failing}) == []
+    # A small suite runs whole; many failures are bounded.
+    assert spectrum_selection(failing, passing[:10], measured={failing[0]}) == [
+        *failing,
+        *passing[:10],
+    ]
+    many = [f"t.py::f{i}" for i in range(500)]
+    assert spectrum_selection(many, [], set()) == many[:MAX_FAILING]
+
+
+def test_only_the_trees_own_recordings_count_as_measured(tmp_path: Path) -> None:
+    """Iteration 3 starts from the tree iteration 2's patch made: iteration 2's focus run
+    measured it, its spectrum run (before the patch) and the baseline's round did not."""
+    rounds = tmp_path / "rounds"
+
+    def spectrum(name: str, tests: list[str]) -> None:
+        path = rounds / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"root": "/t", "tests": tests, "sets": [], "files": {}}))
+
+    for folder in ("01", "02"):
+        (rounds / folder).mkdir(parents=True)
+        (rounds / folder / "pytest.log").write_text("")
+    spectrum("02/spectrum-run-1.json", ["t::old"])
+    spectrum("02/spectrum-1.json", ["t::a"])
+    spectrum("02/spectrum-1.gw0.json", ["t::b"])
+    assert measured_on_tree(rounds, 2) == {"t::old"}
+    assert measured_on_tree(rounds, 3) == {"t::a", "t::b"}
+    spectrum("03/spectrum-run-1.json", ["t::c"])
+    assert measured_on_tree(rounds, 3) == {"t::a", "t::b", "t::c"}
+
+
+def test_the_reader_puts_a_rounds_spectrum_run_before_its_test_run(tmp_path: Path) -> None:
+    folder = tmp_path / "rounds" / "02"
+    folder.mkdir(parents=True)
+    root = str(tmp_path)
+    before = {
+        "root": root,
+        "tests": ["t::a", "t::p"],
+        "sets": [[0, 1]],
+        "files": {"x.py": {"1": 0}},
+    }
+    after = {"root": root, "tests": ["t::a"], "sets": [[0]], "files": {"x.py": {"2": 0}}}
+    (folder / "spectrum-run-1.json").write_text(json.dumps(before))
+    (folder / "spectrum-run-1-results.json").write_text(
+        json.dumps(
+            {
+                "tests": [
+                    {"nodeid": "t::a", "outcome": "failed"},
+                    {"nodeid": "t::p", "outcome": "passed"},
+                ]
+            }
+        )
+    )
+    (folder / "spectrum-1.json").write_text(json.dumps(after))
+    (folder / "results-1.json").write_text(
+        json.dumps({"tests": [{"nodeid": "t::a", "outcome": "failed"}]})
+    )
+    recorded = SpectrumReader(tmp_path / "rounds", tmp_path).newest()
+    assert recorded is not None
+    assert recorded.passed == {"t::p"}
+    ran = {
+        line: {recorded.spectrum.tests[i] for i in recorded.spectrum.sets[at]}
+        for line, at in recorded.spectrum.files["x.py"].items()
+    }
+    assert ran == {1: {"t::p"}, 2: {"t::a"}}  # t::a counts with its run after the patch
 
 
 def tree_of(files: dict[str, str]) -> TreeMap:

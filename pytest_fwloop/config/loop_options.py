@@ -88,6 +88,7 @@ class LoopOptions:
     source_bytes: int
     read_tools: bool
     model_context: int | None
+    c_coverage: str
     #: Where each value came from (the flag, `$FWLOOP_<NAME>` or `ini fwloop_<name>`), as the
     #: errors found while deriving the settings name it.
     origins: Mapping[str, str]

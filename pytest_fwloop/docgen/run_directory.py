@@ -323,8 +323,40 @@ _ROUND_FILES: tuple[tuple[str, str], ...] = (
             "(DESIGN.md §16; docs/providers.md, the spectrum): `{root, tests, sets, files}`, "
             "`files` mapping each path under `root` to its lines, each line to an index into "
             "`sets`, each set the indices into `tests` of the tests that ran it. One file per "
-            "pytest-xdist worker (`spectrum-K.gw0.json`); none when `fwloop_source_bytes` is 0 "
-            "or something else measured the run (pytest-cov, a debugger)"
+            "pytest-xdist worker (`spectrum-K.gw0.json`). Written only by a patch's own run "
+            "(the focus run, or the whole suite with `--fwloop-focus=off`): never by the "
+            "baseline, a gate or a confirmation; none when `fwloop_source_bytes` is 0 or "
+            "something else measured the run (pytest-cov, a debugger)"
+        ),
+    ),
+    (
+        "`spectrum-run-K.log`, `spectrum-run-K-select.txt`, `spectrum-run-K-results.json`, "
+        "`spectrum-run-K.json`",
+        (
+            "the spectrum run before a coder call (`SPECTRUM_RUN`): when some failing test the "
+            "coder will hear of has no lines recorded on the tree as it stands (the baseline's "
+            "failures, a gate's regressions), one child runs the failing tests and an even "
+            "sample of the passing ones, recording which lines each ran (the same shape as "
+            "`spectrum-K.json`); its outcomes count for nothing but the ranking"
+        ),
+    ),
+    (
+        "`spectrum-K.gcov.json`",
+        (
+            "with `fwloop_c_coverage = gcov`: which lines of the tree's C each test of run K "
+            "ran, read with gcov (DESIGN.md §18; docs/providers.md, the C spectrum); the same "
+            'format plus `measured`, every file gcov measured by tool (`{"src/x.c": '
+            "\"gcov\"}`). A worker's is `spectrum-K.gw0.gcov.json`. Each test's counts wait "
+            "in `gcov-K/` until the child run ends; that folder is then removed"
+        ),
+    ),
+    (
+        "`spectrum-K.qemu.json`",
+        (
+            "with `fwloop_c_coverage = qemu`: which lines of the tree's C each test's QEMU "
+            "guest executed, from QEMU's execution log mapped through the firmware's DWARF "
+            "(docs/providers.md, the C spectrum); the same format as `spectrum-K.gcov.json`. "
+            "The logs wait in `qemu-K/` until the child run ends"
         ),
     ),
     (

@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_fwloop.child.files import Attempt, next_attempt, progress_path
+from pytest_fwloop.child.files import Attempt, gcov_folder, next_attempt, progress_path
 from pytest_fwloop.child.progress import ProgressWatcher
 from pytest_fwloop.child.start import ForkedChild, ForkGuard, fork_pytest
 from pytest_fwloop.config.option_table import (
+    CHILD_GCOV_FLAG,
     CHILD_JUNIT_FLAG,
+    CHILD_QEMU_FLAG,
     CHILD_REPORT_FLAG,
     CHILD_SELECT_FLAG,
     CHILD_SPECTRUM_FLAG,
@@ -127,11 +129,13 @@ class ChildRunner:
         #: The folders holding a conftest.py a whole run could load (`conftest_dirs`), once.
         self._conftests: list[str] | None = None
 
-    def attempt_args(self, folder: Path, attempt: Attempt, selection: Path | None) -> list[str]:
+    def attempt_args(
+        self, folder: Path, attempt: Attempt, selection: Path | None, spectrum: bool = False
+    ) -> list[str]:
         """The reporting arguments of one attempt: its records, JUnit XML and HTML report.
         The JUnit XML is pytest's own when the user asked for one (it is delivered to them),
-        else the child writes it from its records, for a fraction of the cost. It also records
-        which lines each test ran, when localization will read it (DESIGN.md §16)."""
+        else the child writes it from its records, for a fraction of the cost. With `spectrum`
+        it also records which lines each test ran (DESIGN.md §16), for localization."""
         junit = CHILD_JUNIT_FLAG if self.settings.reports.junit is None else "--junitxml"
         args = [
             f"{CHILD_REPORT_FLAG}={attempt.results}",
@@ -142,8 +146,13 @@ class ChildRunner:
                 int(folder.name),  # rounds/NN
             ),
         ]
-        if self.settings.options.source_bytes > 0:
+        if spectrum:
             args.append(f"{CHILD_SPECTRUM_FLAG}={attempt.spectrum}")
+            tools = self.settings.options.c_coverage.split("+")
+            if "gcov" in tools:
+                args.append(f"{CHILD_GCOV_FLAG}={gcov_folder(attempt.spectrum)}")
+            if "qemu" in tools:
+                args.append(f"{CHILD_QEMU_FLAG}={gcov_folder(attempt.spectrum, 'qemu')}")
         if selection is not None:
             args += self.selection_args(selection)
         return args

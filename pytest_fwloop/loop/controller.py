@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -27,8 +28,6 @@ from pytest_fwloop.core.records.redaction import Redactor
 from pytest_fwloop.loop.agent_calls import CallLog, role_agent
 from pytest_fwloop.loop.child_runner import ChildRunner, precheck_files
 from pytest_fwloop.loop.operator.continuation import Past
-from pytest_fwloop.loop.request.desk import RequestDesk
-from pytest_fwloop.loop.request.localization import Localizer
 from pytest_fwloop.loop.run_deadline import RunDeadline
 from pytest_fwloop.loop.rundir import RunRecorder
 from pytest_fwloop.loop.services import Services
@@ -40,22 +39,18 @@ from pytest_fwloop.loop.state import (
     Verdict,
     policy_in_force,
 )
-from pytest_fwloop.loop.steps.analysis import ask_coder
 from pytest_fwloop.loop.steps.build import BuildStep
-from pytest_fwloop.loop.steps.confidence import weigh_answer
-from pytest_fwloop.loop.steps.decline import only_declined_left, take_decline
 from pytest_fwloop.loop.steps.farm import check_board, farm_hold, swap_board, take_board
 from pytest_fwloop.loop.steps.iteration_end import IterationEnd
-from pytest_fwloop.loop.steps.patch_gate import PatchGate
-from pytest_fwloop.loop.steps.proposal import ProposalDesk
 from pytest_fwloop.loop.steps.result_collection import ResultCollection
-from pytest_fwloop.loop.steps.review_panel import ReviewPanel
 from pytest_fwloop.loop.steps.test_run import SuiteRun
-from pytest_fwloop.loop.steps.tester import plan_tests, run_tester_commands
 from pytest_fwloop.loop.terminal import Terminal
 from pytest_fwloop.procs.allowlist_runner import AllowlistRunner
 from pytest_fwloop.procs.supervision import ProcessResult
 from pytest_fwloop.workspace import Workspace
+
+if TYPE_CHECKING:
+    from pytest_fwloop.loop.repair import RepairDesk
 
 
 class Controller:
@@ -119,13 +114,9 @@ class Controller:
         )
         self.suite = SuiteRun(services, self.child)
         self.build = BuildStep(services)
-        panel = ReviewPanel(services, self.calls.record, left) if settings.review_panel else None
-        self.gate = PatchGate(services, self.reviewer, panel)
-        self.proposals = ProposalDesk(services, self.reviewer, self.tester)
-        rounds = services.recorder.path / "rounds"
-        budget = settings.options.source_bytes
-        self.localizer = Localizer(workspace, budget, redact, services.policy, rounds)
-        self.desk = RequestDesk(services, self.loop, self.localizer)
+        #: What only a coder call needs, built when the first is due (`repair`).
+        self._repair: RepairDesk | None = None
+        self._tried: list[tuple[int, str]] = []
         self.end = IterationEnd(services, self.loop, self.clock)
         self.farm = farm_hold(services)
         self.handlers: dict[State, Callable[[], Step]] = {
@@ -146,13 +137,28 @@ class Controller:
         if past is not None:
             for passed, total in past.counts:
                 self.end.checker.add_iteration_result(passed, total)
-            self.gate.tried = list(past.tried)
+            self._tried = list(past.tried)
             self.calls.usage = UsageLedger.from_dict(past.usage)
             self.calls.coder_calls = past.coder_calls
             for agent in filter(None, [self.coder, self.reviewer, self.tester]):
                 agent.skip(past.answered[agent.role])
 
     # -- plumbing -------------------------------------------------------------------------------
+
+    @property
+    def repair(self) -> RepairDesk:
+        """The requests, patch gate, proposals and localizer: imported and built at the first
+        coder call, so a green run loads none of them (`loop/repair.py`)."""
+        if self._repair is None:
+            from pytest_fwloop.loop.repair import RepairDesk
+
+            agents = (self.reviewer, self.tester)
+            left = self.clock.remaining
+            self._repair = RepairDesk(
+                self.services, self.loop, agents, self.calls.record, left, self.redact
+            )
+            self._repair.gate.tried = self._tried
+        return self._repair
 
     def move(self, step: Step) -> None:
         source = self.loop.state
@@ -216,7 +222,8 @@ class Controller:
 
     def build_setup(self) -> Step:
         verdict = self.build.setup(self.loop.current, self.loop.pre_patch_checkpoint)
-        self.gate.forget_if_timed_out(verdict, self.loop.current)
+        if self._repair is not None:  # else no patch was ever tried
+            self._repair.gate.forget_if_timed_out(verdict, self.loop.current)
         return self._take(verdict)
 
     def build_run(self) -> Step:
@@ -267,9 +274,11 @@ class Controller:
 
     def _plan_tests(self) -> Step:
         """Ask the tester for the applied patch's test plan (DESIGN.md §5, seed 004)."""
+        from pytest_fwloop.loop.steps.tester import plan_tests
+
         assert self.tester is not None
         allowed = [shlex.join(prefix) for prefix in self.settings.allowed_commands]
-        request = self.desk.request(
+        request = self.repair.request(
             "tester", self.loop.current.patch, allowed_commands=allowed, constraints=[]
         )
         return plan_tests(self.services, self.loop, self.tester, request, self.runner)
@@ -325,6 +334,8 @@ class Controller:
         )
 
     def _run_tester_commands(self, folder: Path, tester: TesterRound) -> str:
+        from pytest_fwloop.loop.steps.tester import run_tester_commands
+
         done = run_tester_commands(
             self.services,
             folder,
@@ -342,37 +353,17 @@ class Controller:
         return done.note
 
     def code_analysis(self) -> Step:
-        ended = only_declined_left(self.loop, str(self.settings.rootdir))
-        return ended or ask_coder(
-            self.services, self.loop, self.coder, lambda: self.desk.assemble("coder")
-        )
+        return self.repair.analyse(self.coder, self.child)
 
     def patch_generation(self) -> Step:
-        assert self.loop.coder_answer is not None
-        judged = take_decline(self.loop, str(self.settings.rootdir)) or weigh_answer(
-            self.loop, self.settings
-        )
-        if judged is not None:
-            return judged
-        paused = self.proposals.stop(len(self.gate.tried), self.loop, self.desk.request)
-        if paused is not None:
-            return paused
-        verdict = self.gate.judge(
-            self.loop.coder_answer,
-            self.loop.current,
-            lambda patch: self.desk.request("reviewer", patch),
-        )
-        if verdict.constraints is not None:
-            self.loop.constraints = verdict.constraints
-        if self.gate.review_path is not None:
-            self.loop.review_path = self.gate.review_path
-        return self._take(verdict)
+        judged = self.repair.judge()
+        return judged if isinstance(judged, Step) else self._take(judged)
 
     def patch_apply(self) -> Step:
         self.loop.pre_patch_checkpoint = self.workspace.snapshot(
             f"before iteration {self.loop.current.number}"
         )
-        verdict = self.gate.apply(self.loop.current, self.loop.pre_patch_checkpoint)
+        verdict = self.repair.gate.apply(self.loop.current, self.loop.pre_patch_checkpoint)
         if verdict.error is None:
             self.loop.tester_due = self.tester is not None
             self.loop.tester_round = None

@@ -30,8 +30,6 @@ from pytest_fwloop.core.suite.history import (
 from pytest_fwloop.core.suite.results import TestRecord, nodeids
 from pytest_fwloop.core.verdict.convergence import ConvergenceType, ExecutionMode
 from pytest_fwloop.core.verdict.metrics import judge, series
-from pytest_fwloop.knowledge.fixes import remember_verdicts
-from pytest_fwloop.knowledge.store import KnowledgeBase
 from pytest_fwloop.loop.crash import INTERNAL_ERROR_FILE
 from pytest_fwloop.loop.rundir import utc_now
 from pytest_fwloop.loop.state import best_kept
@@ -80,16 +78,19 @@ def finalize(
     summary = _summary(loop, calls, settings, recorder, workspace, patch_name, duration, context)
     summary = summary.model_copy(update={"best": best})
     recorder.write_json("summary.json", summary.model_dump(mode="json"))
-    unstored = remember_verdicts(
-        KnowledgeBase(settings.knowledge) if settings.knowledge else None,
-        recorder.run_id,
-        outcome.value,
-        {
-            **{n: (record, "inconclusive") for n, record in loop.inconclusive.items()},
-            **{n: (record, "declined") for n, record in loop.declined.items()},
-        },
-        recorder.redact,
-    )
+    verdicts = {
+        **{n: (record, "inconclusive") for n, record in loop.inconclusive.items()},
+        **{n: (record, "declined") for n, record in loop.declined.items()},
+    }
+    unstored = ""
+    if settings.knowledge and verdicts:  # a green run opens no knowledge base (issue 41)
+        from pytest_fwloop.knowledge.fixes import remember_verdicts
+        from pytest_fwloop.knowledge.store import KnowledgeBase
+
+        knowledge = KnowledgeBase(settings.knowledge)
+        unstored = remember_verdicts(
+            knowledge, recorder.run_id, outcome.value, verdicts, recorder.redact
+        )
     timeline = Timeline(
         run_id=recorder.run_id, iterations=[it.timeline_entry() for it in loop.iterations]
     )

@@ -18,6 +18,7 @@ from pytest_fwloop.core.machine.fsm import State
 
 class SubState(str, enum.Enum):
     LOG_TRIAGE = "LOG_TRIAGE"
+    SPECTRUM_RUN = "SPECTRUM_RUN"
     LOCALIZATION = "LOCALIZATION"
     ROOT_CAUSE_HYPOTHESIS = "ROOT_CAUSE_HYPOTHESIS"
     CHANGE_IMPACT_ESTIMATE = "CHANGE_IMPACT_ESTIMATE"
@@ -46,6 +47,13 @@ SUBSTATES: dict[SubState, SubStateRow] = {
         State.CODE_ANALYSIS,
         "before each coder call: the failing tests clustered by signature within "
         "`fwloop_context_bytes`, with the regressions and must-fix items sent along",
+    ),
+    SubState.SPECTRUM_RUN: SubStateRow(
+        State.CODE_ANALYSIS,
+        "before a coder call whose failing tests no run recorded on this tree (the baseline's, a "
+        "gate's regressions): one bounded child run records which lines each ran, with an even "
+        "sample of the passing tests (docs/providers.md, the spectrum); `evidence` is its "
+        "selection and log",
     ),
     SubState.LOCALIZATION: SubStateRow(
         State.CODE_ANALYSIS,

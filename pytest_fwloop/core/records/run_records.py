@@ -218,7 +218,8 @@ class Summary(Record):
     total_counts: list[int] = Field(description="total count per measured iteration")
     executed_counts: list[int] = Field(
         description="test executions per measured iteration: the focus, the regression gate, "
-        "flaky, environment and tester reruns (carried outcomes are not executions)"
+        "flaky, environment and tester reruns, the spectrum run before its coder call (carried "
+        "outcomes are not executions)"
     )
     coder_calls: int = Field(description="coder calls made, retries included")
     usage: UsageRecord = Field(description="agent usage (below)")

@@ -172,9 +172,9 @@ def error_line(text: str) -> str:
 
 def executed_in(folder: Path) -> int:
     """Test executions recorded in an iteration's folder: every child run's raw results (the
-    focus, the gate, flaky and environment reruns, the tester's pre-check) and the reruns a
-    plugin made inside them (pytest-rerunfailures: a record's `reruns`), carried records left
-    out; `results.json`, the iteration's merged view, is not a run."""
+    focus, the gate, flaky and environment reruns, the tester's pre-check, the spectrum run) and
+    the reruns a plugin made inside them (pytest-rerunfailures: a record's `reruns`), carried
+    records left out; `results.json`, the iteration's merged view, is not a run."""
     executed = 0
     for path in folder.glob("*results*.json"):
         if path.name == "results.json":

@@ -1,9 +1,12 @@
 """The spectra the run's children wrote, read for localization (DESIGN.md §16).
 
-The edge of `core/request/ochiai.py`: each attempt that ran tests recorded which lines each test ran
-(`rounds/NN/spectrum-K.json`, one file per process that ran tests) beside its outcomes
-(`results-K.json`). Read oldest first, a test counts with its last run: a focus run after a
-patch replaces what the whole-suite run before it said of its tests, and keeps the rest.
+The edge of `core/request/ochiai.py`: a run that recorded which lines each test ran wrote them
+beside its outcomes, one file per process that ran tests (and the C they ran in
+`*.gcov.json` beside it, when gcov measured it; an attempt's files are joined): a patch's test run
+`rounds/NN/spectrum-K.json` (with `results-K.json`), the spectrum run before a coder call
+`rounds/NN/spectrum-run-K.json` (with `spectrum-run-K-results.json`; it comes before its round's
+test run). Read oldest first, a test counts with its last run: a focus run after a patch
+replaces what the runs before it said of its tests, and keeps the rest.
 """
 
 from __future__ import annotations
@@ -14,11 +17,16 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_fwloop.child.spectrum import spectrum_paths
-from pytest_fwloop.core.request.ochiai import Spectrum, overlaid, read_spectrum
+from pytest_fwloop.child.spectra.python_lines import spectrum_paths
+from pytest_fwloop.core.request.ochiai import Spectrum, joined, overlaid, read_spectrum
 
-#: An attempt's file, or one of its pytest-xdist workers' (`spectrum-1.gw0.json`).
-_ATTEMPT = re.compile(r"spectrum-(\d+)(?:\.[\w-]+)?\.json")
+#: An attempt's file, one of its pytest-xdist workers' (`spectrum-1.gw0.json`), or the C its
+#: tests ran (`spectrum-1.gcov.json`, `spectrum-1.gw0.gcov.json`: `child/spectra/gcov.py`).
+_ATTEMPT = re.compile(r"spectrum-(\d+)(?:\.[\w.-]+)?\.json")
+#: A spectrum run's file, or one of its workers' or its C's (`spectrum-run-1.gw0.gcov.json`).
+_SPECTRUM_RUN = re.compile(r"spectrum-run-(\d+)(?:\.[\w.-]+)?\.json")
+#: The stem of a spectrum run's files in its round folder (`spectrum-run-K.log`, ...).
+SPECTRUM_RUN = "spectrum-run"
 
 
 @dataclass
@@ -50,20 +58,12 @@ class SpectrumReader:
         return self._read[1]
 
     def _attempts(self) -> list[tuple[Path, list[Path]]]:
-        """Each attempt's results file and spectrum files, oldest first."""
+        """Each recording run's results file and spectrum files, oldest first."""
         if not self.rounds.is_dir():
             return []
         found: list[tuple[Path, list[Path]]] = []
         for folder in sorted(self.rounds.iterdir()):
-            numbers = {
-                int(m.group(1))
-                for m in (_ATTEMPT.fullmatch(p.name) for p in folder.glob("spectrum-*.json"))
-                if m is not None
-            }
-            for number in sorted(numbers):
-                files = spectrum_paths(folder / f"spectrum-{number}.json")
-                if files:
-                    found.append((folder / f"results-{number}.json", files))
+            found += recorded_in(folder, spectrum_runs=True) + recorded_in(folder)
         return found
 
     def _load(self, attempts: list[tuple[Path, list[Path]]]) -> Recorded | None:
@@ -77,7 +77,9 @@ class SpectrumReader:
             except (OSError, ValueError, KeyError, TypeError, AttributeError):
                 continue  # an attempt cut short (its child killed) leaves the others
             outcomes.update(these)
-            spectra += [part for part in parts if part is not None]
+            spectrum = joined([part for part in parts if part is not None])
+            if spectrum is not None:
+                spectra.append(spectrum)
         spectrum = overlaid(spectra)
         if spectrum is None:
             return None
@@ -89,3 +91,42 @@ class SpectrumReader:
         if prefix.startswith(".."):
             return None  # a rootdir outside the tree: no line of it may be patched
         return read_spectrum(payload, "" if prefix == "." else f"{prefix}/")
+
+
+def recorded_in(folder: Path, spectrum_runs: bool = False) -> list[tuple[Path, list[Path]]]:
+    """The (results file, spectrum files) of a round's test runs, or of its spectrum runs."""
+    pattern, stem = (_SPECTRUM_RUN, SPECTRUM_RUN) if spectrum_runs else (_ATTEMPT, "spectrum")
+    numbers = {
+        int(m.group(1))
+        for m in (pattern.fullmatch(p.name) for p in folder.glob(f"{stem}-*.json"))
+        if m is not None
+    }
+    found: list[tuple[Path, list[Path]]] = []
+    for number in sorted(numbers):
+        files = spectrum_paths(folder / f"{stem}-{number}.json")
+        results = f"{stem}-{number}-results.json" if spectrum_runs else f"results-{number}.json"
+        if files:
+            found.append((folder / results, files))
+    return found
+
+
+def measured_on_tree(rounds: Path, number: int) -> set[str]:
+    """The tests whose lines were recorded on the tree iteration `number` starts from: by the
+    test run of the latest round before it that ran tests (a patch's run, after its patch), and
+    by this round's spectrum runs. An older recording ran an older tree."""
+    parts: list[tuple[Path, list[Path]]] = recorded_in(rounds / f"{number:02d}", True)
+    earlier = [
+        folder
+        for folder in (rounds.iterdir() if rounds.is_dir() else [])
+        if folder.name.isdigit() and int(folder.name) < number and any(folder.glob("pytest*.log"))
+    ]
+    if earlier:
+        parts += recorded_in(max(earlier, key=lambda folder: int(folder.name)))
+    tests: set[str] = set()
+    for _, files in parts:
+        for path in files:
+            try:
+                tests.update(str(t) for t in json.loads(path.read_text(encoding="utf-8"))["tests"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+    return tests

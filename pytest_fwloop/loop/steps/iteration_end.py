@@ -38,8 +38,6 @@ from pytest_fwloop.core.verdict.convergence import (
 )
 from pytest_fwloop.core.verdict.iteration_advice import Facts, analyse, headline
 from pytest_fwloop.core.verdict.metrics import describe
-from pytest_fwloop.knowledge.fixes import remember
-from pytest_fwloop.knowledge.store import KnowledgeBase
 from pytest_fwloop.loop.finish import report_page
 from pytest_fwloop.loop.notify import announce_plateau
 from pytest_fwloop.loop.rundir import utc_now
@@ -295,6 +293,9 @@ class IterationEnd:
             or not self.services.settings.knowledge
         ):
             return
+        from pytest_fwloop.knowledge.fixes import remember
+        from pytest_fwloop.knowledge.store import KnowledgeBase
+
         answer = self.loop.coder_answer
         note = remember(
             KnowledgeBase(self.services.settings.knowledge),

@@ -61,7 +61,8 @@ class SuiteRun:
             if self.services.settings.options.focus
             else WHOLE_SUITE
         )
-        outcome = self.run(folder, plan, standing, run, gate=kind is IterationKind.PATCH)
+        patch = kind is IterationKind.PATCH
+        outcome = self.run(folder, plan, standing, run, gate=patch, spectrum=patch)
         if outcome.carried is None and plan.select != []:
             loop.current.full_run = outcome.attempt
         return outcome
@@ -73,18 +74,22 @@ class SuiteRun:
         previous: IterationResults | None,
         run: RunChild,
         gate: bool,
+        spectrum: bool = False,
     ) -> SuiteOutcome:
         """Run the plan; with `gate`, a focus that could end the loop green is followed by the
-        whole suite, whose results are then the iteration's."""
+        whole suite, whose results are then the iteration's. With `spectrum`, the plan's own run
+        (a patch's: the tests still failing are expected among its tests) records which lines
+        each test ran, when localization reads them; a gate never does (docs/providers.md)."""
+        record = spectrum and self.services.settings.options.source_bytes > 0
         if plan.select is None:
-            return self._attempt(folder, None, previous, run)
+            return self._attempt(folder, None, previous, run, spectrum=record)
         if not plan.select:
             return self._nothing_to_rerun(folder, plan)
         selection = self.services.recorder.write_text(
             f"{self.services.recorder.relative(folder)}/focus-select.txt",
             "\n".join(plan.select) + "\n",
         )
-        focused = self._attempt(folder, selection, previous, run)
+        focused = self._attempt(folder, selection, previous, run, spectrum=record)
         focused.carried = plan.carried
         note = f"focus on {plan.why}"
         if focused.result.timed_out:
@@ -135,10 +140,11 @@ class SuiteRun:
         previous: IterationResults | None,
         run: RunChild,
         flaky_reruns: bool = True,
+        spectrum: bool = False,
     ) -> SuiteOutcome:
         head = self.child.head_attempt(folder) if selection is None else None
         attempt = head or next_attempt(folder)
-        args = self.child.attempt_args(folder, attempt, selection)
+        args = self.child.attempt_args(folder, attempt, selection, spectrum)
         result = run(args, attempt.log, attempt.results)
         outcome = SuiteOutcome(attempt, result)
         if flaky_reruns and not result.timed_out:
