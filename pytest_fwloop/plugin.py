@@ -13,7 +13,9 @@ import pytest
 import pytest_fwloop.child.pristine  # noqa: F401
 from pytest_fwloop import hookspecs
 from pytest_fwloop.config.option_table import (
+    CHILD_GCOV_FLAG,
     CHILD_JUNIT_FLAG,
+    CHILD_QEMU_FLAG,
     CHILD_REPORT_FLAG,
     CHILD_SELECT_FLAG,
     CHILD_SPECTRUM_FLAG,
@@ -57,6 +59,8 @@ def pytest_configure(config: pytest.Config) -> None:
             select,
             config.getoption(_dest(CHILD_JUNIT_FLAG)),
             config.getoption(_dest(CHILD_SPECTRUM_FLAG)),
+            config.getoption(_dest(CHILD_GCOV_FLAG)),
+            config.getoption(_dest(CHILD_QEMU_FLAG)),
         )
 
 

@@ -257,8 +257,9 @@ def next_tool_calls(
 @dataclass
 class StandinModel:
     """The server; `bugs` is what it knows, `seen` what it was shown. `mode`: "plain" answers at
-    once; "tools" reads the tree through the tools before answering when its request does not
-    show every bug; "hostile" first makes every call of HOSTILE_CALLS, then keeps calling."""
+    once (a chat template that knows no tools: it ignores them); "tools" reads the tree through
+    the tools before answering when its request does not show every bug; "hostile" first makes
+    every call of HOSTILE_CALLS, then keeps calling."""
 
     bugs: list[Bug]
     mode: str = "plain"
@@ -281,6 +282,8 @@ class StandinModel:
         self.tool_results += [str(m["content"]) for m in messages if m["role"] == "tool"]
         if request.get("role") == "coder" and offered and self.mode != "plain":
             calls = self._calls(request, messages)
+            if not calls and body.get("tool_choice") == "required":
+                calls = [("list_dir", {"path": "."})]  # a server that does tools forces a call
             if calls:
                 return {
                     "role": "assistant",

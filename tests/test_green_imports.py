@@ -17,7 +17,7 @@ CODER_ONLY = (
     "coverage",
     "sqlite3",
     "pytest_fwloop.codemap",
-    "pytest_fwloop.child.spectrum",
+    "pytest_fwloop.child.spectra.python_lines",
     "pytest_fwloop.core.request.ranking",
     "pytest_fwloop.core.request.source_pack",
     "pytest_fwloop.core.request.ochiai",

@@ -52,6 +52,7 @@ CORE_ALLOWED: dict[str, set[str]] = {
     "suite": {"machine", "records"},
     "change": {"records"},
     "request": {"change", "records", "suite"},
+    "execution": {"request"},
     "verdict": {"machine", "records", "suite"},
     "gate": {"change", "machine", "records", "suite"},
 }

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_fwloop.agents.chat.spec import parse_openai_argument
 from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind, SpecError
-from pytest_fwloop.agents.openai import OpenAIProvider, parse_openai_argument
+from pytest_fwloop.agents.openai import OpenAIProvider
 from pytest_fwloop.agents.registry import ProviderOptions, parse_role_specs
 from pytest_fwloop.agents.retry import RetryPolicy
 from pytest_fwloop.agents.role import CallRecord, RoleAgent
@@ -510,7 +511,7 @@ def test_response_format_falls_back_and_remembers(server: ChatServer, tmp_path: 
 def test_a_400_about_something_else_is_not_a_format_problem(
     server: ChatServer, tmp_path: Path
 ) -> None:
-    server.replies = [Reply(400, error_body("This model's maximum context length is 8192 tokens"))]
+    server.replies = [Reply(400, error_body("Invalid 'messages[1].content': string too long"))]
     with pytest.raises(ProviderError) as caught:
         provider(server).call(make_request(tmp_path), timeout=10)
     assert caught.value.kind is ProviderErrorKind.PROVIDER_BAD_OUTPUT
@@ -664,7 +665,9 @@ def test_a_coder_may_read_the_tree_through_tools_before_it_answers(
     answer = chat.call(request, 10)
     assert json.loads(answer.text) == CODER_ANSWER
     first, second = server.seen
-    assert first.body["tool_choice"] == "auto"
+    # The first turn proves the server does tools: it must call one.
+    assert (first.body["tool_choice"], second.body["tool_choice"]) == ("required", "auto")
+    assert chat.server.tools == "taken"
     tools = first.body["tools"]
     assert isinstance(tools, list)
     assert [t["function"]["name"] for t in tools] == ["read_file", "search", "list_dir"]
@@ -675,7 +678,7 @@ def test_a_coder_may_read_the_tree_through_tools_before_it_answers(
     assert "1: #define CRC8_INIT 0xFFu" in messages[3]["content"]
     assert messages[4]["content"].startswith("error: ")
     assert "outside" not in messages[4]["content"]
-    assert [call["refused"] for call in answer.tool_calls] == [False, True]
+    assert [call["refused"] for call in answer.conversation.tool_calls] == [False, True]
     assert "2 tool call(s), 1 refused" in answer.stderr
     assert answer.usage["input_tokens"] == 2 * 812  # both turns counted
 

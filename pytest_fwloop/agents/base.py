@@ -9,7 +9,7 @@ import shutil
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from pytest_fwloop.agents.errors import ProviderError, ProviderErrorKind
+from pytest_fwloop.agents.errors import Conversed, ProviderError, ProviderErrorKind
 
 if TYPE_CHECKING:
     from pytest_fwloop.core.records.agent_protocol import AgentRequest
@@ -26,8 +26,8 @@ class RawAnswer:
     text: str
     stderr: str = ""
     usage: dict[str, float] = field(default_factory=dict)
-    #: The read-only tool calls the model made before it answered (`openai:`), in order.
-    tool_calls: tuple[dict[str, object], ...] = ()
+    #: The tool calls made, whether tools were offered, the request as sent (`openai:`).
+    conversation: Conversed = field(default_factory=Conversed)
 
 
 class Provider(Protocol):

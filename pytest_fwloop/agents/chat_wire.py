@@ -50,6 +50,15 @@ class ChatUsage(BaseModel):
     prompt_tokens_details: PromptTokensDetails | None = None
 
 
+class Timings(BaseModel):
+    """llama.cpp's `timings`: `cache_n` prompt tokens came from its prompt cache."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    cache_n: int | None = None
+    prompt_n: int | None = None
+
+
 class ChatCompletion(BaseModel):
     """The part of a chat-completions response the loop reads."""
 
@@ -57,8 +66,11 @@ class ChatCompletion(BaseModel):
 
     choices: list[ChatChoice] = Field(min_length=1)
     usage: ChatUsage | None = None
+    timings: Timings | None = None
 
     def usage_report(self) -> dict[str, float]:
+        """The counts in RawAnswer.usage's terms; the cached ones from OpenAI's
+        `prompt_tokens_details` or llama.cpp's `timings`."""
         usage = self.usage
         if usage is None:
             return {}
@@ -67,6 +79,8 @@ class ChatCompletion(BaseModel):
             report["input_tokens"] = usage.prompt_tokens
         if usage.prompt_tokens_details and usage.prompt_tokens_details.cached_tokens is not None:
             report["cached_input_tokens"] = usage.prompt_tokens_details.cached_tokens
+        elif self.timings is not None and self.timings.cache_n is not None:
+            report["cached_input_tokens"] = self.timings.cache_n
         if usage.completion_tokens is not None:
             report["output_tokens"] = usage.completion_tokens
         return report

@@ -4,15 +4,28 @@ both are named once, in `core/machine/outcomes.py`."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from pytest_fwloop.core.machine.outcomes import ProviderErrorKind as ProviderErrorKind
+
+
+@dataclass(frozen=True)
+class Conversed:
+    """What a model call went through besides its text: the read-only tool calls the model made
+    (`openai:`), whether tools were offered at all, and the request as it was sent when the
+    provider cut it to the model's window (None: as asked)."""
+
+    tool_calls: tuple[dict[str, object], ...] = ()
+    tools_offered: bool = False
+    sent: dict[str, object] | None = None
 
 
 class ProviderError(Exception):
     """One provider call failed; `provider` is its spec, `message` one line for the user.
 
-    `stderr` and `usage` keep what the call still produced (diagnostics, tokens and cost a failed
-    call was billed), so the run directory and the budget see failed calls too.
+    `stderr`, `usage` and `conversation` keep what the call still produced (diagnostics,
+    tokens and cost a failed call was billed, the tool calls it made), so the run directory and
+    the budget see failed calls too.
     """
 
     def __init__(
@@ -24,6 +37,7 @@ class ProviderError(Exception):
         retry_after: float | None = None,
         stderr: str = "",
         usage: dict[str, float] | None = None,
+        conversation: Conversed | None = None,
     ) -> None:
         # Messages quote stderr and model output; the one-line promise is kept here, once.
         self.message = " ".join(message.split())
@@ -33,6 +47,7 @@ class ProviderError(Exception):
         self.retry_after = retry_after
         self.stderr = stderr
         self.usage = dict(usage or {})
+        self.conversation = conversation or Conversed()
 
 
 class AnswerInvalid(ProviderError):

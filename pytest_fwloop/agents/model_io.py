@@ -113,11 +113,21 @@ def instructions(request: AgentRequest, *, may_edit: bool = False) -> str:
     return f"{task}\n\n{_ANSWER_FORMAT}\n\nJSON Schema of the answer:\n{schema}\n"
 
 
+#: The request's fields that stay the same through a run, put first: a server's prompt cache
+#: (llama.cpp, vLLM, OpenAI) then keeps the longest prefix from call to call; what each
+#: iteration changes comes after them, the re-ask's errors last.
+_STABLE_FIRST = ("role", "goal", "workspace", "constraints")
+_CHANGING_LAST = ("history", "iteration", "validation_errors")
+
+
 def request_json(request: AgentRequest) -> str:
-    """The request as a model reads it: the wire JSON, less the schema it was given above."""
+    """The request as a model reads it: the wire JSON, less the schema it was given above,
+    the fields that do not change first."""
     wire = request.to_wire()
     del wire["schema"]
-    return json.dumps(wire, indent=2, ensure_ascii=False)
+    first = {name: wire.pop(name) for name in _STABLE_FIRST if name in wire}
+    last = {name: wire.pop(name) for name in _CHANGING_LAST if name in wire}
+    return json.dumps({**first, **wire, **last}, indent=2, ensure_ascii=False)
 
 
 def render_prompt(request: AgentRequest, *, may_edit: bool = False) -> str:

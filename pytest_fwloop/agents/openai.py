@@ -1,13 +1,10 @@
 """`openai:MODEL@URL`: any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, Ollama,
-llama.cpp server, LM Studio), one POST to `URL/chat/completions` per call.
+llama.cpp server, LM Studio), one POST to `URL/chat/completions` per turn, fitted to the
+server's window and streamed (`agents/chat/`).
 
 The key comes from an environment variable, never from the spec: `api_key_env` (resolved from
 the options), else the variable named by `$FWLOOP_API_KEY_ENV`, else `$OPENAI_API_KEY`; with no
 key no Authorization header is sent, which is what local servers expect.
-
-The standard library's HTTP client carries it (proxies from the environment, as `*_proxy` and
-`no_proxy` say): an HTTP library would be one more dependency in every environment the plugin
-is installed in, and httpx's brought anyio's pytest plugin into every pytest run there.
 """
 
 from __future__ import annotations
@@ -15,22 +12,39 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import re
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import ValidationError
 
 from pytest_fwloop.agents.base import RawAnswer
-from pytest_fwloop.agents.chat_wire import ChatCompletion, ChatMessage, ErrorBody
+from pytest_fwloop.agents.chat.fitting import CONTEXT_REMEDY, fit_to_window, tool_room
+from pytest_fwloop.agents.chat.refusals import (
+    RESPONSE_FORMATS,
+    format_refused,
+    refuses_request,
+    stream_refused,
+    tool_choice_refused,
+)
+from pytest_fwloop.agents.chat.server import USER_WINDOW, ModelServer
+from pytest_fwloop.agents.chat.transport import (
+    EMPTY_STREAM,
+    MAX_BODY_BYTES,
+    Reply,
+    cause,
+    cut_short,
+    open_url,
+    post,
+    prompt_bytes,
+)
+from pytest_fwloop.agents.chat_wire import ChatCompletion, ChatMessage
 from pytest_fwloop.agents.errors import (
+    Conversed,
     ProviderError,
     ProviderErrorKind,
-    SpecError,
     kind_of_status,
 )
 from pytest_fwloop.agents.model_io import bare_schema, instructions, request_json
@@ -38,100 +52,73 @@ from pytest_fwloop.agents.retry import parse_retry_after
 from pytest_fwloop.agents.tool_conversation import TOOLS_NOTE, Conversation, tools_refused
 from pytest_fwloop.core.records.redaction import Redactor
 from pytest_fwloop.core.request.read_tools import tool_specs
+from pytest_fwloop.core.request.token_window import ContextRefusal, answer_room, context_refusal
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pytest_fwloop.core.records.agent_protocol import AgentRequest
     from pytest_fwloop.core.request.read_tools import TreeReader
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 #: Names the variable that holds the key, for teams whose key is not in $OPENAI_API_KEY.
 KEY_ENV_SELECTOR = "FWLOOP_API_KEY_ENV"
-#: A chat completion is one JSON object; more than this is not an answer.
-MAX_BODY_BYTES = 4 * 1024 * 1024
 #: How long the check before the baseline waits for the server to answer at all.
 PREFLIGHT_SECONDS = 10.0
-#: response_format modes, best first; a server that rejects one gets the next (DESIGN.md §5).
-RESPONSE_FORMATS = ("json_schema", "json_object", "none")
-#: No tokenizer packs more than this many bytes of a request into one token: a server that
-#: counts fewer prompt tokens than the request's bytes divided by it has cut the prompt short.
-MAX_BYTES_PER_TOKEN = 10
-#: Below this size a short prompt count proves nothing.
-TRUNCATION_MIN_BYTES = 16 * 1024
-#: How to give each server room, said whenever a server cuts a request or an answer short.
-CONTEXT_REMEDY = (
-    "give the server a larger context: Ollama `OLLAMA_CONTEXT_LENGTH=32768 ollama serve` (its "
-    "OpenAI route ignores a per-request size; or `PARAMETER num_ctx 32768` in a Modelfile), "
-    "llama.cpp `llama-server -c 32768`, vLLM `--max-model-len 32768`; or send less with "
-    "fwloop_source_bytes and fwloop_context_bytes"
+#: How long each question to the server about itself (its kind, its window) may take.
+PROBE_SECONDS = 5.0
+#: Said once when a server answered `tool_choice: required` without calling a tool.
+TOOLS_IGNORED = (
+    "ignores tools (no tool call to tool_choice required): asking with the sources only from "
+    "now on; to give the model the read-only tools start llama.cpp `llama-server --jinja`, "
+    "llama-cpp-python `--chat_format chatml-function-calling`, vLLM "
+    "`--enable-auto-tool-choice --tool-call-parser NAME`, or use an Ollama model that does tools"
 )
-#: Some gateways turn away the standard library's default user agent.
-USER_AGENT = "pytest-fwloop"
-
-_URL_AFTER_AT = re.compile(r"@(?=https?://)", re.IGNORECASE)
 
 
-def parse_openai_argument(argument: str) -> tuple[str, str]:
-    """`MODEL@URL` as (model, base URL without a trailing slash); SpecError names the bad part.
+@dataclass
+class _Ask:
+    """One call's request as it goes to the server: fitted to the window, its conversation."""
 
-    The first `@` followed by `http(s)://` splits, so a model name may itself contain `@`.
-    Credentials are refused before this, by the registry, without echoing them.
-    """
-    split = _URL_AFTER_AT.search(argument)
-    if split is None:
-        if "@" in argument:
-            url = argument.rpartition("@")[2]
-            raise SpecError(
-                f"'{url}' is not an http:// or https:// URL; write openai:MODEL@URL, "
-                "e.g. openai:qwen2.5-coder@http://127.0.0.1:8000/v1"
-            )
-        raise SpecError(
-            f"'openai:{argument}' has no @URL; write openai:MODEL@URL, "
-            "e.g. openai:qwen2.5-coder@http://127.0.0.1:8000/v1"
-        )
-    model, url = argument[: split.start()].strip(), argument[split.end() :].strip()
-    if not model:
-        raise SpecError(f"the model before @{url} is empty; write openai:MODEL@URL")
-    if any(char.isspace() for char in model):
-        raise SpecError(f"the model '{model}' contains whitespace; write openai:MODEL@URL")
-    parts = urlsplit(url)
-    if not parts.hostname:
-        raise SpecError(f"the URL '{url}' has no host; write e.g. http://127.0.0.1:8000/v1")
-    if parts.fragment or parse_qsl(parts.query):
-        raise SpecError(
-            f"the URL '{url}' has a query or fragment; give the API's base URL, e.g. "
-            "http://127.0.0.1:8000/v1"
-        )
-    return model, url.rstrip("/")
-
-
-@dataclass(frozen=True)
-class _Reply:
-    status: int
-    headers: http.client.HTTPMessage
-    body: bytes
-
-    def error_text(self) -> str:
-        try:
-            text = ErrorBody.model_validate_json(self.body).text()
-        except ValidationError:
-            text = ""
-        return " ".join((text or self.body.decode("utf-8", errors="replace")).split())[:300]
+    request: AgentRequest
+    talk: Conversation
+    #: Whether the request was cut to the window (then it is recorded as sent).
+    cut: bool = False
+    #: Whether the server has refused this call's request as too long once already.
+    refused_once: bool = False
+    #: The next request goes without streaming: the stream closed before its first event, and
+    #: llama-cpp-python reports a refusal of a streamed request (a prompt over its window, a
+    #: `tool_choice` its chat format fails on) only that way.
+    unstreamed: bool = False
 
 
 @dataclass
 class OpenAIProvider:
     """POSTs the request to `base_url/chat/completions` as a system message (the instructions and
-    the schema) and a user message (the request JSON)."""
+    the schema) and a user message (the request JSON), fitted to the server's context window and
+    streamed where the server streams."""
 
     model: str
     base_url: str
     api_key_env: str | None = None
     #: The tree the read-only tools read (DESIGN.md §16); None: no tools are offered.
     reader: TreeReader | None = None
-    #: Index into RESPONSE_FORMATS; kept per instance, so a server is probed once, not per call.
-    format_index: int = field(default=0, init=False)
-    #: Set when the server refused `tools`: asked without them from then on.
-    tools_refused: bool = field(default=False, init=False)
+    #: `fwloop_response_format`: "auto" negotiates, any other value of RESPONSE_FORMATS is sent
+    #: whatever the server says.
+    response_format: str = "auto"
+    #: `fwloop_model_context`: the window in tokens, over what the server publishes.
+    model_context: int | None = None
+    #: What the run learned of the server; kept per instance, so it is asked once, not per call.
+    server: ModelServer = field(init=False)
+    #: Set when the server refused `tool_choice: required`: its tools are used unproven.
+    _probe_refused: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        self.server = ModelServer(self.base_url, self.model)
+        if self.response_format != "auto":
+            self.server.response_format = self.response_format
+        if self.model_context is not None:
+            self.server.set_window(self.model_context, USER_WINDOW)
 
     @property
     def spec(self) -> str:
@@ -144,19 +131,25 @@ class OpenAIProvider:
     def key_env(self) -> str:
         return self.api_key_env or os.environ.get(KEY_ENV_SELECTOR) or DEFAULT_KEY_ENV
 
+    def _headers(self) -> dict[str, str]:
+        key = os.environ.get(self.key_env(), "")
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
     def body(
         self,
         request: AgentRequest,
         messages: list[dict[str, object]] | None = None,
         tool_choice: str | None = None,
+        stream: bool | None = None,
     ) -> dict[str, object]:
         """The POST body: the conversation so far (the system and user messages when None), the
-        response format, and the tools with `tool_choice` when they are offered."""
+        response format, the tools with `tool_choice` when they are offered, the answer's room
+        when the window is known, and the streaming switch."""
         body: dict[str, object] = {
             "model": self.model,
             "messages": messages if messages is not None else self.opening(request),
         }
-        mode = RESPONSE_FORMATS[self.format_index]
+        mode = self.server.response_format
         if mode == "json_schema":
             body["response_format"] = {
                 "type": "json_schema",
@@ -171,73 +164,119 @@ class OpenAIProvider:
         if tool_choice is not None:
             body["tools"] = tool_specs()
             body["tool_choice"] = tool_choice
+        if self.server.window is not None:
+            body["max_tokens"] = answer_room(self.server.window)
+        if self.server.streaming if stream is None else stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
         return body
 
     def opening(self, request: AgentRequest) -> list[dict[str, object]]:
-        system = instructions(request)
-        if self._offers_tools(request):
-            system += TOOLS_NOTE
+        """The system message (the same for every call of a role in a run: a server's prompt
+        cache keeps it) and the user message (the request)."""
         return [
-            {"role": "system", "content": system},
+            {"role": "system", "content": self._system(request)},
             {"role": "user", "content": request_json(request)},
         ]
 
+    def _system(self, request: AgentRequest) -> str:
+        """The same for every call of a role in a run: the tools' note goes to every coder
+        call of a provider that has them, offered this time or not."""
+        note = self.reader is not None and request.role == "coder"
+        return instructions(request) + (TOOLS_NOTE if note else "")
+
     def _offers_tools(self, request: AgentRequest) -> bool:
-        return self.reader is not None and request.role == "coder" and not self.tools_refused
+        return (
+            self.reader is not None
+            and request.role == "coder"
+            and self.server.tools not in ("refused", "ignored")
+        )
 
     def preflight(self) -> None:
         """Before the baseline: the server answers at all (any HTTP status will do; the key and
-        the model are judged by the first call). A GET, so nothing is billed."""
+        the model are judged by the first call), then what it is and how large its window is.
+        GETs, so nothing is billed."""
         try:
-            with _open(urllib.request.Request(f"{self.base_url}/models"), PREFLIGHT_SECONDS):
+            with open_url(
+                urllib.request.Request(f"{self.base_url}/models", headers=self._headers()),
+                PREFLIGHT_SECONDS,
+            ):
                 pass
         except (OSError, http.client.HTTPException) as exc:
-            cause = _cause(exc)
+            why = cause(exc)
             raise ProviderError(
                 ProviderErrorKind.PROVIDER_NETWORK_ERROR,
                 self.spec,
-                f"{self.base_url} cannot be reached ({type(cause).__name__}: {cause}); start the "
+                f"{self.base_url} cannot be reached ({type(why).__name__}: {why}); start the "
                 "server or fix the URL",
             ) from None
+        self.server.discover(self._fetch)
+
+    def _fetch(self, url: str, data: bytes | None) -> tuple[int, bytes] | None:
+        """One probe of the server (`ModelServer.discover`): its status and body, or None."""
+        request = urllib.request.Request(url, data=data, headers=self._headers())
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        try:
+            with open_url(request, PROBE_SECONDS) as response:
+                return response.status, response.read(MAX_BODY_BYTES)
+        except (OSError, http.client.HTTPException):
+            return None
 
     def call(self, request: AgentRequest, timeout: float) -> RawAnswer:
         key_env = self.key_env()
         key = os.environ.get(key_env, "")
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        headers = self._headers()
         deadline = time.monotonic() + timeout
+        self.server.discover(self._fetch)
         notes: list[str] = []
-        talk = Conversation(self.opening(request), Redactor(os.environ))
+        ask = self._ask(request, notes)
         while True:
+            talk = ask.talk
             offered = self._offers_tools(request)
-            choice = ("none" if talk.told_to_answer else "auto") if offered else None
-            body = self.body(request, talk.messages, choice)
+            if offered and self.server.tools == "not offered":
+                self.server.tools = "offered"
+            choice = self._tool_choice(talk) if offered else None
+            streamed = self.server.streaming and not ask.unstreamed
+            body = self.body(ask.request, talk.messages, choice, streamed)
             data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
-            sent = len(data)
-            reply = self._post(data, headers, timeout, deadline)
-            if self._format_refused(reply):
+            prompt = prompt_bytes(body)
+            reply = post(self.url, self.spec, data, headers, timeout, deadline)
+            if reply.status == EMPTY_STREAM:
                 notes.append(
-                    f"{self.url} refused response_format {RESPONSE_FORMATS[self.format_index]} "
-                    f"(HTTP {reply.status}: {reply.error_text()}); "
-                    f"sending {RESPONSE_FORMATS[self.format_index + 1]} from now on"
+                    f"{self.url} closed the stream before its first event; asking once more "
+                    "without streaming for the server's own answer"
                 )
-                self.format_index += 1
+                ask.unstreamed = True
                 continue
-            if offered and tools_refused(reply.status, reply.body):
-                notes.append(
-                    f"{self.url} refused tools (HTTP {reply.status}: {reply.error_text()}); "
-                    "asking without them from now on"
-                )
-                self.tools_refused = True
-                talk.messages = self.opening(request)
+            ask.unstreamed = False  # one request unstreamed, for the server's own answer
+            text = reply.error_text() if reply.status >= 300 else ""
+            if reply.status >= 300 and self._negotiate(reply, text, choice, notes):
+                if choice is not None and not self._offers_tools(request):
+                    ask = self._ask(request, notes)  # asked again without the tools' note
+                continue
+            conversed = Conversed(
+                tuple(talk.calls), offered, ask.request.to_wire() if ask.cut else None
+            )
+            refusal = context_refusal(text) if reply.status >= 400 else None
+            if refusal is not None:
+                ask = self._refit(request, ask, refusal, prompt, notes, _scrub(text, key))
                 continue
             # A server may echo what it was sent; the key must not reach the run directory.
             stderr = _scrub("\n".join([*notes, *talk.summary()]), key)
             if reply.status >= 300:
-                raise self._http_error(reply, key, key_env, stderr)
-            message, usage = self._message(reply, stderr, sent, talk)
-            if not message.tool_calls:
-                return self._final(message, stderr, talk.add_usage(usage), talk)
+                raise self._http_error(reply, key, key_env, stderr, talk.usage, conversed)
+            message, usage = self._message(reply, stderr, len(data), talk, conversed)
+            if "input_tokens" in usage:
+                self.server.usage_reported = True
+                self.server.ratio.learn(prompt, int(usage["input_tokens"]))
             talk.add_usage(usage)
+            if choice == "required" and not message.tool_calls:
+                self.server.tools = "ignored"
+                notes.append(f"{self.url} {TOOLS_IGNORED}")
+                stderr = _scrub("\n".join([*notes, *talk.summary()]), key)
+            if not message.tool_calls:
+                return self._final(message, stderr, talk, conversed)
             if not offered or talk.told_to_answer:
                 raise ProviderError(
                     ProviderErrorKind.PROVIDER_BAD_OUTPUT,
@@ -248,12 +287,115 @@ class OpenAIProvider:
                     "JSON answer",
                     stderr=stderr,
                     usage=talk.usage,
+                    conversation=conversed,
                 )
+            self.server.tools = "taken"
             assert self.reader is not None
             talk.answer_calls(message, self.reader)
 
+    def _tool_choice(self, talk: Conversation) -> str:
+        """`required` on the first turn until the server has shown it calls tools (a server
+        whose chat template knows no tools answers in text: it ignores them); then `auto`, and
+        `none` once the model was told to answer."""
+        if talk.told_to_answer:
+            return "none"
+        if self.server.tools == "offered" and not talk.calls and not self._probe_refused:
+            return "required"
+        return "auto"
+
+    def _negotiate(self, reply: Reply, text: str, choice: str | None, notes: list[str]) -> bool:
+        """Whether the refusal was of a part the server may go without (the response format,
+        streaming, `tool_choice: required`, the tools), now left out: then ask again."""
+        status, refused = reply.status, f"(HTTP {reply.status}: {text})"
+        mode = self.server.response_format
+        if self.response_format == "auto" and format_refused(status, text, mode):
+            following = RESPONSE_FORMATS[RESPONSE_FORMATS.index(mode) + 1]
+            notes.append(
+                f"{self.url} refused response_format {mode} {refused}; sending {following} "
+                "from now on"
+            )
+            self.server.response_format = following
+            return True
+        if self.server.streaming and stream_refused(status, text):
+            notes.append(f"{self.url} refused streaming {refused}; asking without it from now on")
+            self.server.streaming = False
+            return True
+        if choice == "required" and tool_choice_refused(status, text):
+            notes.append(
+                f"{self.url} refused tool_choice required {refused}; offering the tools with "
+                "auto from now on"
+            )
+            self._probe_refused = True
+            return True
+        if choice is not None and tools_refused(status, reply.body):
+            notes.append(f"{self.url} refused tools {refused}; asking without them from now on")
+            self.server.tools = "refused"
+            return True
+        return False
+
+    def _ask(self, request: AgentRequest, notes: list[str]) -> _Ask:
+        """The request fitted to the window as far as it is known, in a new conversation whose
+        tool results may fill what the window has left."""
+        fitted = self._fit(request, notes)
+        talk = Conversation(self.opening(fitted), Redactor(os.environ))
+        talk.max_bytes = self._tool_room(request, fitted)
+        return _Ask(fitted, talk, cut=fitted is not request)
+
+    def _measure(self, request: AgentRequest) -> Callable[[AgentRequest], int]:
+        """The prompt bytes of a version of `request`: the system message, which is the same for
+        all, the user message, and the tools' definitions when they are offered."""
+        fixed = len(self._system(request).encode())
+        if self._offers_tools(request):
+            fixed += len(json.dumps(tool_specs(), separators=(",", ":")).encode())
+        return lambda version: fixed + len(request_json(version).encode())
+
+    def _fit(self, request: AgentRequest, notes: list[str]) -> AgentRequest:
+        """`request` cut to the window (as it is, when the window is unknown)."""
+        return fit_to_window(self.server, request, self._measure(request), self.spec, notes)
+
+    def _tool_room(self, request: AgentRequest, fitted: AgentRequest) -> int:
+        return tool_room(self.server, self._measure(request)(fitted))
+
+    def _refit(
+        self,
+        request: AgentRequest,
+        ask: _Ask,
+        refusal: ContextRefusal,
+        prompt: int,
+        notes: list[str],
+        text: str,
+    ) -> _Ask:
+        """The request fitted again to the window the server's refusal named, once a call; when
+        tool results filled the window, the last ones replaced by the order to answer, once; a
+        refusal after either ends the call."""
+        if refusal.prompt_tokens is not None:
+            self.server.ratio.learn(prompt, refusal.prompt_tokens)
+        self.server.refused_over(refusal.window)
+        if ask.talk.calls and ask.talk.drop_results(self._tool_room(request, ask.request)):
+            notes.append(
+                f"the tool results took the prompt past the window of {refusal.window} tokens "
+                "the server named; those past it were replaced by the order to answer now"
+            )
+            return ask
+        if ask.refused_once or ask.talk.calls:
+            raise ProviderError(
+                ProviderErrorKind.PROVIDER_BAD_OUTPUT,
+                self.spec,
+                f"{self.url} refused the request as longer than its window ({text}); "
+                f"{CONTEXT_REMEDY}",
+                stderr="\n".join(notes),
+                usage=ask.talk.usage,
+            )
+        notes.append(
+            f"refitted the request to the window of {refusal.window} tokens the server named "
+            f"({text[:200]}), at {self.server.ratio.bytes_per_token:.2f} bytes a token"
+        )
+        refitted = self._ask(request, notes)
+        refitted.refused_once = True
+        return refitted
+
     def _message(
-        self, reply: _Reply, stderr: str, sent: int, talk: Conversation
+        self, reply: Reply, stderr: str, sent: int, talk: Conversation, conversed: Conversed
     ) -> tuple[ChatMessage, dict[str, float]]:
         """The completion's message, or ProviderError when it is none or was cut short."""
         try:
@@ -268,9 +410,10 @@ class OpenAIProvider:
                 f"({where}: {first['msg']}); check that it is an OpenAI-compatible API",
                 stderr=stderr,
                 usage=talk.usage,
+                conversation=conversed,
             ) from None
         usage = completion.usage_report()
-        cut = _cut_short(completion, sent)
+        cut = cut_short(completion, sent)
         if cut:
             raise ProviderError(
                 ProviderErrorKind.PROVIDER_BAD_OUTPUT,
@@ -278,11 +421,12 @@ class OpenAIProvider:
                 f"{self.url} {cut}; {CONTEXT_REMEDY}",
                 stderr=stderr,
                 usage=talk.add_usage(usage),
+                conversation=conversed,
             )
         return completion.choices[0].message, usage
 
     def _final(
-        self, message: ChatMessage, stderr: str, usage: dict[str, float], talk: Conversation
+        self, message: ChatMessage, stderr: str, talk: Conversation, conversed: Conversed
     ) -> RawAnswer:
         if message.content is None:
             raise ProviderError(
@@ -291,126 +435,52 @@ class OpenAIProvider:
                 "the completion has no choices[0].message.content"
                 + (f"; the model refused: {message.refusal}" if message.refusal else ""),
                 stderr=stderr,
-                usage=usage,
+                usage=talk.usage,
+                conversation=conversed,
             )
         return RawAnswer(
-            text=message.content, stderr=stderr, usage=usage, tool_calls=tuple(talk.calls)
+            text=message.content, stderr=stderr, usage=talk.usage, conversation=conversed
         )
 
-    def _format_refused(self, reply: _Reply) -> bool:
-        if reply.status != 400 or self.format_index + 1 >= len(RESPONSE_FORMATS):
-            return False
-        text = reply.body.decode("utf-8", errors="replace").lower()
-        return "response_format" in text or "json_schema" in text
-
-    def _post(
-        self, data: bytes, headers: dict[str, str], timeout: float, deadline: float
-    ) -> _Reply:
-        """One POST of the encoded body, read to the end within the deadline; transport
-        failures as ProviderError."""
-        request = urllib.request.Request(
-            self.url,
-            data=data,
-            headers={"Content-Type": "application/json", "Accept": "application/json", **headers},
-            method="POST",
-        )
-        try:
-            # The timeout bounds the connection and each stall; the deadline bounds a server
-            # that trickles.
-            with _open(request, max(deadline - time.monotonic(), 0.001)) as response:
-                content = bytearray()
-                while chunk := response.read1(65536):
-                    content += chunk
-                    if len(content) > MAX_BODY_BYTES:
-                        raise ProviderError(
-                            ProviderErrorKind.PROVIDER_BAD_OUTPUT,
-                            self.spec,
-                            f"{self.url} sent more than {MAX_BODY_BYTES} bytes; "
-                            "a chat completion is one JSON object",
-                        )
-                    if time.monotonic() > deadline:
-                        raise TimeoutError("deadline passed while reading the body")
-                if response.length:  # the connection closed before Content-Length was read
-                    raise http.client.IncompleteRead(bytes(content), response.length)
-                return _Reply(response.status, response.headers, bytes(content))
-        except (OSError, http.client.HTTPException) as exc:
-            cause = _cause(exc)
-            if isinstance(cause, TimeoutError):
-                raise ProviderError(
-                    ProviderErrorKind.PROVIDER_TIMEOUT,
-                    self.spec,
-                    f"{self.url} gave no answer within {timeout:g} s; "
-                    "raise the agent timeout or use a faster model or server",
-                ) from None
-            # Refused, reset, DNS, a body cut off mid-way: the server or the path to it.
-            raise ProviderError(
-                ProviderErrorKind.PROVIDER_NETWORK_ERROR,
-                self.spec,
-                f"cannot reach {self.url}: {str(cause) or type(cause).__name__}; "
-                "check the URL and that the server is running",
-            ) from None
-
-    def _http_error(self, reply: _Reply, key: str, key_env: str, stderr: str) -> ProviderError:
-        detail = f"HTTP {reply.status} from {self.url}: {_scrub(reply.error_text(), key)}"
+    def _http_error(
+        self,
+        reply: Reply,
+        key: str,
+        key_env: str,
+        stderr: str,
+        usage: dict[str, float],
+        conversed: Conversed,
+    ) -> ProviderError:
+        text = _scrub(reply.error_text(), key)
+        detail = f"HTTP {reply.status} from {self.url}: {text}"
         header = reply.headers.get("Retry-After")
         retry_after = parse_retry_after(header) if header is not None else None
         kind = kind_of_status(reply.status, detail)
         if kind is ProviderErrorKind.PROVIDER_AUTH_ERROR:
             remedy = f"check the key in ${key_env}" if key else f"put the API key in ${key_env}"
             message = f"{detail}; {remedy}"
+        elif reply.status >= 500 and refuses_request(reply.status, text):
+            # llama-cpp-python reports its own request validation as a 500: an answer about
+            # what was sent, which no retry changes.
+            kind = ProviderErrorKind.PROVIDER_BAD_OUTPUT
+            message = (
+                f"{detail}; the server refused the request as sent (its HTTP {reply.status} is "
+                "a refusal, not a network fault): check that it takes OpenAI chat completions, "
+                "or fix what it names (fwloop_response_format for the answer's format)"
+            )
         elif kind is ProviderErrorKind.PROVIDER_BAD_OUTPUT:
             message = f"{detail}; check the model name and that the URL is the API base (…/v1)"
         else:
             message = detail
-        return ProviderError(kind, self.spec, message, retry_after=retry_after, stderr=stderr)
-
-
-def _cut_short(completion: ChatCompletion, sent: int) -> str:
-    """Why the server's answer cannot be trusted whole, or "": a prompt it truncated silently
-    (Ollama's small default context), or an answer stopped at the token limit."""
-    usage = completion.usage
-    read = usage.prompt_tokens if usage is not None else None
-    if read is not None and sent >= TRUNCATION_MIN_BYTES and read * MAX_BYTES_PER_TOKEN < sent:
-        return (
-            f"read {read} prompt tokens of a {sent}-byte request (at least "
-            f"{sent // MAX_BYTES_PER_TOKEN} tokens): it cut the prompt short without a word, "
-            "so the model never saw all of the failures and the code"
+        return ProviderError(
+            kind,
+            self.spec,
+            message,
+            retry_after=retry_after,
+            stderr=stderr,
+            usage=usage,
+            conversation=conversed,
         )
-    if completion.choices[0].finish_reason == "length":
-        written = usage.completion_tokens if usage is not None else None
-        after = f" after {written} tokens" if written is not None else ""
-        return f"stopped the answer at its token limit{after} (finish_reason length)"
-    return ""
-
-
-class _EveryStatus(urllib.request.HTTPErrorProcessor):
-    """Hands back every response as it came: an error status is a reply to read, not an
-    exception, and no redirect is followed (a chat completion is never one)."""
-
-    def http_response(
-        self, request: urllib.request.Request, response: http.client.HTTPResponse
-    ) -> http.client.HTTPResponse:
-        return response
-
-    https_response = http_response
-
-
-def _open(request: urllib.request.Request, timeout: float) -> http.client.HTTPResponse:
-    """The response to `request`, whatever its status; the proxies are read from the
-    environment now, as each call's."""
-    request.add_header("User-Agent", USER_AGENT)
-    response: http.client.HTTPResponse = urllib.request.build_opener(_EveryStatus()).open(
-        request, timeout=timeout
-    )
-    return response
-
-
-def _cause(exc: OSError | http.client.HTTPException) -> BaseException:
-    """What failed: urllib wraps what fails before the request is sent (connecting, the
-    proxy, TLS) in a URLError."""
-    if isinstance(exc, urllib.error.URLError) and isinstance(exc.reason, BaseException):
-        return exc.reason
-    return exc
 
 
 def _scrub(text: str, key: str) -> str:

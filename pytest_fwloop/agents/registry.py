@@ -26,11 +26,15 @@ if TYPE_CHECKING:
 class ProviderOptions:
     """What providers take from the options rather than from their spec; every default works.
 
-    `api_key_env`: the variable holding the openai key. `permission_mode` and `max_turns`:
-    claude's `--permission-mode` (coder calls only) and `--max-turns`.
+    `api_key_env`: the variable holding the openai key; `response_format` and
+    `model_context`: `fwloop_response_format` and `fwloop_model_context` of openai providers.
+    `permission_mode` and `max_turns`: claude's `--permission-mode` (coder calls only) and
+    `--max-turns`.
     """
 
     api_key_env: str | None = None
+    response_format: str = "auto"
+    model_context: int | None = None
     permission_mode: str | None = None
     max_turns: int | None = None
     #: The tree an `openai:` coder's read-only tools read (`fwloop_read_tools`); None: none.
@@ -92,10 +96,18 @@ def _codex(argument: str, _rootdir: Path, _options: ProviderOptions) -> Provider
 
 
 def _openai(argument: str, _rootdir: Path, options: ProviderOptions) -> Provider:
-    from pytest_fwloop.agents.openai import OpenAIProvider, parse_openai_argument
+    from pytest_fwloop.agents.chat.spec import parse_openai_argument
+    from pytest_fwloop.agents.openai import OpenAIProvider
 
     model, url = parse_openai_argument(argument)
-    return OpenAIProvider(model, url, api_key_env=options.api_key_env, reader=options.reader)
+    return OpenAIProvider(
+        model,
+        url,
+        api_key_env=options.api_key_env,
+        reader=options.reader,
+        response_format=options.response_format,
+        model_context=options.model_context,
+    )
 
 
 def _command(argument: str, rootdir: Path, _options: ProviderOptions) -> Provider:

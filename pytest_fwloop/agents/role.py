@@ -56,7 +56,8 @@ class CallRecord:
     retry_count: int = 0
     retry_reason: str | None = None
     usage: dict[str, float] = field(default_factory=dict)  # RawAnswer.usage, also when failed
-    tool_calls: tuple[dict[str, object], ...] = ()  # RawAnswer.tool_calls
+    tool_calls: tuple[dict[str, object], ...] = ()  # RawAnswer.conversation's, in order
+    tools_offered: bool = False  # whether the model was offered tools in this call
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,7 @@ class RoleAgent:
             try:
                 answer = provider.call(request, self._left(None))
             except ProviderError as exc:
-                error, answer = exc, RawAnswer(text="", stderr=exc.stderr, usage=exc.usage)
+                error, answer = exc, _failed(exc)
             if error is None and not answer.text.strip():
                 error = ProviderError(
                     ProviderErrorKind.PROVIDER_BAD_OUTPUT, provider.spec, "an empty answer"
@@ -244,7 +245,7 @@ class RoleAgent:
             )
         except ProviderError as exc:
             # Nothing was answered; what the call still produced is kept for the record.
-            error, answer = exc, RawAnswer(text="", stderr=exc.stderr, usage=exc.usage)
+            error, answer = exc, _failed(exc)
             checked, kind = _Checked("", None, None, [exc.message]), exc.kind.value
         except Exception as exc:
             # A bug in the provider or the gate (a broken replacement schema): the call is
@@ -253,12 +254,13 @@ class RoleAgent:
             checked = _Checked(answer.text, None, None, [describe_crash(exc)])
             kind = Outcome.INTERNAL_ERROR.value
         duration_s = time.monotonic() - started
+        talk = answer.conversation
         self._record(
             CallRecord(
                 role=self.role,
                 attempt=attempt,
                 provider=provider.spec,
-                request=wire,
+                request=talk.sent if talk.sent is not None else wire,
                 raw=checked.raw,
                 stderr=answer.stderr,
                 document=checked.document,
@@ -268,7 +270,8 @@ class RoleAgent:
                 retry_count=retry_count,
                 retry_reason=retry_reason,
                 usage=answer.usage,
-                tool_calls=answer.tool_calls,
+                tool_calls=talk.tool_calls,
+                tools_offered=talk.tools_offered,
             )
         )
         if error is not None:
@@ -288,6 +291,13 @@ class RoleAgent:
             return _Checked(text, document, parse_answer(self.role, document), [])
         except AnswerParseError as exc:
             return _Checked(text, document, None, exc.errors)
+
+
+def _failed(error: ProviderError) -> RawAnswer:
+    """What a failed call still produced, as an answer without text, for its record."""
+    return RawAnswer(
+        text="", stderr=error.stderr, usage=error.usage, conversation=error.conversation
+    )
 
 
 class _GaveUp(Exception):

@@ -10,10 +10,19 @@ from pytest_fwloop.agents.chat_wire import ChatMessage
 from pytest_fwloop.core.records.redaction import Redactor
 from pytest_fwloop.core.request.read_tools import MAX_CALLS, MAX_TOTAL_BYTES, TreeReader, run_tool
 
+#: Said whether or not this call offers the tools, so that the system message stays the same
+#: bytes when a server turns out to refuse or ignore them (its prompt cache keeps it).
 TOOLS_NOTE = (
-    "\n\nYou may call the read-only tools read_file, search and list_dir to look at the "
-    "workspace before you answer (paths relative to the workspace root; at most "
-    f"{MAX_CALLS} calls); then answer with the JSON object."
+    "\n\nWhen this request offers the read-only tools read_file, search and list_dir, you may "
+    "call them to look at the workspace before you answer (paths relative to the workspace "
+    f"root; at most {MAX_CALLS} calls); then answer with the JSON object."
+)
+
+
+#: What a tool result becomes when the results took the prompt past the model's window.
+TOO_LONG = (
+    "error: this result does not fit the model's context window; answer now with the JSON "
+    "object from what you have"
 )
 
 
@@ -33,6 +42,9 @@ class Conversation:
     usage: dict[str, float] = field(default_factory=dict)
     spent: int = 0
     told_to_answer: bool = False
+    #: The bytes all tool results may take: MAX_TOTAL_BYTES, or less where the model's window
+    #: has less room left after the opening messages.
+    max_bytes: int = MAX_TOTAL_BYTES
 
     def add_usage(self, usage: dict[str, float]) -> dict[str, float]:
         for name, value in usage.items():
@@ -42,19 +54,21 @@ class Conversation:
     def answer_calls(self, message: ChatMessage, reader: TreeReader) -> None:
         """Each tool call answered in turn; past the limits, with the order to answer now."""
         assert message.tool_calls is not None
+        # `content` is a string even when the model wrote none: llama-cpp-python refuses the
+        # usual `null` beside `tool_calls` with HTTP 500 ("Input should be a valid string").
         self.messages.append(
             {
                 "role": "assistant",
-                "content": message.content,
+                "content": message.content or "",
                 "tool_calls": [call.model_dump() for call in message.tool_calls],
             }
         )
         for call in message.tool_calls:
-            room = MAX_TOTAL_BYTES - self.spent
+            room = self.max_bytes - self.spent
             if len(self.calls) >= MAX_CALLS or room <= 0:
                 self.told_to_answer = True
                 text, refused = (
-                    f"error: the tool limit is reached ({MAX_CALLS} calls, {MAX_TOTAL_BYTES} "
+                    f"error: the tool limit is reached ({MAX_CALLS} calls, {self.max_bytes} "
                     "bytes); answer now with the JSON object",
                     True,
                 )
@@ -73,6 +87,25 @@ class Conversation:
                 }
             )
             self.messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
+
+    def drop_results(self, keep: int) -> bool:
+        """Tool results past the first `keep` bytes replaced by the order to answer now, once:
+        what to do when they took the prompt past the model's window. False when done before,
+        or when nothing was past them."""
+        if self.told_to_answer:
+            return False
+        kept, dropped = 0, False
+        for message in self.messages:
+            if message["role"] != "tool":
+                continue
+            size = len(str(message["content"]).encode())
+            if kept + size > keep:
+                message["content"] = TOO_LONG
+                dropped = True
+            else:
+                kept += size
+        self.told_to_answer = dropped
+        return dropped
 
     def summary(self) -> list[str]:
         if not self.calls:

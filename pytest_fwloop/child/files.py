@@ -21,8 +21,15 @@ class Attempt:
     results: Path
     junit: Path
     html: Path
-    #: Which lines each test ran (`child/spectrum.py`), when localization asks for it.
+    #: Which lines each test ran (`child/spectra/python_lines.py`), when localization asks for it.
     spectrum: Path
+
+
+def gcov_folder(spectrum: Path, tool: str = "gcov") -> Path:
+    """Where the tests of the attempt writing `spectrum` keep what `tool` recorded until it is read
+    (`child/spectra/gcov.py`, `child/spectra/qemu_blocks.py`): `rounds/NN/gcov-K/`,
+    `rounds/NN/qemu-K/`, removed once the C spectrum is written."""
+    return spectrum.with_name(f"{tool}-{spectrum.stem.rsplit('-', 1)[-1]}")
 
 
 def next_attempt(folder: Path) -> Attempt:

@@ -345,7 +345,13 @@ def _sections(report: pytest.TestReport) -> str:
 
 
 def register_child_plugins(
-    config: pytest.Config, report_path: str, select_path: str, junit_path: str, spectrum_path: str
+    config: pytest.Config,
+    report_path: str,
+    select_path: str,
+    junit_path: str,
+    spectrum_path: str,
+    gcov_path: str = "",
+    qemu_path: str = "",
 ) -> None:
     """Called from the main plugin's pytest_configure when this process is a loop child."""
     manager = config.pluginmanager
@@ -356,9 +362,19 @@ def register_child_plugins(
         wanted = set(Path(select_path).read_text(encoding="utf-8").split("\n")) - {""}
         manager.register(Selection(wanted), "fwloop-selection")
     if spectrum_path:
-        from pytest_fwloop.child.spectrum import SpectrumRecorder
+        from pytest_fwloop.child.spectra.python_lines import SpectrumRecorder
 
         manager.register(SpectrumRecorder(Path(spectrum_path), config), "fwloop-spectrum")
+        if gcov_path:
+            from pytest_fwloop.child.spectra.gcov import GcovRecorder
+
+            gcov = GcovRecorder(Path(gcov_path), Path(spectrum_path), config)
+            manager.register(gcov, "fwloop-gcov")
+        if qemu_path:
+            from pytest_fwloop.child.spectra.qemu_blocks import QemuRecorder
+
+            qemu = QemuRecorder(Path(qemu_path), Path(spectrum_path), config)
+            manager.register(qemu, "fwloop-qemu-spectrum")
     if report_path and not hasattr(config, "workerinput"):
         junit = Path(junit_path) if junit_path else None
         recorder = ResultsRecorder(Path(report_path), junit, whole_suite=not select_path)

@@ -375,46 +375,8 @@ def fork_pytest(
 
 
 def _child(plan: _ForkPlan) -> int:  # pragma: no cover - runs in the fork
-    gc.freeze()  # the controller's objects: never collected here, so never copied by the GC
-    os.setsid()  # its own session and process group, as start_new_session gives a spawned one
-    _die_with(plan.controller)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, 0)
-    os.dup2(plan.log, 1)
-    os.dup2(plan.log, 2)
-    for fd in _open_descriptors():
-        # The numbers stay taken, so no stale object of the controller can close one the
-        # child opens later; the files behind them (the run lock, the watchdog's pipe) are
-        # no longer held by the fork.
-        if fd > 2 and fd not in (devnull, plan.report):
-            with contextlib.suppress(OSError):
-                os.dup2(devnull, fd)
-    atexit._clear()  # the controller's exit handlers are the controller's
-    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
-    sys.stdout = io.TextIOWrapper(
-        io.FileIO(1, "w", closefd=False), encoding="utf-8", write_through=True
-    )
-    sys.stderr = io.TextIOWrapper(
-        io.FileIO(2, "w", closefd=False),
-        encoding="utf-8",
-        errors="backslashreplace",
-        write_through=True,
-    )
-    for name in ("stdin", "stdout", "stderr"):  # the controller's would write to the log too
-        setattr(sys, f"__{name}__", getattr(sys, name))
-    os.chdir(plan.cwd)
-    os.environ.clear()
-    os.environ.update(plan.env)
-    sys.argv = [sys.argv[0], *plan.args]
-    # As `python -m pytest` starts in `cwd`: that directory first where the controller had its
-    # script's or working directory, unless -P (safe_path) left both out.
-    safe_path = getattr(sys.flags, "safe_path", False)  # Python 3.11's -P
-    sys.path[:] = PRISTINE_SYS_PATH if safe_path else [str(plan.cwd), *PRISTINE_SYS_PATH[1:]]
-    for name in plan.cache.users:
-        sys.modules.pop(name, None)
-    importlib.invalidate_caches()
+    _detach(plan)
+    _become_python_m_pytest(plan)
     before = set(sys.modules)
     import pytest
 
@@ -440,6 +402,55 @@ def _child(plan: _ForkPlan) -> int:  # pragma: no cover - runs in the fork
         learned = learnable(imported, plan.installed, native_threads=native)
         os.write(plan.report, encode({"modules": learned, "rewritten": rewritten}))
     return int(code)
+
+
+def _detach(plan: _ForkPlan) -> None:  # pragma: no cover - runs in the fork
+    """Leave the controller behind: its session, signals, descriptors and stdio."""
+    gc.freeze()  # the controller's objects: never collected here, so never copied by the GC
+    os.setsid()  # its own session and process group, as start_new_session gives a spawned one
+    _die_with(plan.controller)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(plan.log, 1)
+    os.dup2(plan.log, 2)
+    for fd in _open_descriptors():
+        # The numbers stay taken, so no stale object of the controller can close one the
+        # child opens later; the files behind them (the run lock, the watchdog's pipe) are
+        # no longer held by the fork.
+        if fd > 2 and fd not in (devnull, plan.report):
+            with contextlib.suppress(OSError):
+                os.dup2(devnull, fd)
+
+
+def _become_python_m_pytest(plan: _ForkPlan) -> None:  # pragma: no cover - runs in the fork
+    """The interpreter state a fresh `python -m pytest` would start with: streams, exit
+    handlers, working directory, environment, argv, sys.path and the modules it re-imports."""
+    atexit._clear()  # the controller's exit handlers are the controller's
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
+    sys.stdout = io.TextIOWrapper(
+        io.FileIO(1, "w", closefd=False), encoding="utf-8", write_through=True
+    )
+    sys.stderr = io.TextIOWrapper(
+        io.FileIO(2, "w", closefd=False),
+        encoding="utf-8",
+        errors="backslashreplace",
+        write_through=True,
+    )
+    for name in ("stdin", "stdout", "stderr"):  # the controller's would write to the log too
+        setattr(sys, f"__{name}__", getattr(sys, name))
+    os.chdir(plan.cwd)
+    os.environ.clear()
+    os.environ.update(plan.env)
+    sys.argv = [sys.argv[0], *plan.args]
+    # As `python -m pytest` starts in `cwd`: that directory first where the controller had its
+    # script's or working directory, unless -P (safe_path) left both out.
+    safe_path = getattr(sys.flags, "safe_path", False)  # Python 3.11's -P
+    sys.path[:] = PRISTINE_SYS_PATH if safe_path else [str(plan.cwd), *PRISTINE_SYS_PATH[1:]]
+    for name in plan.cache.users:
+        sys.modules.pop(name, None)
+    importlib.invalidate_caches()
 
 
 def _die_with(controller: int) -> None:  # pragma: no cover - runs in the fork

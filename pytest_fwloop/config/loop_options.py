@@ -68,6 +68,7 @@ class LoopOptions:
     circuit_breaker: int
     build_clean: str
     api_key_env: str
+    response_format: str
     claude_permission_mode: str
     claude_max_turns: int | None
     max_risk: float
@@ -86,6 +87,8 @@ class LoopOptions:
     context_bytes: int
     source_bytes: int
     read_tools: bool
+    model_context: int | None
+    c_coverage: str
     #: Where each value came from (the flag, `$FWLOOP_<NAME>` or `ini fwloop_<name>`), as the
     #: errors found while deriving the settings name it.
     origins: Mapping[str, str]

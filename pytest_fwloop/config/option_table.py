@@ -23,8 +23,13 @@ CHILD_REPORT_FLAG = "--fwloop-child-report"
 CHILD_SELECT_FLAG = "--fwloop-child-select"
 #: Where a child writes its round's JUnit XML from its records (`junit_writer`).
 CHILD_JUNIT_FLAG = "--fwloop-child-junit"
-#: Where a whole-suite child writes which lines each test ran (`child/spectrum.py`).
+#: Where a whole-suite child writes which lines each test ran (`child/spectra/python_lines.py`).
 CHILD_SPECTRUM_FLAG = "--fwloop-child-spectrum"
+#: Where a child recording the spectrum keeps each test's gcov counts (`child/spectra/gcov.py`).
+CHILD_GCOV_FLAG = "--fwloop-child-gcov"
+#: Where a child recording the spectrum keeps its QEMU guests' logs
+#: (`child/spectra/qemu_blocks.py`).
+CHILD_QEMU_FLAG = "--fwloop-child-qemu"
 #: The order file the `fwloop` command hands a controller that continues a run (DESIGN.md §11).
 OPERATOR_FLAG = "--fwloop-operator"
 OPERATOR_DEST = "fwloop_operator"
@@ -82,3 +87,5 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption(CHILD_SELECT_FLAG, default="", help=argparse.SUPPRESS)
     group.addoption(CHILD_JUNIT_FLAG, default="", help=argparse.SUPPRESS)
     group.addoption(CHILD_SPECTRUM_FLAG, default="", help=argparse.SUPPRESS)
+    group.addoption(CHILD_GCOV_FLAG, default="", help=argparse.SUPPRESS)
+    group.addoption(CHILD_QEMU_FLAG, default="", help=argparse.SUPPRESS)

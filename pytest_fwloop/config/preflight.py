@@ -106,6 +106,8 @@ def checked_panel(
 def _provider_options(options: LoopOptions, rootdir: Path) -> ProviderOptions:
     return ProviderOptions(
         api_key_env=options.api_key_env or None,
+        response_format=options.response_format,
+        model_context=options.model_context,
         permission_mode=options.claude_permission_mode or None,
         max_turns=options.claude_max_turns,
         reader=ToolReader(rootdir) if options.read_tools else None,

@@ -27,6 +27,7 @@ from pytest_fwloop.core.records.run_records import (
     LabgridRecord,
     MetricChange,
     MetricSeries,
+    ModelServerRecord,
     Notification,
     NotificationRecord,
     RunContext,
@@ -46,6 +47,7 @@ RECORDS: tuple[tuple[str, type[BaseModel]], ...] = (
     ('summary.json["usage"]', UsageRecord),
     ("usage totals", UsageTotals),
     ('summary.json["labgrid"]', LabgridRecord),
+    ('summary.json["model_servers"] entry', ModelServerRecord),
     ("labgrid place held", HeldPlace),
     ('summary.json["metrics"] metric', MetricSeries),
     ('summary.json["notifications"] entry', NotificationRecord),
@@ -336,6 +338,25 @@ _ROUND_FILES: tuple[tuple[str, str], ...] = (
             "failures, a gate's regressions), one child runs the failing tests and an even "
             "sample of the passing ones, recording which lines each ran (the same shape as "
             "`spectrum-K.json`); its outcomes count for nothing but the ranking"
+        ),
+    ),
+    (
+        "`spectrum-K.gcov.json`",
+        (
+            "with `fwloop_c_coverage = gcov`: which lines of the tree's C each test of run K "
+            "ran, read with gcov (DESIGN.md §18; docs/providers.md, the C spectrum); the same "
+            'format plus `measured`, every file gcov measured by tool (`{"src/x.c": '
+            "\"gcov\"}`). A worker's is `spectrum-K.gw0.gcov.json`. Each test's counts wait "
+            "in `gcov-K/` until the child run ends; that folder is then removed"
+        ),
+    ),
+    (
+        "`spectrum-K.qemu.json`",
+        (
+            "with `fwloop_c_coverage = qemu`: which lines of the tree's C each test's QEMU "
+            "guest executed, from QEMU's execution log mapped through the firmware's DWARF "
+            "(docs/providers.md, the C spectrum); the same format as `spectrum-K.gcov.json`. "
+            "The logs wait in `qemu-K/` until the child run ends"
         ),
     ),
     (

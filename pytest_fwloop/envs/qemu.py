@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import os
 import shlex
 import shutil
 import socket
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from pytest_fwloop.core.execution.qemu_exec import QEMU_EXEC_LOG_ENV, exec_log_args
 from pytest_fwloop.envs.console import (
     TAIL_CHARS,
     Console,
@@ -167,7 +169,7 @@ class QemuMachine:
                 f"fwloop: firmware {self.firmware} not found; build it first or fix fwloop_firmware"
             )
         port = self.port if self.port is not None or "{port}" not in self.command else free_port()
-        argv = command_argv(self.command, self.firmware, port)
+        argv = command_argv(self.command, self.firmware, port) + self._exec_log()
         if shutil.which(argv[0]) is None:
             raise EnvironmentFailure(_missing_program_message(argv[0]))
         address = _console_address(argv)
@@ -201,6 +203,17 @@ class QemuMachine:
             self.stop()
             raise failure from exc
         return self.console
+
+    def _exec_log(self) -> list[str]:
+        """The arguments that log the code the guest runs, when a loop child recording the C
+        spectrum asks (`child/spectra/qemu_blocks.py`): one log per boot, the firmware named
+        beside."""
+        folder = os.environ.get(QEMU_EXEC_LOG_ENV)
+        if not folder:
+            return []
+        number = len(list(Path(folder).glob("qemu-*.log"))) + 1
+        (Path(folder) / f"qemu-{number}.elf").write_text(str(self.firmware.resolve()))
+        return exec_log_args(str(Path(folder) / f"qemu-{number}.log"))
 
     def stop(self) -> None:
         """SIGTERM, wait, SIGKILL and reap QEMU, then close the console; safe to call twice.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pytest
@@ -52,6 +53,16 @@ def role_agent(
     )
 
 
+@dataclass(frozen=True)
+class CallRow:
+    """One call as report.md lists it."""
+
+    stem: str  # `rounds/02/coder-1`
+    provider: str
+    seconds: float
+    usage: dict[str, float]
+
+
 class CallLog:
     """Records each call; `where` gives the iteration and the state a call is made in."""
 
@@ -70,6 +81,7 @@ class CallLog:
         self.where = where
         self.usage = UsageLedger()
         self.coder_calls = 0
+        self.rows: list[CallRow] = []
         self._counts: dict[tuple[int, str], int] = {}
         # A review panel's members call at once, each from its own thread.
         self._lock = threading.Lock()
@@ -94,7 +106,7 @@ class CallLog:
         self.recorder.write_text(f"{rel}/{stem}.answer.txt", call.raw)
         if call.document is not None:
             self.recorder.write_json(f"{rel}/{stem}.answer.json", call.document)
-        if call.tool_calls:
+        if call.tool_calls or call.tools_offered:
             self.recorder.write_json(f"{rel}/{stem}.tools.json", list(call.tool_calls))
         meta = CallMeta(
             provider=call.provider,
@@ -107,6 +119,7 @@ class CallLog:
             usage=call.usage,
             stderr_tail=call.stderr[-2000:],
         )
+        self.rows.append(CallRow(f"{rel}/{stem}", call.provider, call.duration_s, call.usage))
         meta_path = self.recorder.write_json(f"{rel}/{stem}.meta.json", meta.model_dump())
         if call.role == "coder":
             self.coder_calls += 1

@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_fwloop.child.files import Attempt, next_attempt, progress_path
+from pytest_fwloop.child.files import Attempt, gcov_folder, next_attempt, progress_path
 from pytest_fwloop.child.progress import ProgressWatcher
 from pytest_fwloop.child.start import ForkedChild, ForkGuard, fork_pytest
 from pytest_fwloop.config.option_table import (
+    CHILD_GCOV_FLAG,
     CHILD_JUNIT_FLAG,
+    CHILD_QEMU_FLAG,
     CHILD_REPORT_FLAG,
     CHILD_SELECT_FLAG,
     CHILD_SPECTRUM_FLAG,
@@ -146,6 +148,11 @@ class ChildRunner:
         ]
         if spectrum:
             args.append(f"{CHILD_SPECTRUM_FLAG}={attempt.spectrum}")
+            tools = self.settings.options.c_coverage.split("+")
+            if "gcov" in tools:
+                args.append(f"{CHILD_GCOV_FLAG}={gcov_folder(attempt.spectrum)}")
+            if "qemu" in tools:
+                args.append(f"{CHILD_QEMU_FLAG}={gcov_folder(attempt.spectrum, 'qemu')}")
         if selection is not None:
             args += self.selection_args(selection)
         return args

@@ -9,12 +9,14 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from pytest_fwloop.agents.chat.server import ModelServer
 from pytest_fwloop.core.machine.agent_budget import Usage
 from pytest_fwloop.core.machine.fsm import State
 from pytest_fwloop.core.machine.outcomes import Outcome, exit_status
 from pytest_fwloop.core.records.run_records import (
     BestTree,
     MetricSeries,
+    ModelServerRecord,
     RunContext,
     Summary,
     Timeline,
@@ -94,7 +96,10 @@ def finalize(
     )
     recorder.write_json("task-timeline.json", timeline.model_dump(mode="json"))
     usage = _usage_line(calls.usage.total)
-    recorder.write_text("report.md", _report(summary, loop.iterations, tree, usage))
+    recorder.write_text(
+        "report.md",
+        _report(summary, loop.iterations, tree, usage) + _calls_report(calls, settings, redact),
+    )
     page = report_page(loop, recorder.run_id, settings, outcome.value, redact(loop.final_reason))
     unwritten = write_html_report(recorder.path, page, recorder.redact)
     measured = [it for it in loop.iterations if it.results is not None]
@@ -258,7 +263,26 @@ def _summary(
         goal=settings.options.goal,
         evidence=settings.evidence.path if settings.evidence else None,
         notifications=loop.notifications,
+        model_servers=model_servers(settings),
     )
+
+
+def model_servers(settings: LoopSettings) -> list[ModelServerRecord]:
+    """What each role's `openai:` providers learned of their servers over the run."""
+    return [
+        ModelServerRecord.model_validate({"role": role, **server.record()})
+        for role, server in _servers(settings)
+    ]
+
+
+def _servers(settings: LoopSettings) -> list[tuple[str, ModelServer]]:
+    """Each role's `openai:` providers' servers (a provider that has none is skipped)."""
+    return [
+        (role, server)
+        for role, providers in settings.providers.items()
+        for provider in providers
+        if isinstance(server := getattr(provider, "server", None), ModelServer)
+    ]
 
 
 def _last_recommendation(loop: LoopState, measured: list[Iteration]) -> str:
@@ -387,6 +411,32 @@ def _usage_line(total: Usage) -> str:
     if total.unreported_calls:
         text += f" ({total.unreported_calls} call(s) reported no usage)"
     return text
+
+
+def _calls_report(calls: CallLog, settings: LoopSettings, redact: Redactor) -> str:
+    """The model servers and every call's prompt tokens (cached ones where the server said):
+    a prompt prefix the server's cache kept shows here as cached tokens."""
+    lines = [
+        f"- model server ({role}): {redact(server.line())}" for role, server in _servers(settings)
+    ]
+    if calls.rows:
+        lines += [
+            "",
+            "| call | provider | seconds | prompt tokens | cached | answer tokens |",
+            "|---|---|---|---|---|---|",
+        ]
+        for row in calls.rows:
+            lines.append(
+                f"| {row.stem} | {row.provider} | {row.seconds:.1f} | "
+                f"{_count(row.usage, 'input_tokens')} | "
+                f"{_count(row.usage, 'cached_input_tokens')} | "
+                f"{_count(row.usage, 'output_tokens')} |"
+            )
+    return "\n".join(["", "Model calls:", "", *lines, ""]) if lines else ""
+
+
+def _count(usage: dict[str, float], name: str) -> str:
+    return f"{int(usage[name])}" if name in usage else "-"
 
 
 def _report(summary: Summary, iterations: list[Iteration], tree: str, usage: str) -> str:

@@ -49,32 +49,9 @@ def control(
     started = time.monotonic()
     try:
         context = run_context.gather(config, settings.rootdir, settings.randomly_seed)
-        if continued is not None:
-            continued.record(recorder, redact)
-        controller = Controller(
-            config,
-            settings,
-            recorder,
-            workspace,
-            terminal,
-            child.abort,
-            redact,
-            loop=continued.loop if continued is not None else None,
-            child=child,
-            past=continued.past if continued is not None else None,
+        controller, keeper = _build(
+            config, settings, workspace, recorder, terminal, redact, continued, child
         )
-        keeper = StateKeeper(
-            recorder,
-            continued.state.invocation if continued is not None else _invocation(config),
-            settings.rootdir,
-            settings.options.max_iter,
-            workspace.baseline,
-            controller.calls.usage,
-            continued.state.revision if continued is not None else 0,
-        )
-        controller.on_move = keeper.save
-        keeper.save(controller.loop)
-        terminal.header(settings, recorder)
     except Exception as exc:
         return settle_crash(
             workspace, recorder, terminal, redact, [exc], time.monotonic() - started
@@ -115,6 +92,47 @@ def control(
     assert controller.loop.outcome is not None
     _left(keeper, controller.loop)
     return int(exit_status(controller.loop.outcome, advisory=settings.advisory))
+
+
+def _build(
+    config: pytest.Config,
+    settings: LoopSettings,
+    workspace: Workspace,
+    recorder: RunRecorder,
+    terminal: Terminal,
+    redact: Redactor,
+    continued: Continued | None,
+    child: ChildRunner,
+) -> tuple[Controller, StateKeeper]:
+    """The controller, with a continued run's past handed over, and the keeper of its
+    `state.json`, saved once before the first move."""
+    if continued is not None:
+        continued.record(recorder, redact)
+    controller = Controller(
+        config,
+        settings,
+        recorder,
+        workspace,
+        terminal,
+        child.abort,
+        redact,
+        loop=continued.loop if continued is not None else None,
+        child=child,
+        past=continued.past if continued is not None else None,
+    )
+    keeper = StateKeeper(
+        recorder,
+        continued.state.invocation if continued is not None else _invocation(config),
+        settings.rootdir,
+        settings.options.max_iter,
+        workspace.baseline,
+        controller.calls.usage,
+        continued.state.revision if continued is not None else 0,
+    )
+    controller.on_move = keeper.save
+    keeper.save(controller.loop)
+    terminal.header(settings, recorder)
+    return controller, keeper
 
 
 def announce(settings: LoopSettings, recorder: RunRecorder, terminal: Terminal) -> None:

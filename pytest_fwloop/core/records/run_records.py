@@ -96,6 +96,39 @@ class LabgridRecord(Record):
     held: list[HeldPlace] = Field(description="every place held, in order (a swap adds one)")
 
 
+class ModelServerRecord(Record):
+    """`summary.json["model_servers"]` entry: the server behind one role's `openai:` provider as
+    the run found it (DESIGN.md §16), so two runs' records say what served them."""
+
+    role: str = Field(description="the role whose provider it served (coder, reviewer, tester)")
+    url: str = Field(description="the API's base URL")
+    model: str = Field(description="the model id sent")
+    kind: str = Field(
+        description="llama.cpp, llama-cpp-python, vLLM, Ollama, LM Studio, OpenAI-compatible, "
+        "or unknown when it named itself nowhere the loop looks"
+    )
+    version: str = Field(description="its version or build, where it says; else empty")
+    window_tokens: int | None = Field(description="the context window in tokens, null if unknown")
+    window_source: str = Field(
+        description="where the window came from: the server's endpoint, its refusal, or "
+        "fwloop_model_context"
+    )
+    response_format: str = Field(
+        description="the response_format it took last: json_schema, json_object or none"
+    )
+    tools: str = Field(
+        description="`not offered`, `offered` (never used), `taken`, `refused` or `ignored`"
+    )
+    streaming: bool = Field(description="whether answers were streamed at the end")
+    usage_reported: bool = Field(description="whether any answer counted its prompt tokens")
+    bytes_per_token: float = Field(
+        description="the bytes a prompt token the requests were fitted with"
+    )
+    bytes_per_token_measured: bool = Field(
+        description="true when the server's own counts set it; false: the safe 3 assumed"
+    )
+
+
 class BestTree(Record):
     """The best tree a run kept short of success (DESIGN.md §15)."""
 
@@ -256,6 +289,10 @@ class Summary(Record):
         default_factory=list,
         description="every notification delivery of the run (`fwloop_notify`), in order; a "
         "failed one changes nothing else",
+    )
+    model_servers: list[ModelServerRecord] = Field(
+        default_factory=list,
+        description="the server behind each role's `openai:` providers (below); empty without one",
     )
 
 

@@ -21,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from pytest_fwloop.core.request.build_files import UNBUILT_REASON, BuildFiles, unbuilt
 from pytest_fwloop.core.request.code_symbols import FileSymbols, Symbol
 from pytest_fwloop.core.request.failure_evidence import WORD, FailureClues
 from pytest_fwloop.core.request.ochiai import Suspicions
@@ -169,6 +170,9 @@ class Ranked:
     signals: dict[str, float] = field(default_factory=dict)
     #: What the spectrum multiplied the points by (`unrun_damping`); 1.0 where it did not.
     factor: float = 1.0
+    #: C the build's file list leaves out (`core/request/build_files.py`): ranked after all
+    #: it uses.
+    unbuilt: bool = False
 
 
 @dataclass
@@ -227,11 +231,13 @@ def rank(
     evidence: FailureClues,
     candidates: Iterable[str],
     suspicions: Suspicions | None = None,
+    built: BuildFiles | None = None,
 ) -> list[Ranked]:
     """The symbols of the `candidates` files (the ones a patch may change), best first; only
     symbols some evidence points at are returned. `suspicions` are the lines the failing tests
-    ran, when the run recorded them (`core/request/ochiai.py`)."""
-    return ranking(tree, evidence, candidates, suspicions).ranked
+    ran, when the run recorded them (`core/request/ochiai.py`); `built`, the files the build
+    uses, when it says (C it does not use comes after all it does)."""
+    return ranking(tree, evidence, candidates, suspicions, built).ranked
 
 
 def ranking(
@@ -239,6 +245,7 @@ def ranking(
     evidence: FailureClues,
     candidates: Iterable[str],
     suspicions: Suspicions | None = None,
+    built: BuildFiles | None = None,
 ) -> Ranking:
     """`rank`'s list, with the symbols of the other files that evidence points at beside it."""
     allowed = set(candidates)
@@ -246,7 +253,8 @@ def ranking(
     suspicious = most_suspicious(tree.files, suspicions) if suspicions is not None else {}
     for messenger in messengers(tree.files, tree.definitions, suspicious, evidence.raised):
         del suspicious[messenger]
-    for suspect, points, reason, line in spectrum_points(suspicious):
+    measured = suspicions.measured if suspicions is not None else {}
+    for suspect, points, reason, line in spectrum_points(suspicious, measured):
         scored.add(suspect, points, reason, "spectrum", line)
     _frame_matches(scored, evidence)
     _word_matches(scored, evidence)
@@ -258,7 +266,9 @@ def ranking(
         if boost:
             scored.add(key, boost, evidence.file_reasons.get(key[0], "named by the run"), "file")
     totals = scored.totals()
-    factors = unrun_damping(tree.files, totals, suspicious) if suspicions is not None else {}
+    factors = (
+        unrun_damping(tree.files, totals, suspicious, measured) if suspicions is not None else {}
+    )
     every = [
         Ranked(
             path,
@@ -274,8 +284,13 @@ def ranking(
     every = [r for r in every if r.score > 0]
     every.sort(key=lambda r: (-r.score, r.path, tree.files[r.path].symbols[r.index].start_line))
     found = {(r.path, r.index): r for r in every if r.path in allowed}
+    turns = [found[key] for key in taking_turns(list(found), suspicious)]
+    for item in turns:
+        if unbuilt(item.path, tree.files, built):
+            item.unbuilt = True
+            item.reasons.append(UNBUILT_REASON)
     return Ranking(
-        [found[key] for key in taking_turns(list(found), suspicious)],
+        [r for r in turns if not r.unbuilt] + [r for r in turns if r.unbuilt],
         [r for r in every if r.path not in allowed],
     )
 

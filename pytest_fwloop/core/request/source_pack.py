@@ -10,7 +10,7 @@ evidence named. Sizes are wire bytes, as in `core/request/failure_pack.py`.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from pytest_fwloop.core.change.lines import text_lines
 from pytest_fwloop.core.records.agent_protocol import MapEntry, SourceChunk
@@ -119,9 +119,11 @@ def repo_map(
     editable: Sequence[str],
     sent: Sequence[SourceChunk],
     budget: int,
+    unbuilt: Collection[str] = (),
 ) -> tuple[list[MapEntry], int]:
     """The editable files as paths and signatures, best-ranked files first, then by path,
-    within `budget`; and how many files did not fit."""
+    within `budget`; and how many files did not fit. `unbuilt` files (C the build's file list
+    leaves out) come after all the others."""
     scores: dict[str, dict[int, float]] = {}
     for item in ranked:
         scores.setdefault(item.path, {})[item.index] = item.score
@@ -130,7 +132,7 @@ def repo_map(
     }
     order = sorted(
         (path for path in editable if path in tree.files and path not in whole),
-        key=lambda path: (-max(scores.get(path, {0: 0.0}).values()), path),
+        key=lambda path: (path in unbuilt, -max(scores.get(path, {0: 0.0}).values()), path),
     )
     entries: list[MapEntry] = []
     spent = 0

@@ -74,26 +74,35 @@ def messengers(
     return found
 
 
-def spectrum_points(best: Mapping[Key, Suspect]) -> Iterator[tuple[Key, float, str, int]]:
+def spectrum_points(
+    best: Mapping[Key, Suspect], measured: Mapping[str, str]
+) -> Iterator[tuple[Key, float, str, int]]:
     """(symbol, points, reason, line): each symbol's most suspicious line's score, squared (a
-    line only failing tests ran stands well above one half the passing tests ran too)."""
+    line only failing tests ran stands well above one half the passing tests ran too). The
+    reason of a line another tool measured names it: the C spectrum (gcov) chose that code."""
     for key, (line, suspicion) in best.items():
         if suspicion.score >= MIN_SUSPICION:
-            yield key, SPECTRUM_POINTS * suspicion.score**2, suspicion.reason(line), line
+            tool = measured.get(key[0])
+            said = suspicion.reason(line)
+            reason = f"C spectrum ({tool}): {said}" if tool else said
+            yield key, SPECTRUM_POINTS * suspicion.score**2, reason, line
 
 
 def unrun_damping(
-    files: Mapping[str, FileSymbols], keys: Iterable[Key], best: Mapping[Key, Suspect]
+    files: Mapping[str, FileSymbols],
+    keys: Iterable[Key],
+    best: Mapping[Key, Suspect],
+    measured: Mapping[str, str],
 ) -> dict[Key, float]:
-    """The factor each Python symbol's points are multiplied by, which the spectrum measures:
-    the failures' text counts as far as the failing tests ran the code. Code none of them ran
-    keeps `UNRUN` of its points (module-level code runs at import, outside any test, and counts
-    as unrun; a defect may also sit in code that should have run and did not, or ran in a
-    subprocess); code the passing tests run too is less likely than code only the failures ran.
-    Symbols of other languages are not in the result: the spectrum does not measure them."""
+    """The factor each symbol's points are multiplied by where the spectrum measures its file
+    (Python, and C another tool measured: gcov, QEMU): the failures' text counts as far as the
+    failing tests ran the code. Code none of them ran keeps `UNRUN` of its points (module-level
+    code runs at import, outside any test, and counts as unrun; a defect may also sit in code
+    that should have run and did not, or ran in a subprocess); code the passing tests run too
+    is less likely than code only the failures ran. Unmeasured files are not in the result."""
     factors: dict[Key, float] = {}
     for key in keys:
-        if files[key[0]].language == "python":
+        if files[key[0]].language == "python" or key[0] in measured:
             found = best.get(key)
             factors[key] = UNRUN + (1.0 - UNRUN) * (found[1].score if found is not None else 0.0)
     return factors

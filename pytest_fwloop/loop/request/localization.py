@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_fwloop.codemap.build_inputs import BuildInputs
 from pytest_fwloop.codemap.index import INDEX_NAME, CodeIndex
 from pytest_fwloop.codemap.parse import parse_source
 from pytest_fwloop.core.change.lines import text_lines
@@ -29,6 +30,7 @@ from pytest_fwloop.core.records.agent_protocol import (
     SourceChunk,
 )
 from pytest_fwloop.core.records.round_records import RankingRecord, call_files
+from pytest_fwloop.core.request.build_files import build_share, unbuilt
 from pytest_fwloop.core.request.code_symbols import FileSymbols, Symbol
 from pytest_fwloop.core.request.failure_evidence import (
     FailureClues,
@@ -68,6 +70,9 @@ class Localization:
     sources_bytes: int
     #: Every candidate ranked and what became of it, for `coder-K.ranking.json`.
     ranking: RankingRecord
+    #: What the build uses of the tree's C, as its own file lists say
+    #: (`core/request/build_files.py`).
+    build: str
 
 
 @dataclass
@@ -75,7 +80,8 @@ class Localizer:
     """One per run: the index and the tree map live as long as the controller."""
 
     workspace: Workspace
-    budget: int
+    #: fwloop_source_bytes: what the code sent to a model may take, in bytes.
+    source_bytes: int
     redact: Callable[[str], str]
     #: The policy as it stands: after the baseline it protects every module tests came from.
     policy: Callable[[], PatchPolicy]
@@ -83,6 +89,7 @@ class Localizer:
     rounds: Path | None = None
     index: CodeIndex = field(init=False)
     spectra: SpectrumReader | None = field(init=False, default=None)
+    build_inputs: BuildInputs = field(init=False)
     tree: TreeMap = field(default_factory=TreeMap)
     _recent: dict[str, tuple[float, str]] | None = None
     #: Whether a path may be patched and shown, under `_judged_by`: paths recur each request.
@@ -94,6 +101,7 @@ class Localizer:
 
     def __post_init__(self) -> None:
         self.index = CodeIndex(self.workspace.shadow.state_dir / "index" / INDEX_NAME)
+        self.build_inputs = BuildInputs(self.workspace.root)
         if self.rounds is not None:
             self.spectra = SpectrumReader(self.rounds, self.workspace.root)
 
@@ -118,7 +126,9 @@ class Localizer:
             self._verdicts, self._judged_by = {}, policy
         editable = [p for p in symbols if self._editable(p, policy)]
         tests, evidence = self._clues(request, failing, earlier_patches, files, symbols)
-        ranks = ranking(self.tree, evidence, editable, self._suspicions(failing, passed_in_suite))
+        built = self.build_inputs.files(symbols)
+        suspicions = self._suspicions(failing, passed_in_suite)
+        ranks = ranking(self.tree, evidence, editable, suspicions, built)
         ranked = ranks.ranked
         number, shown = self._shown
         if number != request.iteration or not again:
@@ -126,11 +136,14 @@ class Localizer:
         fresh = [r for r in ranked if (r.path, r.index) not in shown]
         best = list(dict.fromkeys(r.path for r in fresh))[:_FILES_READ]
         texts = self._texts(files, best)
-        map_budget = self.budget // 4
-        sources = pack_sources(self.tree, fresh, texts, self.budget - map_budget - self.budget // 8)
+        map_bytes = self.source_bytes // 4
+        sources = pack_sources(
+            self.tree, fresh, texts, self.source_bytes - map_bytes - self.source_bytes // 8
+        )
         sent = self._sent(fresh, sources)
         self._shown = (request.iteration, shown | sent)
-        entries, more = repo_map(self.tree, ranked, editable, sources, map_budget)
+        left_out = {p for p in editable if unbuilt(p, symbols, built)}
+        entries, more = repo_map(self.tree, ranked, editable, sources, map_bytes, left_out)
         record = audit(
             self.tree,
             ranks,
@@ -155,6 +168,7 @@ class Localizer:
             seconds=time.perf_counter() - started,
             sources_bytes=sum(len(c.text.encode()) for c in sources),
             ranking=record,
+            build=build_share(symbols, built),
         )
         return done, report
 
@@ -171,7 +185,7 @@ class Localizer:
         nodeids = _one_per_signature(failing, str(self.workspace.root))
         test_paths = list(dict.fromkeys(n.split("::", 1)[0] for n in nodeids))[:_FILES_READ]
         test_texts = self._texts(files, [p for p in test_paths if p in symbols])
-        tests = failing_test_code(self.tree, nodeids, test_texts, self.budget // 8)
+        tests = failing_test_code(self.tree, nodeids, test_texts, self.source_bytes // 8)
         named = {**self._recent_files(), **_patched(earlier_patches, "patched earlier in this run")}
         for fix in request.similar_fixes:
             named.update(_patched([fix.patch], f"fixed before in run {fix.run_id}"))
@@ -220,7 +234,7 @@ class Localizer:
             )
             for function in changed_functions(path, old_text, new_text):
                 size = len(function.before.encode()) + len(function.after.encode())
-                if spent + size > self.budget:
+                if spent + size > self.source_bytes:
                     return found
                 spent += size
                 found.append(function)
@@ -452,7 +466,7 @@ def localize(
         f"symbol(s) ranked; sent {len(done.sources)} source chunk(s) ({report.sources_bytes} "
         f"bytes), {len(done.test_sources)} test function(s), {len(done.repo_map)} repo-map "
         f"file(s) (+{done.repo_map_more} not listed) within fwloop_source_bytes="
-        f"{localizer.budget} in {report.seconds:.2f}s{notice}"
+        f"{localizer.source_bytes} in {report.seconds:.2f}s; {report.build}{notice}"
         f"{'; the next-ranked code, as the coder was unsure' if again else ''}",
         [services.recorder.relative(written)],
     )

@@ -1,7 +1,8 @@
 """The spectra the run's children wrote, read for localization (DESIGN.md §16).
 
 The edge of `core/request/ochiai.py`: a run that recorded which lines each test ran wrote them
-beside its outcomes, one file per process that ran tests: a patch's test run
+beside its outcomes, one file per process that ran tests (and the C they ran in
+`*.gcov.json` beside it, when gcov measured it; an attempt's files are joined): a patch's test run
 `rounds/NN/spectrum-K.json` (with `results-K.json`), the spectrum run before a coder call
 `rounds/NN/spectrum-run-K.json` (with `spectrum-run-K-results.json`; it comes before its round's
 test run). Read oldest first, a test counts with its last run: a focus run after a patch
@@ -16,13 +17,14 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_fwloop.child.spectrum import spectrum_paths
-from pytest_fwloop.core.request.ochiai import Spectrum, overlaid, read_spectrum
+from pytest_fwloop.child.spectra.python_lines import spectrum_paths
+from pytest_fwloop.core.request.ochiai import Spectrum, joined, overlaid, read_spectrum
 
-#: An attempt's file, or one of its pytest-xdist workers' (`spectrum-1.gw0.json`).
-_ATTEMPT = re.compile(r"spectrum-(\d+)(?:\.[\w-]+)?\.json")
-#: A spectrum run's file, or one of its workers' (`spectrum-run-1.gw0.json`).
-_SPECTRUM_RUN = re.compile(r"spectrum-run-(\d+)(?:\.[\w-]+)?\.json")
+#: An attempt's file, one of its pytest-xdist workers' (`spectrum-1.gw0.json`), or the C its
+#: tests ran (`spectrum-1.gcov.json`, `spectrum-1.gw0.gcov.json`: `child/spectra/gcov.py`).
+_ATTEMPT = re.compile(r"spectrum-(\d+)(?:\.[\w.-]+)?\.json")
+#: A spectrum run's file, or one of its workers' or its C's (`spectrum-run-1.gw0.gcov.json`).
+_SPECTRUM_RUN = re.compile(r"spectrum-run-(\d+)(?:\.[\w.-]+)?\.json")
 #: The stem of a spectrum run's files in its round folder (`spectrum-run-K.log`, ...).
 SPECTRUM_RUN = "spectrum-run"
 
@@ -75,7 +77,9 @@ class SpectrumReader:
             except (OSError, ValueError, KeyError, TypeError, AttributeError):
                 continue  # an attempt cut short (its child killed) leaves the others
             outcomes.update(these)
-            spectra += [part for part in parts if part is not None]
+            spectrum = joined([part for part in parts if part is not None])
+            if spectrum is not None:
+                spectra.append(spectrum)
         spectrum = overlaid(spectra)
         if spectrum is None:
             return None

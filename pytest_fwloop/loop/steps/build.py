@@ -9,9 +9,11 @@ a patch whose build changed protected paths (a planted `conftest.py`) is rolled 
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from pytest_fwloop.config.preflight import missing_build_program
+from pytest_fwloop.core.execution.c_coverage import build_variables
 from pytest_fwloop.core.gate.policy import PatchPolicy, protection
 from pytest_fwloop.core.machine.fsm import ErrorType, IterationKind, LoopEvent
 from pytest_fwloop.core.machine.outcomes import Outcome
@@ -106,12 +108,14 @@ class BuildStep:
         set, through /bin/sh if it is a shell line; OSError if it cannot start."""
         sandbox = self.services.settings.build_sandbox
         root = self.services.settings.rootdir
+        coverage = build_variables(self.services.settings.options.c_coverage)
         return run_logged(
             command if sandbox is None else bwrap_argv(sandbox, command, root),
             cwd=root,
             log_path=log,
             timeout=self.services.settings.options.build_timeout,
             abort=self.services.abort,
+            env={**os.environ, **coverage} if coverage else None,
             shell=sandbox is None and isinstance(command, str),
         )
 

@@ -1,0 +1,3 @@
+"""What the `openai:` provider needs to meet real chat-completions servers: the transport
+(`transport`, streamed answers put together in `stream`), what a server refuses (`refusals`)
+and what a run learns of it (`server`)."""
