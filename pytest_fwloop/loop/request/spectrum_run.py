@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 
-from pytest_fwloop.config.option_table import CHILD_REPORT_FLAG, CHILD_SPECTRUM_FLAG
+from pytest_fwloop.config.option_table import CHILD_REPORT_FLAG
 from pytest_fwloop.core.machine.substates import SubState
 from pytest_fwloop.core.request.spectrum_sample import spectrum_selection
 from pytest_fwloop.core.suite.results import COMMAND_NODEID_PREFIX
@@ -53,7 +53,7 @@ def record_spectrum(
     results, log = folder / f"{stem}-results.json", folder / f"{stem}.log"
     args = [
         f"{CHILD_REPORT_FLAG}={results}",
-        f"{CHILD_SPECTRUM_FLAG}={folder / f'{stem}.json'}",
+        *child.spectrum_args(folder / f"{stem}.json"),
         *child.selection_args(chosen),
     ]
     started = time.monotonic()
