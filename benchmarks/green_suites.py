@@ -107,7 +107,7 @@ def main() -> None:
     summary = json.loads((run_dir / "summary.json").read_text())
     spectra = sorted(p.name for p in run_dir.glob("rounds/*/spectrum*.json"))
     print(
-        f"  last run: {summary['outcome']}, executed_counts {summary['executed_counts']}, "
+        f"  A's last run: {summary['outcome']}, executed_counts {summary['executed_counts']}, "
         f"spectrum files {spectra or 'none'}"
     )
 

@@ -54,7 +54,7 @@ from unittest import mock
 from pytest_fwloop.codemap.parse import language_of, parse_source
 from pytest_fwloop.core.gate.policy import PatchPolicy
 from pytest_fwloop.core.records.agent_protocol import AgentRequest
-from pytest_fwloop.core.request.ranking import Ranked, rank
+from pytest_fwloop.core.request.ranking import Ranked, Ranking, ranking
 from pytest_fwloop.core.suite.results import TestRecord
 from pytest_fwloop.loop.request import localization
 from pytest_fwloop.workspace import DEFAULT_PROTECTED, Workspace
@@ -336,10 +336,10 @@ def rerank(tree: Path, run_dir: Path, seeded: list[Seeded]) -> dict[str, str]:
     failing = [TestRecord.model_validate(t) for t in results if t["outcome"] in ("failed", "error")]
     captured: list[list[Ranked]] = []
 
-    def keep(*args: Any, **kwargs: Any) -> list[Ranked]:
-        ranked = rank(*args, **kwargs)
-        captured.append(ranked)
-        return ranked
+    def keep(*args: Any, **kwargs: Any) -> Ranking:
+        ranks = ranking(*args, **kwargs)
+        captured.append(ranks.ranked)
+        return ranks
 
     workspace = Workspace(tree)
     workspace.take_baseline("released-suites-rerank")
@@ -357,7 +357,7 @@ def rerank(tree: Path, run_dir: Path, seeded: list[Seeded]) -> dict[str, str]:
     )
     request = AgentRequest(role="coder", iteration=2, goal="g", workspace=str(tree), failures=[])
     try:
-        with mock.patch.object(localization, "rank", side_effect=keep):
+        with mock.patch.object(localization, "ranking", side_effect=keep):
             localizer.coder_request(request, failing, [], passed_in_suite=passed)
     finally:
         workspace.close(keep_tree=True)

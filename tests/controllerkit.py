@@ -106,6 +106,7 @@ class FakeChild:
 
     rerun_failures = ChildRunner.rerun_failures
     attempt_args = ChildRunner.attempt_args
+    spectrum_args = ChildRunner.spectrum_args
 
     def head_attempt(self, folder: Path) -> Attempt | None:
         return None  # nothing is started ahead: every run starts when TEST_RUN asks

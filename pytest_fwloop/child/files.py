@@ -28,8 +28,9 @@ class Attempt:
 def gcov_folder(spectrum: Path, tool: str = "gcov") -> Path:
     """Where the tests of the attempt writing `spectrum` keep what `tool` recorded until it is read
     (`child/spectra/gcov.py`, `child/spectra/qemu_blocks.py`): `rounds/NN/gcov-K/`,
-    `rounds/NN/qemu-K/`, removed once the C spectrum is written."""
-    return spectrum.with_name(f"{tool}-{spectrum.stem.rsplit('-', 1)[-1]}")
+    `rounds/NN/qemu-K/` (`gcov-run-K/` for the spectrum run's `spectrum-run-K.json`), removed
+    once the C spectrum is written."""
+    return spectrum.with_name(f"{tool}-{spectrum.stem.removeprefix('spectrum-')}")
 
 
 def next_attempt(folder: Path) -> Attempt:

@@ -337,7 +337,9 @@ _ROUND_FILES: tuple[tuple[str, str], ...] = (
             "coder will hear of has no lines recorded on the tree as it stands (the baseline's "
             "failures, a gate's regressions), one child runs the failing tests and an even "
             "sample of the passing ones, recording which lines each ran (the same shape as "
-            "`spectrum-K.json`); its outcomes count for nothing but the ranking"
+            "`spectrum-K.json`, with `spectrum-run-K.gcov.json` and `spectrum-run-K.qemu.json` "
+            "beside it under `fwloop_c_coverage`, their counts waiting in `gcov-run-K/`, "
+            "`qemu-run-K/`); its outcomes count for nothing but the ranking"
         ),
     ),
     (

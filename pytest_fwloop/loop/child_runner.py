@@ -147,14 +147,20 @@ class ChildRunner:
             ),
         ]
         if spectrum:
-            args.append(f"{CHILD_SPECTRUM_FLAG}={attempt.spectrum}")
-            tools = self.settings.options.c_coverage.split("+")
-            if "gcov" in tools:
-                args.append(f"{CHILD_GCOV_FLAG}={gcov_folder(attempt.spectrum)}")
-            if "qemu" in tools:
-                args.append(f"{CHILD_QEMU_FLAG}={gcov_folder(attempt.spectrum, 'qemu')}")
+            args += self.spectrum_args(attempt.spectrum)
         if selection is not None:
             args += self.selection_args(selection)
+        return args
+
+    def spectrum_args(self, spectrum: Path) -> list[str]:
+        """The arguments of a child that records which lines each test ran into `spectrum`:
+        the Python's, and the C's by the tools `fwloop_c_coverage` names."""
+        args = [f"{CHILD_SPECTRUM_FLAG}={spectrum}"]
+        tools = self.settings.options.c_coverage.split("+")
+        if "gcov" in tools:
+            args.append(f"{CHILD_GCOV_FLAG}={gcov_folder(spectrum)}")
+        if "qemu" in tools:
+            args.append(f"{CHILD_QEMU_FLAG}={gcov_folder(spectrum, 'qemu')}")
         return args
 
     def selection_args(self, selection: Path) -> list[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 
-from pytest_fwloop.config.option_table import CHILD_REPORT_FLAG, CHILD_SPECTRUM_FLAG
+from pytest_fwloop.config.option_table import CHILD_REPORT_FLAG
 from pytest_fwloop.core.machine.substates import SubState
 from pytest_fwloop.core.request.spectrum_sample import spectrum_selection
 from pytest_fwloop.core.suite.results import COMMAND_NODEID_PREFIX
@@ -53,11 +53,17 @@ def record_spectrum(
     results, log = folder / f"{stem}-results.json", folder / f"{stem}.log"
     args = [
         f"{CHILD_REPORT_FLAG}={results}",
-        f"{CHILD_SPECTRUM_FLAG}={folder / f'{stem}.json'}",
+        *child.spectrum_args(folder / f"{stem}.json"),
         *child.selection_args(chosen),
     ]
     started = time.monotonic()
-    ran = child.run(number, args, log, None, None, max(timeout, 1.0))
+    evidence = (recorder.relative(chosen), recorder.relative(log))
+    try:
+        ran = child.run(number, args, log, None, None, max(timeout, 1.0))
+    except OSError as exc:  # no child could start: the coder is asked without the lines
+        why = f"the spectrum run did not start: {exc}"[:300]
+        services.substate(number, SubState.SPECTRUM_RUN, why, evidence[:1])
+        return
     for path in (log, results):
         recorder.scrub(path)
     seconds = time.monotonic() - started
@@ -73,6 +79,4 @@ def record_spectrum(
             note += f"; {read_results(results).pass_count} passed"
         except (OSError, ValueError):
             note += "; it wrote no results"
-    services.substate(
-        number, SubState.SPECTRUM_RUN, note, (recorder.relative(chosen), recorder.relative(log))
-    )
+    services.substate(number, SubState.SPECTRUM_RUN, note, evidence)
