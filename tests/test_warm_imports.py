@@ -131,4 +131,5 @@ def test_what_one_child_imported_lazily_the_next_ones_start_with(
     result = project.run("--fwloop-coder=rules")
     assert result.ret == 1  # the rules coder writes no patch
     lines = (project.root / "tests" / "seen.jsonl").read_text().splitlines()
-    assert [json.loads(line) for line in lines] == [False, True, True]
+    # The baseline, its two flaky reruns, the spectrum run before the coder call (issue 41).
+    assert [json.loads(line) for line in lines] == [False, True, True, True]
