@@ -15,6 +15,7 @@ test's files (`core/execution/gcov_counts.py`), and the spectrum is written as
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -35,6 +36,8 @@ DUMP_SIGNAL = signal.SIGUSR1
 #: How long a signalled firmware may take to write its counts, and the quiet that says it has.
 _DUMP_WAIT = 2.0
 _QUIET = 0.01
+#: A `.gcda` file by its path under a test's folder and its bytes' digest.
+Key = tuple[str, bytes]
 #: `.gcda` files one gcov command is given.
 _BATCH = 400
 _GCOV_SECONDS = 300.0
@@ -158,38 +161,54 @@ class GcovRecorder:
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def _read(self, folders: list[Path]) -> dict[Path, Executed]:
-        """Each folder's counts (`folders` in the order they were written), by one gcov
-        command per `_BATCH` files. A `.gcda` under `FOLDER/abs/path/x.gcda` was compiled with
-        its notes at `/abs/path/x.gcno`, linked beside it so gcov finds the two together."""
-        owner: dict[str, tuple[Path, str]] = {}
+        """Each folder's counts (`folders` in the order they were written). A `.gcda` under
+        `FOLDER/abs/path/x.gcda` was compiled with its notes at `/abs/path/x.gcno`, linked
+        beside it so gcov finds the two together. Files of one object with the same bytes
+        (a module no test touched, a command two tests sent alike) are read once: gcov is
+        given one of each, `_BATCH` a command."""
+        listed: dict[Path, list[tuple[str, Key]]] = {}
+        first: dict[Key, str] = {}
         for folder in folders:
             for relative in _relative(folder):
                 data = folder / relative
                 notes = Path("/", relative).with_suffix(".gcno")
-                if notes.is_file():
-                    link = data.with_suffix(".gcno")
-                    if not link.exists():
-                        link.symlink_to(notes)
-                    owner[str(data)] = (folder, relative)
-        documents: dict[Path, list[tuple[str, dict[str, object]]]] = {}
-        names = sorted(owner)
+                if not notes.is_file():
+                    continue
+                try:
+                    key = (relative, hashlib.blake2b(data.read_bytes(), digest_size=16).digest())
+                except OSError:
+                    continue
+                listed.setdefault(folder, []).append((relative, key))
+                if key not in first:
+                    data.with_suffix(".gcno").symlink_to(notes)
+                    first[key] = str(data)
+        by_name = {name: key for key, name in first.items()}
+        documents: dict[Key, dict[str, object]] = {}
+        names = sorted(by_name)
         for start in range(0, len(names), _BATCH):
             for document in self._gcov(names[start : start + _BATCH]):
-                held = owner.get(str(document.get("data_file", "")))
-                if held is not None:
-                    documents.setdefault(held[0], []).append((held[1], document))
+                named = by_name.get(str(document.get("data_file", "")))
+                if named is not None:
+                    documents[named] = document
         found: dict[Path, Executed] = {}
         last: dict[str, dict[tuple[str, int], int]] = {}
+        alone: dict[Key, Executed] = {}
         root = str(self.root)
         for folder in folders:
             executed = found.setdefault(folder, Executed())
-            for relative, document in documents.get(folder, ()):
-                added = relative in self.cumulative
-                counts = add_document(
-                    executed, document, root, last.get(relative) if added else None
-                )
-                if added:
-                    last[relative] = counts
+            for relative, key in listed.get(folder, ()):
+                read = documents.get(key)
+                if read is None:
+                    continue
+                if relative in self.cumulative:
+                    last[relative] = add_document(executed, read, root, last.get(relative))
+                    continue
+                if key not in alone:
+                    alone[key] = Executed()
+                    add_document(alone[key], read, root)
+                executed.measured |= alone[key].measured
+                for path, lines in alone[key].ran.items():
+                    executed.ran.setdefault(path, set()).update(lines)
         return found
 
     def _gcov(self, batch: list[str]) -> list[dict[str, object]]:
