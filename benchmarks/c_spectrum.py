@@ -271,10 +271,15 @@ def standings(
 
     rounds = Path(tempfile.mkdtemp(prefix="fwloop-c-spectrum-")) / "rounds"
     shutil.copytree(run_dir / "rounds" / "01", rounds / "01")
+    # What the first coder request read besides: its round's spectrum run, if there was one.
+    (rounds / "02").mkdir()
+    for path in (run_dir / "rounds" / "02").glob("spectrum-run-*"):
+        if path.is_file():
+            shutil.copy2(path, rounds / "02" / path.name)
     if how != "spectrum":
         for path in [
-            *rounds.glob("01/spectrum-*.gcov.json"),
-            *rounds.glob("01/spectrum-*.qemu.json"),
+            *rounds.glob("*/spectrum-*.gcov.json"),
+            *rounds.glob("*/spectrum-*.qemu.json"),
         ]:
             path.unlink()
     workspace = Workspace(tree)

@@ -6,18 +6,23 @@ says the C spectrum chose a chunk."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from envs_support.examples import copy_example, require_example_tools
+from loopkit import LoopProject
 from pytest_fwloop.codemap.parse import parse_source
+from pytest_fwloop.core.execution.c_coverage import build_variables
 from pytest_fwloop.core.execution.gcov_counts import Executed, add_document, encode, gcov_documents
 from pytest_fwloop.core.request.failure_evidence import FailureText, gather_evidence
 from pytest_fwloop.core.request.ochiai import joined, read_spectrum, suspicious_lines
 from pytest_fwloop.core.request.ranking import TreeMap, rank
 from pytest_fwloop.loop.request.spectrum_files import SpectrumReader
+from standin_model import Bug, StandinModel
 
 pytestmark = pytest.mark.skipif(
     shutil.which("gcc") is None or shutil.which("gcov") is None, reason="needs gcc and gcov"
@@ -404,3 +409,56 @@ def test_c_compiled_into_the_tests_process_has_each_test_s_lines(
     assert _line_of(EXTENSION_C, "return PyModule_Create") not in lines
     # The exit writes nothing after the last test's counts.
     assert not list(pytester.path.rglob("*.gcda"))
+
+
+@pytest.mark.slow
+def test_a_c_defect_no_failure_names_reaches_the_model_through_the_c_the_tests_ran(
+    project: LoopProject,
+) -> None:
+    """examples/host-gateway with `is_leap_year` losing its 400-year rule: the failing tests
+    say `weekday`, `yday`, `epoch`, and the leap-year rule is three calls below what they name.
+    With the C spectrum (gcov) and room for a few functions, the ranking puts it first of its
+    file by the lines the failing tests ran, and a model that sees only its messages fixes it
+    (benchmarks/c_spectrum.py measures the run without the C spectrum beside it)."""
+    require_example_tools("host-gateway")
+    root = copy_example("host-gateway", project.root)
+    date_c = root / "firmware" / "src" / "date.c"
+    right = "    return (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;"
+    wrong = "    return year % 4 == 0 && year % 100 != 0;"
+    text = date_c.read_text()
+    date_c.write_text(text.replace(right, wrong))
+    at = text.splitlines().index(right)
+    lines = text.splitlines()
+    bug = Bug(
+        "leap-century",
+        (*lines[at - 3 : at], wrong, *lines[at + 1 : at + 4]),
+        tuple(lines[at - 3 : at + 4]),
+    )
+    budget = ("-o", "fwloop_source_bytes=8192", "--max-iter=4")
+    subprocess.run(
+        ["make", "-s"],
+        cwd=root,
+        check=True,
+        env={**os.environ, **build_variables("gcov")},
+    )
+    with StandinModel([bug]) as model:
+        result = project.run(
+            f"--fwloop-coder={model.spec}", *budget, "-o", "fwloop_c_coverage=gcov"
+        )
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert project.summary()["outcome"] == "success"
+    assert model.seen[0].visible == ["leap-century"]
+    [run_dir] = project.run_dirs()
+    [request, *_] = [
+        json.loads(p.read_text()) for p in sorted(run_dir.glob("rounds/*/coder-*.request.json"))
+    ]
+    assert any("C spectrum (gcov)" in c["reason"] for c in request["sources"])
+    [ranking] = sorted(run_dir.glob("rounds/*/coder-1.ranking.json"))[:1]
+    rows = json.loads(ranking.read_text())["candidates"]
+    leap = next(r for r in rows if r["symbol"] == "is_leap_year")
+    assert leap["sent"] == "source"
+    assert "gcov_spectrum" in leap["signals"]
+    assert leap["reasons"][0].startswith("C spectrum (gcov): line")
+    assert list(run_dir.glob("rounds/*/spectrum-*.gcov.json"))
+    events = (run_dir / "task-events.jsonl").read_text()
+    assert "the build uses 19 of the tree's 22 C/C++ file(s)" in events

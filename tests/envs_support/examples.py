@@ -21,6 +21,7 @@ _NOT_COPIED = shutil.ignore_patterns(
 #: (program, Debian package) each example needs on the host.
 EXAMPLE_TOOLS = {
     "uart-console": [("gcc", "gcc"), ("make", "make")],
+    "host-gateway": [("gcc", "gcc"), ("make", "make"), ("gcov", "gcc")],
     "qemu-cortex-m": [
         ("arm-none-eabi-gcc", "gcc-arm-none-eabi"),
         ("qemu-system-arm", "qemu-system-arm"),

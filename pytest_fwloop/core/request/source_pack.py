@@ -46,7 +46,7 @@ def pack_sources(
 ) -> list[SourceChunk]:
     """The best-ranked code within `budget` bytes; `texts` holds the files it may quote."""
     chunks: list[SourceChunk] = []
-    covered: dict[str, list[tuple[int, int]]] = {}
+    covered: dict[str, list[tuple[int, int, int]]] = {}
     split: dict[str, tuple[list[str], int]] = {}  # each file's lines and bytes, made once
     spent = misses = 0
     for item in ranked:
@@ -58,7 +58,11 @@ def pack_sources(
         lines, size = split[item.path]
         symbol = tree.symbol((item.path, item.index))
         start, end, name = _span(tree.files[item.path], symbol, lines, size, item.line)
-        if any(a <= start and end <= b for a, b in covered.get(item.path, ())):
+        holder = next(
+            (i for a, b, i in covered.get(item.path, ()) if a <= start and end <= b), None
+        )
+        if holder is not None:
+            spent += _credited(chunks, holder, symbol.name, item.reasons, budget - spent)
             continue
         body = _lines(lines, start, end)
         chunk = SourceChunk(
@@ -77,8 +81,26 @@ def pack_sources(
             continue
         spent += size
         chunks.append(chunk)
-        covered.setdefault(item.path, []).append((start, end))
+        covered.setdefault(item.path, []).append((start, end, len(chunks) - 1))
     return chunks
+
+
+def _credited(
+    chunks: list[SourceChunk], at: int, name: str, reasons: Sequence[str], room: int
+) -> int:
+    """A chunk holding a symbol that an execution spectrum (gcov, QEMU) chose, though the chunk
+    was chosen for another of its symbols (a whole small file), says so: a model is told which
+    code the failing tests ran. The bytes it took, 0 when there is no room or nothing to say."""
+    chunk = chunks[at]
+    spectral = next((r for r in reasons if r.startswith("C spectrum")), None)
+    if spectral is None or "C spectrum" in chunk.reason:
+        return 0
+    credited = chunk.model_copy(update={"reason": f"{chunk.reason}; {name}: {spectral}"})
+    grown = wire_size(credited) - wire_size(chunk)
+    if grown > room:
+        return 0
+    chunks[at] = credited
+    return grown
 
 
 def _span(
