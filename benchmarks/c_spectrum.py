@@ -43,12 +43,12 @@ from unittest import mock
 from released_suites import PROJECTS as RELEASED
 from released_suites import Seed, Seeded, configure, download, plant
 
-from pytest_fwloop.core.agent_protocol import AgentRequest
-from pytest_fwloop.core.c_coverage import build_variables
-from pytest_fwloop.core.localize import Ranked, rank
-from pytest_fwloop.core.policy import PatchPolicy
-from pytest_fwloop.core.results import TestRecord
-from pytest_fwloop.loop import localization
+from pytest_fwloop.core.execution.c_coverage import build_variables
+from pytest_fwloop.core.gate.policy import PatchPolicy
+from pytest_fwloop.core.records.agent_protocol import AgentRequest
+from pytest_fwloop.core.request.ranking import Ranked, Ranking, ranking
+from pytest_fwloop.core.suite.results import TestRecord
+from pytest_fwloop.loop.request import localization
 from pytest_fwloop.workspace import DEFAULT_PROTECTED, Workspace
 from standin_model import StandinModel
 
@@ -264,10 +264,10 @@ def standings(
     failing = [TestRecord.model_validate(t) for t in results if t["outcome"] in ("failed", "error")]
     captured: list[list[Ranked]] = []
 
-    def keep(*args: Any, **kwargs: Any) -> list[Ranked]:
-        ranked = rank(*args, **kwargs)
-        captured.append(ranked)
-        return ranked
+    def keep(*args: Any, **kwargs: Any) -> Ranking:
+        ranks = ranking(*args, **kwargs)
+        captured.append(ranks.ranked)
+        return ranks
 
     rounds = Path(tempfile.mkdtemp(prefix="fwloop-c-spectrum-")) / "rounds"
     shutil.copytree(run_dir / "rounds" / "01", rounds / "01")
@@ -290,8 +290,9 @@ def standings(
         localizer.build_inputs.files = lambda known: None  # type: ignore[method-assign]
     request = AgentRequest(role="coder", iteration=2, goal="g", workspace=str(tree), failures=[])
     try:
-        with mock.patch.object(localization, "rank", side_effect=keep):
-            done, _ = localizer.coder_request(request, failing, [])
+        with mock.patch.object(localization, "ranking", side_effect=keep):
+            passed = sum(1 for t in results if t["outcome"] == "passed")
+            done, _ = localizer.coder_request(request, failing, [], passed_in_suite=passed)
     finally:
         workspace.close(keep_tree=True)
         shutil.rmtree(rounds.parent)
