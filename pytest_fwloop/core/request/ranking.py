@@ -255,7 +255,9 @@ def ranking(
         del suspicious[messenger]
     measured = suspicions.measured if suspicions is not None else {}
     for suspect, points, reason, line in spectrum_points(suspicious, measured):
-        scored.add(suspect, points, reason, "spectrum", line)
+        # The C a tool measured is its own signal: `gcov_spectrum`, `qemu_spectrum`.
+        kind = f"{measured[suspect[0]]}_spectrum" if suspect[0] in measured else "spectrum"
+        scored.add(suspect, points, reason, kind, line)
     _frame_matches(scored, evidence)
     _word_matches(scored, evidence)
     _name_matches(scored, evidence)
