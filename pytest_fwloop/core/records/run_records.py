@@ -18,7 +18,8 @@ from pytest_fwloop.core.machine.outcomes import Outcome
 
 class Record(BaseModel):
     # Readers (replay, reports) reject a record that is not exactly ours.
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # `model_servers` and the like are ours: no pydantic name is shadowed (old pydantic warns).
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, protected_namespaces=())
 
 
 class UsageTotals(Record):
