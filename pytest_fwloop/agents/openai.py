@@ -22,10 +22,10 @@ from pydantic import ValidationError
 
 from pytest_fwloop.agents.base import RawAnswer
 from pytest_fwloop.agents.chat.fitting import CONTEXT_REMEDY, fit_to_window, tool_room
+from pytest_fwloop.agents.chat.http_errors import http_error, scrub
 from pytest_fwloop.agents.chat.refusals import (
     RESPONSE_FORMATS,
     format_refused,
-    refuses_request,
     stream_refused,
     tool_choice_refused,
 )
@@ -45,10 +45,8 @@ from pytest_fwloop.agents.errors import (
     Conversed,
     ProviderError,
     ProviderErrorKind,
-    kind_of_status,
 )
 from pytest_fwloop.agents.model_io import bare_schema, instructions, request_json
-from pytest_fwloop.agents.retry import parse_retry_after
 from pytest_fwloop.agents.tool_conversation import TOOLS_NOTE, Conversation, tools_refused
 from pytest_fwloop.core.records.redaction import Redactor
 from pytest_fwloop.core.request.read_tools import tool_specs
@@ -233,20 +231,15 @@ class OpenAIProvider:
         ask = self._ask(request, notes)
         while True:
             talk = ask.talk
-            offered = self._offers_tools(request)
-            if offered and self.server.tools == "not offered":
-                self.server.tools = "offered"
-            choice = self._tool_choice(talk) if offered else None
-            streamed = self.server.streaming and not ask.unstreamed
-            body = self.body(ask.request, talk.messages, choice, streamed)
-            data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
-            prompt = prompt_bytes(body)
+            offered, choice, data, prompt = self._encode(request, ask)
             try:
                 reply = post(self.url, self.spec, data, headers, timeout, deadline)
             except ProviderError as exc:  # a timeout or a cut connection, maybe turns in
-                exc.stderr = _scrub("\n".join([*notes, *talk.summary()]), key)
-                exc.usage = dict(talk.usage)
-                exc.conversation = Conversed(tuple(talk.calls), offered, None)
+                exc.stderr = scrub("\n".join([*notes, *talk.summary()]), key)
+                exc.usage, exc.conversation = (
+                    dict(talk.usage),
+                    Conversed(tuple(talk.calls), offered, None),
+                )
                 raise
             if reply.status == EMPTY_STREAM:
                 notes.append(
@@ -266,12 +259,14 @@ class OpenAIProvider:
             )
             refusal = context_refusal(text) if reply.status >= 400 else None
             if refusal is not None:
-                ask = self._refit(request, ask, refusal, prompt, notes, _scrub(text, key))
+                ask = self._refit(request, ask, refusal, prompt, notes, scrub(text, key))
                 continue
             # A server may echo what it was sent; the key must not reach the run directory.
-            stderr = _scrub("\n".join([*notes, *talk.summary()]), key)
+            stderr = scrub("\n".join([*notes, *talk.summary()]), key)
             if reply.status >= 300:
-                raise self._http_error(reply, key, key_env, stderr, talk.usage, conversed)
+                raise http_error(
+                    reply, self.spec, self.url, (key, key_env), stderr, talk.usage, conversed
+                )
             message, usage = self._message(reply, stderr, len(data), talk, conversed)
             if "input_tokens" in usage:
                 self.server.usage_reported = True
@@ -280,24 +275,47 @@ class OpenAIProvider:
             if choice == "required" and not message.tool_calls:
                 self.server.tools = "ignored"
                 notes.append(f"{self.url} {TOOLS_IGNORED}")
-                stderr = _scrub("\n".join([*notes, *talk.summary()]), key)
+                stderr = scrub("\n".join([*notes, *talk.summary()]), key)
             if not message.tool_calls:
                 return self._final(message, stderr, talk, conversed)
-            if not offered or talk.told_to_answer:
-                raise ProviderError(
-                    ProviderErrorKind.PROVIDER_BAD_OUTPUT,
-                    self.spec,
-                    "the model called tools "
-                    + ("after it was told to answer" if offered else "although none were offered")
-                    + f" ({len(talk.calls)} call(s) made); a chat completion must end in the "
-                    "JSON answer",
-                    stderr=stderr,
-                    usage=talk.usage,
-                    conversation=conversed,
-                )
-            self.server.tools = "taken"
-            assert self.reader is not None
-            talk.answer_calls(message, self.reader)
+            self._take_tool_turn(message, offered, talk, stderr, conversed)
+
+    def _take_tool_turn(
+        self,
+        message: ChatMessage,
+        offered: bool,
+        talk: Conversation,
+        stderr: str,
+        conversed: Conversed,
+    ) -> None:
+        """Answer the model's tool calls into the conversation, when tools are still open."""
+        if not offered or talk.told_to_answer:
+            raise ProviderError(
+                ProviderErrorKind.PROVIDER_BAD_OUTPUT,
+                self.spec,
+                "the model called tools "
+                + ("after it was told to answer" if offered else "although none were offered")
+                + f" ({len(talk.calls)} call(s) made); a chat completion must end in the "
+                "JSON answer",
+                stderr=stderr,
+                usage=talk.usage,
+                conversation=conversed,
+            )
+        self.server.tools = "taken"
+        assert self.reader is not None
+        talk.answer_calls(message, self.reader)
+
+    def _encode(self, request: AgentRequest, ask: _Ask) -> tuple[bool, str | None, bytes, int]:
+        """The next turn's body: whether tools are offered, the tool choice, the bytes sent
+        and the prompt's size in bytes."""
+        offered = self._offers_tools(request)
+        if offered and self.server.tools == "not offered":
+            self.server.tools = "offered"
+        choice = self._tool_choice(ask.talk) if offered else None
+        streamed = self.server.streaming and not ask.unstreamed
+        body = self.body(ask.request, ask.talk.messages, choice, streamed)
+        data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        return offered, choice, data, prompt_bytes(body)
 
     def _tool_choice(self, talk: Conversation) -> str:
         """`required` on the first turn until the server has shown it calls tools (a server
@@ -447,47 +465,3 @@ class OpenAIProvider:
         return RawAnswer(
             text=message.content, stderr=stderr, usage=talk.usage, conversation=conversed
         )
-
-    def _http_error(
-        self,
-        reply: Reply,
-        key: str,
-        key_env: str,
-        stderr: str,
-        usage: dict[str, float],
-        conversed: Conversed,
-    ) -> ProviderError:
-        text = _scrub(reply.error_text(), key)
-        detail = f"HTTP {reply.status} from {self.url}: {text}"
-        header = reply.headers.get("Retry-After")
-        retry_after = parse_retry_after(header) if header is not None else None
-        kind = kind_of_status(reply.status, detail)
-        if kind is ProviderErrorKind.PROVIDER_AUTH_ERROR:
-            remedy = f"check the key in ${key_env}" if key else f"put the API key in ${key_env}"
-            message = f"{detail}; {remedy}"
-        elif reply.status >= 500 and refuses_request(reply.status, text):
-            # llama-cpp-python reports its own request validation as a 500: an answer about
-            # what was sent, which no retry changes.
-            kind = ProviderErrorKind.PROVIDER_BAD_OUTPUT
-            message = (
-                f"{detail}; the server refused the request as sent (its HTTP {reply.status} is "
-                "a refusal, not a network fault): check that it takes OpenAI chat completions, "
-                "or fix what it names (fwloop_response_format for the answer's format)"
-            )
-        elif kind is ProviderErrorKind.PROVIDER_BAD_OUTPUT:
-            message = f"{detail}; check the model name and that the URL is the API base (…/v1)"
-        else:
-            message = detail
-        return ProviderError(
-            kind,
-            self.spec,
-            message,
-            retry_after=retry_after,
-            stderr=stderr,
-            usage=usage,
-            conversation=conversed,
-        )
-
-
-def _scrub(text: str, key: str) -> str:
-    return text.replace(key, "***") if key else text

@@ -50,6 +50,8 @@ from pytest_fwloop.procs.supervision import ProcessResult
 from pytest_fwloop.workspace import Workspace
 
 if TYPE_CHECKING:
+    from pytest_fwloop.agents.role import RoleAgent
+    from pytest_fwloop.core.records.agent_protocol import Role
     from pytest_fwloop.loop.repair import RepairDesk
 
 
@@ -99,14 +101,9 @@ class Controller:
             settings.budget,
             lambda: (self.loop.current, self.loop.state),
         )
-        left = self.clock.remaining
-        self.coder = role_agent(config, settings, "coder", self.calls.record, left)
-        self.reviewer = role_agent(config, settings, "reviewer", self.calls.record, left)
-        self.tester = (
-            role_agent(config, settings, "tester", self.calls.record, left)
-            if settings.tester
-            else None
-        )
+        self.coder = self._agent("coder")
+        self.reviewer = self._agent("reviewer")
+        self.tester = self._agent("tester") if settings.tester else None
         self.child = child or ChildRunner(settings, recorder, abort, terminal)
         policy = partial(policy_in_force, settings.policy, self.loop)
         self.services = services = Services(
@@ -119,7 +116,17 @@ class Controller:
         self._tried: list[tuple[int, str]] = []
         self.end = IterationEnd(services, self.loop, self.clock)
         self.farm = farm_hold(services)
-        self.handlers: dict[State, Callable[[], Step]] = {
+        self.handlers = self._handlers(ResultCollection(services, self.loop))
+        if past is not None:
+            self._take_over(past)
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _agent(self, role: Role) -> RoleAgent:
+        return role_agent(self.config, self.settings, role, self.calls.record, self.clock.remaining)
+
+    def _handlers(self, collection: ResultCollection) -> dict[State, Callable[[], Step]]:
+        return {
             State.IDLE: self.idle,
             State.INIT: self.init,
             State.CODE_ANALYSIS: self.code_analysis,
@@ -129,21 +136,21 @@ class Controller:
             State.BUILD_RUN: self.build_run,
             State.TEST_SETUP: self.test_setup,
             State.TEST_RUN: self.test_run,
-            State.RESULT_COLLECTION: ResultCollection(services, self.loop).collect,
+            State.RESULT_COLLECTION: collection.collect,
             State.RESULT_ANALYSIS: self.end.analyse,
             State.CONVERGENCE_CHECK: self.end.check,
             State.ERROR_RECOVERY: self.error_recovery,
         }
-        if past is not None:
-            for passed, total in past.counts:
-                self.end.checker.add_iteration_result(passed, total)
-            self._tried = list(past.tried)
-            self.calls.usage = UsageLedger.from_dict(past.usage)
-            self.calls.coder_calls = past.coder_calls
-            for agent in filter(None, [self.coder, self.reviewer, self.tester]):
-                agent.skip(past.answered[agent.role])
 
-    # -- plumbing -------------------------------------------------------------------------------
+    def _take_over(self, past: Past) -> None:
+        """What the earlier controllers of a continued run counted, asked and were answered."""
+        for passed, total in past.counts:
+            self.end.checker.add_iteration_result(passed, total)
+        self._tried = list(past.tried)
+        self.calls.usage = UsageLedger.from_dict(past.usage)
+        self.calls.coder_calls = past.coder_calls
+        for agent in filter(None, [self.coder, self.reviewer, self.tester]):
+            agent.skip(past.answered[agent.role])
 
     @property
     def repair(self) -> RepairDesk:

@@ -78,19 +78,7 @@ def finalize(
     summary = _summary(loop, calls, settings, recorder, workspace, patch_name, duration, context)
     summary = summary.model_copy(update={"best": best})
     recorder.write_json("summary.json", summary.model_dump(mode="json"))
-    verdicts = {
-        **{n: (record, "inconclusive") for n, record in loop.inconclusive.items()},
-        **{n: (record, "declined") for n, record in loop.declined.items()},
-    }
-    unstored = ""
-    if settings.knowledge and verdicts:  # a green run opens no knowledge base (issue 41)
-        from pytest_fwloop.knowledge.fixes import remember_verdicts
-        from pytest_fwloop.knowledge.store import KnowledgeBase
-
-        knowledge = KnowledgeBase(settings.knowledge)
-        unstored = remember_verdicts(
-            knowledge, recorder.run_id, outcome.value, verdicts, recorder.redact
-        )
+    unstored = _remember_verdicts(loop, settings, recorder)
     timeline = Timeline(
         run_id=recorder.run_id, iterations=[it.timeline_entry() for it in loop.iterations]
     )
@@ -114,9 +102,42 @@ def finalize(
         *([f"next: {summary.recommendation}"] if summary.recommendation else []),
         *_to_keep_the_fixes(best),
     ]
+    _print_summary(loop, summary, settings, terminal, redact, measured, closing)
+    # Last, so that a failure anywhere above leaves the journal for settle_crash to restore from.
+    workspace.close(keep_tree=True)
+
+
+def _remember_verdicts(loop: LoopState, settings: LoopSettings, recorder: RunRecorder) -> str:
+    """The inconclusive and declined tests into the knowledge base; a line when it failed."""
+    verdicts = {
+        **{n: (record, "inconclusive") for n, record in loop.inconclusive.items()},
+        **{n: (record, "declined") for n, record in loop.declined.items()},
+    }
+    if not (settings.knowledge and verdicts):  # a green run opens no knowledge base (issue 41)
+        return ""
+    from pytest_fwloop.knowledge.fixes import remember_verdicts
+    from pytest_fwloop.knowledge.store import KnowledgeBase
+
+    assert loop.outcome is not None
+    knowledge = KnowledgeBase(settings.knowledge)
+    return remember_verdicts(
+        knowledge, recorder.run_id, loop.outcome.value, verdicts, recorder.redact
+    )
+
+
+def _print_summary(
+    loop: LoopState,
+    summary: Summary,
+    settings: LoopSettings,
+    terminal: Terminal,
+    redact: Redactor,
+    measured: list[Iteration],
+    closing: list[str],
+) -> None:
+    """The run's last words on the terminal: its table, its metrics, what still fails."""
     latest = measured[-1].results if measured else None
     terminal.summary(
-        outcome=outcome.value,
+        outcome=summary.outcome.value,
         final_state=summary.final_state,
         reason=redact(loop.final_reason),
         rows=[_row(it) for it in measured],
@@ -126,8 +147,6 @@ def finalize(
         if latest
         else [],
     )
-    # Last, so that a failure anywhere above leaves the journal for settle_crash to restore from.
-    workspace.close(keep_tree=True)
 
 
 def report_page(

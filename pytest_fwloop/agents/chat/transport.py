@@ -70,30 +70,7 @@ def post(
         # The timeout bounds the connection and each stall; the deadline bounds a server
         # that trickles.
         with open_url(request, max(deadline - time.monotonic(), 0.001)) as response:
-            streamed = response.headers.get_content_type() == "text/event-stream"
-            stream = StreamAssembler()
-            content = bytearray()
-            while chunk := response.read1(65536):
-                if streamed:
-                    stream.feed(chunk)
-                    if stream.done:
-                        break
-                else:
-                    content += chunk
-                if len(content) > MAX_BODY_BYTES or stream.size() > MAX_BODY_BYTES:
-                    raise ProviderError(
-                        ProviderErrorKind.PROVIDER_BAD_OUTPUT,
-                        spec,
-                        f"{url} sent more than {MAX_BODY_BYTES} bytes; "
-                        "a chat completion is one JSON object",
-                    )
-                if time.monotonic() > deadline:
-                    raise TimeoutError("deadline passed while reading the body")
-            if streamed:
-                return _streamed(response, stream)
-            if response.length:  # the connection closed before Content-Length was read
-                raise http.client.IncompleteRead(bytes(content), response.length)
-            return Reply(response.status, response.headers, bytes(content))
+            return _read(response, url, spec, deadline)
     except StreamError as exc:
         raise ProviderError(
             ProviderErrorKind.PROVIDER_BAD_OUTPUT,
@@ -116,6 +93,34 @@ def post(
             f"cannot reach {url}: {str(why) or type(why).__name__}; "
             "check the URL and that the server is running",
         ) from None
+
+
+def _read(response: http.client.HTTPResponse, url: str, spec: str, deadline: float) -> Reply:
+    """The response's body, bounded in size and by the deadline: a stream put together."""
+    streamed = response.headers.get_content_type() == "text/event-stream"
+    stream = StreamAssembler()
+    content = bytearray()
+    while chunk := response.read1(65536):
+        if streamed:
+            stream.feed(chunk)
+            if stream.done:
+                break
+        else:
+            content += chunk
+        if len(content) > MAX_BODY_BYTES or stream.size() > MAX_BODY_BYTES:
+            raise ProviderError(
+                ProviderErrorKind.PROVIDER_BAD_OUTPUT,
+                spec,
+                f"{url} sent more than {MAX_BODY_BYTES} bytes; "
+                "a chat completion is one JSON object",
+            )
+        if time.monotonic() > deadline:
+            raise TimeoutError("deadline passed while reading the body")
+    if streamed:
+        return _streamed(response, stream)
+    if response.length:  # the connection closed before Content-Length was read
+        raise http.client.IncompleteRead(bytes(content), response.length)
+    return Reply(response.status, response.headers, bytes(content))
 
 
 def _streamed(response: http.client.HTTPResponse, stream: StreamAssembler) -> Reply:

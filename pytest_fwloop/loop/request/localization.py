@@ -130,18 +130,8 @@ class Localizer:
         suspicions = self._suspicions(failing, passed_in_suite)
         ranks = ranking(self.tree, evidence, editable, suspicions, built)
         ranked = ranks.ranked
-        number, shown = self._shown
-        if number != request.iteration or not again:
-            shown = set()
-        fresh = [r for r in ranked if (r.path, r.index) not in shown]
-        best = list(dict.fromkeys(r.path for r in fresh))[:_FILES_READ]
-        texts = self._texts(files, best)
         map_bytes = self.source_bytes // 4
-        sources = pack_sources(
-            self.tree, fresh, texts, self.source_bytes - map_bytes - self.source_bytes // 8
-        )
-        sent = self._sent(fresh, sources)
-        self._shown = (request.iteration, shown | sent)
+        sources, sent, shown = self._pick(request.iteration, again, ranked, files, map_bytes)
         left_out = {p for p in editable if unbuilt(p, symbols, built)}
         entries, more = repo_map(self.tree, ranked, editable, sources, map_bytes, left_out)
         record = audit(
@@ -171,6 +161,28 @@ class Localizer:
             build=build_share(symbols, built),
         )
         return done, report
+
+    def _pick(
+        self,
+        iteration: int,
+        again: bool,
+        ranked: Sequence[Ranked],
+        files: Mapping[str, str],
+        map_bytes: int,
+    ) -> tuple[list[SourceChunk], set[tuple[str, int]], set[tuple[str, int]]]:
+        """The sources to send: the best of what this iteration has not shown yet when the
+        coder asks `again`, else the best; with what is sent and what was shown before."""
+        number, shown = self._shown
+        if number != iteration or not again:
+            shown = set()
+        fresh = [r for r in ranked if (r.path, r.index) not in shown]
+        best = list(dict.fromkeys(r.path for r in fresh))[:_FILES_READ]
+        texts = self._texts(files, best)
+        budget = self.source_bytes - map_bytes - self.source_bytes // 8
+        sources = pack_sources(self.tree, fresh, texts, budget)
+        sent = self._sent(fresh, sources)
+        self._shown = (iteration, shown | sent)
+        return sources, sent, shown
 
     def _clues(
         self,

@@ -104,14 +104,7 @@ class SuiteRun:
             settings.endings.known_failures,
         )
         note += f": {ran.pass_count}/{ran.total_count} passed"
-        assert plan.carried is not None
-        gone = set(plan.select) - {t.nodeid for t in raw.tests}
-        if gone:
-            # Selected but no longer collected (a patch renamed or removed them): their old
-            # records must not stand in for tests that do not exist.
-            kept = [t for t in plan.carried.tests if t.nodeid not in gone]
-            focused.carried = plan.carried.model_copy(update={"tests": kept})
-            note += f"; {len(gone)} focused test(s) no longer collected"
+        note += _drop_uncollected(focused, plan, raw)
         assert focused.carried is not None
         estimate = focused.carried.merged(ran)
         recorder = self.services.recorder
@@ -178,3 +171,16 @@ class SuiteRun:
             result,
             notes=[f"confirmation: {len(plan.carried.tests)} result(s) carried, none rerun"],
         )
+
+
+def _drop_uncollected(focused: SuiteOutcome, plan: FocusPlan, raw: IterationResults) -> str:
+    """Tests selected but no longer collected (a patch renamed or removed them) lose their
+    carried records, which must not stand in for tests that do not exist; a note if any."""
+    assert plan.carried is not None
+    assert plan.select is not None
+    gone = set(plan.select) - {t.nodeid for t in raw.tests}
+    if not gone:
+        return ""
+    kept = [t for t in plan.carried.tests if t.nodeid not in gone]
+    focused.carried = plan.carried.model_copy(update={"tests": kept})
+    return f"; {len(gone)} focused test(s) no longer collected"
