@@ -14,7 +14,7 @@ from pytest_fwloop.codemap.index import CodeIndex
 from pytest_fwloop.codemap.parse import parse_source
 from pytest_fwloop.core.gate.policy import PatchPolicy
 from pytest_fwloop.core.records.agent_protocol import AgentRequest, SourceChunk
-from pytest_fwloop.core.request.code_symbols import FileSymbols
+from pytest_fwloop.core.request.code_symbols import FileSymbols, Symbol
 from pytest_fwloop.core.request.failure_evidence import FailureText, gather_evidence
 from pytest_fwloop.core.request.ranking import Ranked, TreeMap, name_parts, rank
 from pytest_fwloop.core.request.source_pack import (
@@ -418,3 +418,22 @@ def test_asked_again_the_coder_is_sent_the_code_ranked_next(tmp_path: Path) -> N
     assert paths(third).isdisjoint(paths(first) | paths(second))
     # A new iteration starts from the top, whatever came before.
     assert paths(fourth) == paths(first)
+
+
+def test_a_hunk_over_two_methods_names_both_methods_not_their_class() -> None:
+    def symbol(name: str, kind: str, start: int, end: int) -> Symbol:
+        return Symbol(name=name, kind=kind, start_line=start, end_line=end, signature=name)
+
+    file = FileSymbols(
+        language="python",
+        line_count=20,
+        symbols=(
+            symbol("Board", "class", 1, 20),
+            symbol("Board.reset", "method", 2, 8),
+            symbol("LIMIT", "variable", 4, 4),
+            symbol("Board.read", "method", 10, 18),
+        ),
+    )
+    assert [s.name for s in file.innermost_over(4, 12)] == ["Board.reset", "Board.read"]
+    assert [s.name for s in file.innermost_over(9, 9)] == ["Board"]
+    assert file.innermost_over(21, 25) == []

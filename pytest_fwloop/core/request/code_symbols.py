@@ -71,3 +71,18 @@ class FileSymbols:
                 if line not in held or span < held[line][0]:
                     held[line] = (span, index)
         return {line: index for line, (_, index) in held.items()}
+
+    def innermost_over(self, start: int, end: int) -> list[Symbol]:
+        """The innermost symbols overlapping lines start..end, variables aside: every method a
+        hunk touches, not their class (`innermost` answers for single lines, this for a range
+        whose symbols may nest)."""
+        spans = [
+            s
+            for s in self.symbols
+            if s.start_line <= end and start <= s.end_line and s.kind != "variable"
+        ]
+        return [s for s in spans if not any(o is not s and _inside(o, s) for o in spans)]
+
+
+def _inside(inner: Symbol, outer: Symbol) -> bool:
+    return outer.start_line <= inner.start_line and inner.end_line <= outer.end_line

@@ -31,7 +31,7 @@ from pytest_fwloop.core.records.agent_protocol import (
 )
 from pytest_fwloop.core.records.round_records import RankingRecord, call_files
 from pytest_fwloop.core.request.build_files import build_share, unbuilt
-from pytest_fwloop.core.request.code_symbols import FileSymbols, Symbol
+from pytest_fwloop.core.request.code_symbols import FileSymbols
 from pytest_fwloop.core.request.failure_evidence import (
     FailureClues,
     FailureText,
@@ -400,13 +400,7 @@ def _overlapping(
     if file is None or not lines:
         return {}
     end = start + max(count, 1) - 1
-    spans = [
-        s
-        for s in file.symbols
-        if s.start_line <= end and start <= s.end_line and s.kind not in ("variable",)
-    ]
-    # The innermost: a method, not its whole class.
-    spans = [s for s in spans if not any(o is not s and _inside(o, s) for o in spans)]
+    spans = file.innermost_over(start, end)
     if not spans:
         low, high = max(start - 5, 1), min(end + 5, len(lines))
         return {f"lines {low}-{high}": (low, "".join(f"{x}\n" for x in lines[low - 1 : high]))}
@@ -414,10 +408,6 @@ def _overlapping(
         s.name: (s.start_line, "".join(f"{x}\n" for x in lines[s.start_line - 1 : s.end_line]))
         for s in spans
     }
-
-
-def _inside(inner: Symbol, outer: Symbol) -> bool:
-    return outer.start_line <= inner.start_line and inner.end_line <= outer.end_line
 
 
 #: What a localization may meet that leaves the request as it was: an unreadable store, git
