@@ -28,6 +28,7 @@ from pytest_fwloop.core.request.failure_evidence import FailureText, gather_evid
 from pytest_fwloop.core.request.ranking import TreeMap, rank
 from pytest_fwloop.core.request.source_pack import repo_map
 from pytest_fwloop.core.suite.results import TestRecord
+from pytest_fwloop.loop.request import localization
 from pytest_fwloop.loop.request.localization import Localizer
 from pytest_fwloop.workspace import DEFAULT_PROTECTED, Workspace
 
@@ -170,6 +171,34 @@ def test_a_make_build_s_depfiles_are_its_list_and_the_trace_counts_them(tmp_path
     assert paths.index("boards/a/commands.c") < paths.index("boards/b/commands.c")
     unbuilt = next(c for c in done.sources if c.path == "boards/b/commands.c")
     assert UNBUILT_REASON in unbuilt.reason
+
+
+@pytest.mark.skipif(shutil.which("make") is None or shutil.which("cc") is None, reason="no cc")
+def test_with_no_time_to_spare_the_index_reads_what_the_build_compiles_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "tree"
+    root.mkdir()
+    _board_tree(root)
+    # Another board's handler, not the same bytes as the built one (the index reads blobs).
+    (root / "boards/b/commands.c").write_text(HANDLER.replace("crc8 %02x", "crc8 = %02x"))
+    subprocess.run(["make", "-s", "all"], cwd=root, check=True)
+    monkeypatch.setattr(localization, "PARSE_SECONDS", 0.0)
+    failure = TestRecord(
+        nodeid="tests/test_c.py::test_crc8", outcome="failed", phase="call", longrepr="crc8 01"
+    )
+    workspace = Workspace(root)
+    workspace.take_baseline("built")
+    policy = PatchPolicy(protected=DEFAULT_PROTECTED)
+    localizer = Localizer(workspace, 8192, lambda text: text, lambda: policy)
+    try:
+        request = AgentRequest(role="coder", iteration=1, goal="g", workspace=str(root))
+        done, _ = localizer.coder_request(request, [failure], [])
+    finally:
+        workspace.close(keep_tree=True)
+    assert "boards/a/commands.c" in {chunk.path for chunk in done.sources}
+    assert "boards/b/commands.c" not in {chunk.path for chunk in done.sources}
+    assert localizer.index.unread == 2  # the unbuilt C and the Makefile: for later requests
 
 
 @pytest.mark.skipif(shutil.which("cmake") is None or shutil.which("ninja") is None, reason="ninja")

@@ -4,13 +4,14 @@ packing within the budget, and the index that parses only what changed."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_fwloop.agents.model_io import render_prompt
-from pytest_fwloop.codemap.index import CodeIndex
+from pytest_fwloop.codemap.index import INDEX_VERSION, CodeIndex
 from pytest_fwloop.codemap.parse import parse_source
 from pytest_fwloop.core.gate.policy import PatchPolicy
 from pytest_fwloop.core.records.agent_protocol import AgentRequest, SourceChunk
@@ -223,6 +224,48 @@ def test_the_index_parses_only_what_it_has_not_seen(tmp_path: Path) -> None:
     assert set(rebuilt.symbols({"crc8.c": "b1"}, read)) == {"crc8.c"}
     assert "unreadable" in rebuilt.notice
     assert "rebuilt" in rebuilt.notice
+
+
+def test_rows_of_another_index_version_are_deleted_not_kept(tmp_path: Path) -> None:
+    path = tmp_path / "code-index.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE files (key TEXT PRIMARY KEY, version INTEGER, data TEXT)")
+    db.execute("INSERT INTO files VALUES ('old:c', 3, '{}')")
+    db.commit()
+    db.close()
+    found = CodeIndex(path).symbols({"crc8.c": "b1"}, lambda ids: {"b1": CRC8_C.encode()})
+    assert set(found) == {"crc8.c"}
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT version, COUNT(*) FROM files GROUP BY version").fetchall() == [
+        (INDEX_VERSION, 1)
+    ]
+    db.close()
+
+
+def test_a_big_tree_is_indexed_first_where_the_build_and_failures_point_then_by_chunks(
+    tmp_path: Path,
+) -> None:
+    files = {f"drivers/d{n}.c": f"b{n}" for n in range(600)}
+    blobs = {f"b{n}": f"int d{n}(int x) {{ return x + {n}; }}\n".encode() for n in range(600)}
+    asked: list[list[str]] = []
+
+    def read(ids: object) -> dict[str, bytes]:
+        wanted = list(ids)  # type: ignore[call-overload]
+        asked.append(wanted)
+        return {i: blobs[i] for i in wanted}
+
+    index = CodeIndex(tmp_path / "code-index.sqlite")
+    first = {"drivers/d7.c", "drivers/d512.c"}
+    # No time left beyond what must be read first: only that, the rest counted as unread.
+    known = index.symbols(files, read, first, seconds=0.0)
+    assert set(known) == first
+    assert index.unread == 598
+    # Time enough: the rest, never more than one chunk's contents held at once.
+    known = index.symbols(files, read, first, seconds=60.0)
+    assert set(known) == set(files)
+    assert index.unread == 0
+    assert max(len(batch) for batch in asked) <= 256
+    assert sorted(i for batch in asked for i in batch) == sorted(blobs)  # each read once
 
 
 def test_a_cli_agent_gets_the_locations_without_the_text() -> None:

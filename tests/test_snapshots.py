@@ -8,13 +8,14 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
 from loopkit import LoopProject, coder_answer, unified_diff
 from pytest_fwloop.config.tree_rules import build_directories
-from pytest_fwloop.workspace import PatchPolicy, Workspace, WorkspaceError
+from pytest_fwloop.workspace import PatchPolicy, Workspace, WorkspaceError, shadow
 
 MIB = 1 << 20
 
@@ -264,6 +265,29 @@ def test_the_end_of_a_run_packs_the_store(tmp_path: Path) -> None:
     loose = [p for p in objects.glob("??/*") if p.is_file()]
     assert loose == []
     assert list((objects / "pack").glob("*.pack"))
+
+
+def test_a_big_store_is_packed_in_the_background_and_nothing_is_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shadow, "PACK_AT_ONCE", 0)  # every store counts as big
+    _, workspace = rebuilt_outputs(tmp_path / "tree", [])
+    baseline = workspace.baseline
+    workspace.close(keep_tree=True)  # returns without waiting for the repack
+    git_dir = tmp_path / "tree" / ".fwloop" / "shadow.git"
+    objects = git_dir / "objects"
+    for _ in range(600):  # the repack runs on its own; give it up to a minute
+        if list((objects / "pack").glob("*.pack")) and not list(objects.glob("??/*")):
+            break
+        time.sleep(0.1)
+    assert [p for p in objects.glob("??/*") if p.is_file()] == []
+    fsck = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "fsck", "--no-dangling", baseline],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert fsck.returncode == 0, fsck.stderr
 
 
 @pytest.mark.parametrize(

@@ -11,18 +11,23 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterable, Mapping
+import time
+import zlib
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
 from pytest_fwloop.codemap.parse import language_of, parse_source
 from pytest_fwloop.core.request.code_symbols import FileSymbols, Literal, Symbol
 
-#: Bumped whenever what the parser stores changes: older rows are then not read.
-INDEX_VERSION = 3
+#: Bumped whenever what the parser stores changes: older rows are then deleted unread.
+#: Rows are zlib-compressed JSON (version 4): a Zephyr-sized index is a fifth of its JSON.
+INDEX_VERSION = 4
 INDEX_NAME = "code-index.sqlite"
 
 ReadBlobs = Callable[[Iterable[str]], Mapping[str, bytes]]
+#: Files read and parsed at a time: what bounds the contents held in memory at once.
+_CHUNK = 256
 
 
 class CodeIndex:
@@ -32,30 +37,63 @@ class CodeIndex:
         self.path = path
         self._known: dict[str, FileSymbols | None] = {}
         self.notice = ""
+        #: Indexable files the last `symbols` call left for a later one (its time was spent).
+        self.unread = 0
+        self._swept = False
 
-    def symbols(self, files: Mapping[str, str], read: ReadBlobs) -> dict[str, FileSymbols]:
-        """The symbols of every indexed file of `files` (path → blob id); `read` fetches the
-        contents of the blobs neither memory nor the store holds."""
+    def symbols(
+        self,
+        files: Mapping[str, str],
+        read: ReadBlobs,
+        first: Collection[str] = (),
+        seconds: float | None = None,
+    ) -> dict[str, FileSymbols]:
+        """The symbols of the indexed files of `files` (path → blob id); `read` fetches the
+        contents of the blobs neither memory nor the store holds.
+
+        With `seconds`, a big tree is read as far as that time allows: `first` (the files the
+        build and the failures name) whatever it costs, then the others in `files`' order, in
+        chunks; what is left waits for a later call (`unread` says how many). Memory holds
+        one chunk's contents at a time, never the whole tree's."""
         keys = {
             path: f"{blob}:{language}"
             for path, blob in files.items()
             if (language := language_of(path)) is not None
         }
-        missing = [key for key in dict.fromkeys(keys.values()) if key not in self._known]
+        wanted = [p for p in keys if p in first] if seconds is not None else list(keys)
+        self._read_in(wanted, keys, files, read)
+        if seconds is not None:
+            deadline = time.monotonic() + seconds
+            rest = [p for p in keys if p not in first and keys[p] not in self._known]
+            for start in range(0, len(rest), _CHUNK):
+                if time.monotonic() >= deadline:
+                    break
+                self._read_in(rest[start : start + _CHUNK], keys, files, read)
+        found = {p: self._known.get(k) for p, k in keys.items()}
+        self.unread = sum(1 for p, k in keys.items() if k not in self._known)
+        return {path: symbols for path, symbols in found.items() if symbols is not None}
+
+    def _read_in(
+        self,
+        paths: Sequence[str],
+        keys: Mapping[str, str],
+        files: Mapping[str, str],
+        read: ReadBlobs,
+    ) -> None:
+        """Know the symbols of `paths`: from the store, else parsed (and stored), by chunks."""
+        missing = [key for key in dict.fromkeys(keys[p] for p in paths) if key not in self._known]
         if missing:
             self._known.update(self._load(missing))
-        unread = {path: key for path, key in keys.items() if key not in self._known}
-        if unread:
-            contents = read(files[path] for path in unread)
+        unread = [p for p in paths if keys[p] not in self._known]
+        for start in range(0, len(unread), _CHUNK):
+            chunk = unread[start : start + _CHUNK]
+            contents = read(files[path] for path in chunk)
             parsed: dict[str, FileSymbols | None] = {}
-            for path, key in unread.items():
+            for path in chunk:
                 data = contents.get(files[path])
-                parsed[key] = parse_source(path, data) if data is not None else None
+                parsed[keys[path]] = parse_source(path, data) if data is not None else None
             self._known.update(parsed)
             self._store(parsed)
-        return {
-            path: found for path, key in keys.items() if (found := self._known[key]) is not None
-        }
 
     def _connect(self) -> sqlite3.Connection | None:
         """A connection to the store, made if missing; one that will not open is replaced once."""
@@ -68,6 +106,9 @@ class CodeIndex:
                         "CREATE TABLE IF NOT EXISTS files "
                         "(key TEXT PRIMARY KEY, version INTEGER, data TEXT)"
                     )
+                    if not self._swept:  # rows of another version are never read again
+                        db.execute("DELETE FROM files WHERE version != ?", [INDEX_VERSION])
+                        self._swept = True
                 except sqlite3.DatabaseError:
                     db.close()
                     raise
@@ -94,7 +135,7 @@ class CodeIndex:
                 for key, data in rows:
                     try:
                         found[key] = _decode(data)
-                    except (ValueError, TypeError, KeyError):
+                    except (ValueError, TypeError, KeyError, zlib.error):
                         continue  # parsed again
         finally:
             db.close()
@@ -113,7 +154,11 @@ class CodeIndex:
             db.close()
 
 
-def _encode(value: FileSymbols | None) -> str:
+def _encode(value: FileSymbols | None) -> bytes:
+    return zlib.compress(_document(value).encode(), 6)
+
+
+def _document(value: FileSymbols | None) -> str:
     if value is None:
         return "null"
     document = asdict(value)
@@ -123,8 +168,8 @@ def _encode(value: FileSymbols | None) -> str:
     return json.dumps(document, separators=(",", ":"))
 
 
-def _decode(text: str) -> FileSymbols | None:
-    document = json.loads(text)
+def _decode(data: bytes) -> FileSymbols | None:
+    document = json.loads(zlib.decompress(data))
     if document is None:
         return None
     symbols = tuple(

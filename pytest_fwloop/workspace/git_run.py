@@ -37,6 +37,26 @@ def git_env(git_dir: Path, work_tree: Path) -> dict[str, str]:
     return env
 
 
+def shadow_config(excludes: str) -> list[str]:
+    """`-c` options of every shadow call: no hooks, filters, signing, line-ending or
+    attribute rewriting, fsmonitor or background upkeep; the user's ignore rules (`excludes`,
+    their checkout's `info/exclude`) still apply."""
+    settings = [
+        "core.autocrlf=false",
+        "core.fileMode=true",
+        f"core.hooksPath={os.devnull}",
+        "commit.gpgsign=false",
+        f"core.excludesFile={excludes}",
+        f"core.attributesFile={os.devnull}",
+        "core.fsmonitor=false",
+        "core.untrackedCache=false",
+        "core.quotePath=false",
+        "gc.auto=0",
+        "maintenance.auto=false",
+    ]
+    return [arg for setting in settings for arg in ("-c", setting)]
+
+
 def run_git(
     args: list[str], *, env: dict[str, str], cwd: Path, stdin: bytes | None = None
 ) -> subprocess.CompletedProcess[bytes]:
@@ -52,6 +72,25 @@ def run_git(
         capture_output=True,
         env=env,
         cwd=cwd,
+        check=False,
+    )
+
+
+def start_git(args: list[str], *, env: dict[str, str], cwd: Path) -> None:
+    """Start git at a low priority in a session of its own and do not wait for it: work
+    that may outlive the run (packing a big store), nothing a later step reads."""
+    git = shutil.which("git", path=env.get("PATH"))
+    if git is None:
+        return
+    niced = ["nice"] if shutil.which("nice", path=env.get("PATH")) else []
+    # Through a shell that leaves it running and exits: no child of ours to wait for.
+    subprocess.run(
+        ["sh", "-c", '"$@" </dev/null >/dev/null 2>&1 &', "sh", *niced, git, *args],
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        start_new_session=True,
         check=False,
     )
 

@@ -22,6 +22,7 @@ whole-tree snapshot would store again stays out of what is kept.
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -38,7 +39,9 @@ from pytest_fwloop.workspace.git_run import (
     join_z,
     one_line,
     run_git,
+    shadow_config,
     split_z,
+    start_git,
     user_git_dir,
 )
 
@@ -54,6 +57,8 @@ _PYCACHE = "__pycache__/"
 _IDENTITY = ("fwloop", "fwloop@localhost")
 _MISSING = "000000"
 _GITLINK = "160000"
+#: Loose objects the end of a run packs before it returns; more are packed in the background.
+PACK_AT_ONCE = 5000
 # Highest-precedence attributes: store and restore bytes exactly, whatever .gitattributes says.
 _ATTRIBUTES = "* -text -eol -filter -ident -working-tree-encoding\n"
 
@@ -83,6 +88,7 @@ class ShadowRepo:
         self.exclude = tuple(exclude)
         self.state_dir = self.root / STATE_DIR_NAME
         self.git_dir = self.state_dir / "shadow.git"
+        self._index = self.git_dir / "fwloop-index"
         # Paths the loop wrote: always snapshotted, even where an ignore rule (perhaps one the loop
         # itself wrote) hides them, so a restore sees and undoes them.
         self.written: set[str] = set()
@@ -125,12 +131,25 @@ class ShadowRepo:
         return shown.stdout if shown.returncode == 0 else None
 
     def pack(self) -> None:
-        """Pack the store's loose objects and drop unreachable ones (the index states of
-        snapshots): run at the end of a run, under its lock. What `git gc --prune=now` does
-        to such a store, in half its time (no refs, reflogs, worktrees or rerere to tidy)."""
-        if (self.git_dir / "HEAD").is_file():
+        """Drop unreachable objects (the index states of snapshots) and pack the loose ones:
+        run at the end of a run, under its lock. What `git gc --prune=now` does to such a
+        store, in half its time (no refs, reflogs, worktrees or rerere to tidy).
+
+        A store with more than `PACK_AT_ONCE` loose objects (a big tree's first baseline) is
+        packed by a `git repack` left running in the background, so the run's end does not
+        wait for it; a repack is safe beside a later run's git calls, and one that was cut
+        short leaves the loose objects for the next run's end."""
+        if not (self.git_dir / "HEAD").is_file():
+            return
+        self._git("prune", "--expire=now", check=False)
+        counted = self._git("count-objects", "-v", check=False).stdout.decode()
+        found = re.search(r"^count: (\d+)", counted, re.MULTILINE)
+        loose = int(found[1]) if found else 0
+        if loose <= PACK_AT_ONCE:
             self._git("repack", "-a", "-d", "-q", check=False)
-            self._git("prune", "--expire=now", check=False)
+            return
+        env = {**git_env(self.git_dir, self.root), "GIT_INDEX_FILE": str(self._index)}
+        start_git([*self._config(), "repack", "-d", "-q"], env=env, cwd=self.root)
 
     def drop_unkept(self) -> None:
         """Delete what only unkept snapshots hold (a build's output, mostly); call under the run
@@ -431,21 +450,7 @@ class ShadowRepo:
 
     def _config(self) -> list[str]:
         checkout = user_git_dir(self.root)
-        excludes = exclude_file(checkout) if checkout is not None else os.devnull
-        settings = [
-            "core.autocrlf=false",
-            "core.fileMode=true",
-            f"core.hooksPath={os.devnull}",
-            "commit.gpgsign=false",
-            f"core.excludesFile={excludes}",
-            f"core.attributesFile={os.devnull}",
-            "core.fsmonitor=false",
-            "core.untrackedCache=false",
-            "core.quotePath=false",
-            "gc.auto=0",
-            "maintenance.auto=false",
-        ]
-        return [arg for setting in settings for arg in ("-c", setting)]
+        return shadow_config(exclude_file(checkout) if checkout is not None else os.devnull)
 
     def _git(
         self,
@@ -458,7 +463,7 @@ class ShadowRepo:
         env = git_env(self.git_dir, self.root)
         if not literal:
             del env["GIT_LITERAL_PATHSPECS"]
-        env["GIT_INDEX_FILE"] = str(index or self.git_dir / "fwloop-index")
+        env["GIT_INDEX_FILE"] = str(index or self._index)
         stamp = f"{int(time.time())} +0000"
         for role in ("AUTHOR", "COMMITTER"):
             env[f"GIT_{role}_NAME"], env[f"GIT_{role}_EMAIL"] = _IDENTITY

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pytest_fwloop.codemap.build_inputs import BuildInputs
 from pytest_fwloop.codemap.index import INDEX_NAME, CodeIndex
-from pytest_fwloop.codemap.parse import parse_source
+from pytest_fwloop.codemap.parse import language_of, parse_source
 from pytest_fwloop.core.change.lines import text_lines
 from pytest_fwloop.core.change.unified_diff import PatchParseError, parse_patch, touched_paths
 from pytest_fwloop.core.gate.policy import PatchPolicy, path_violations
@@ -30,7 +30,12 @@ from pytest_fwloop.core.records.agent_protocol import (
     SourceChunk,
 )
 from pytest_fwloop.core.records.round_records import RankingRecord, call_files
-from pytest_fwloop.core.request.build_files import build_share, unbuilt
+from pytest_fwloop.core.request.build_files import (
+    BUILT_LANGUAGES,
+    BuildFiles,
+    build_share,
+    unbuilt,
+)
 from pytest_fwloop.core.request.code_symbols import FileSymbols
 from pytest_fwloop.core.request.failure_evidence import (
     FailureClues,
@@ -53,6 +58,13 @@ from pytest_fwloop.workspace.git_run import WorkspaceError, git_env, run_git, us
 
 #: Files whose text is read to pick chunks from: the best-ranked ones only.
 _FILES_READ = 48
+#: What a request may spend reading and parsing files beyond those it must read first: a tree
+#: of 30,000 files is indexed over several requests, never all before the first (issue 44).
+PARSE_SECONDS = 5.0
+#: The same for each later request of a run, which must stay quick after a patch.
+LATER_PARSE_SECONDS = 0.5
+#: Files in a tree from which, when the build has a file list, unbuilt C is never indexed.
+BIG_TREE = 5000
 #: Files the frames point into whose lines are read for the names they call.
 _FRAME_FILES = 20
 #: Commits of the user's history whose files count as recently changed.
@@ -119,14 +131,18 @@ class Localizer:
         spectrum may hold a sample (`core/request/spectrum_sample.py`)."""
         started = time.perf_counter()
         _, files = self.workspace.source_files()
-        symbols = self.index.symbols(files, self.workspace.read_blobs)
+        built = self.build_inputs.files(files)
+        first = self._read_first(request, failing, earlier_patches, files, built)
+        seconds = PARSE_SECONDS if not self.tree.files else LATER_PARSE_SECONDS
+        symbols = self.index.symbols(
+            _index_order(files, built), self.workspace.read_blobs, first, seconds
+        )
         parsed = self.tree.update(symbols)
         policy = self.policy()
         if policy != self._judged_by:
             self._verdicts, self._judged_by = {}, policy
         editable = [p for p in symbols if self._editable(p, policy)]
         tests, evidence = self._clues(request, failing, earlier_patches, files, symbols)
-        built = self.build_inputs.files(symbols)
         suspicions = self._suspicions(failing, passed_in_suite)
         ranks = ranking(self.tree, evidence, editable, suspicions, built)
         ranked = ranks.ranked
@@ -183,6 +199,30 @@ class Localizer:
         sent = self._sent(fresh, sources)
         self._shown = (iteration, shown | sent)
         return sources, sent, shown
+
+    def _read_first(
+        self,
+        request: AgentRequest,
+        failing: Sequence[TestRecord],
+        earlier_patches: Sequence[str],
+        files: Mapping[str, str],
+        built: BuildFiles | None,
+    ) -> set[str]:
+        """The files indexed before any other, whatever their reading costs: what the build
+        compiles, the failing tests' files, the files the failures' frames and the build's
+        diagnostics point into, and the files earlier patches touched."""
+        first = set(built.files) if built is not None else set()
+        first.update(
+            n.split("::", 1)[0] for n in _one_per_signature(failing, str(self.workspace.root))
+        )
+        texts = [
+            FailureText(t.nodeid, "\n".join((t.longrepr, t.crash, t.sections))) for t in failing
+        ]
+        texts.append(FailureText("build", request.build_diagnostics))
+        first.update(frame_paths(texts, str(self.workspace.root), files))
+        patches = [*earlier_patches, *(fix.patch for fix in request.similar_fixes)]
+        first.update(_patched(patches, ""))
+        return first
 
     def _clues(
         self,
@@ -363,6 +403,19 @@ def _patched(patches: Sequence[str], why: str) -> dict[str, tuple[float, str]]:
     return named
 
 
+def _index_order(files: Mapping[str, str], built: BuildFiles | None) -> dict[str, str]:
+    """`files` in the order the index reads them when its time is short: the C the build does
+    not compile last (it ranks last too), and on a big tree not at all (a Zephyr tree's
+    thousands of unbuilt drivers would fill the memory and the store for nothing)."""
+    if built is None:
+        return dict(files)
+    later = {p for p in files if p not in built.files and language_of(p) in BUILT_LANGUAGES}
+    kept = {p: b for p, b in files.items() if p not in later}
+    if len(files) >= BIG_TREE:
+        return kept
+    return {**kept, **{p: files[p] for p in later}}
+
+
 def changed_functions(path: str, old_text: str, new_text: str) -> list[PatchFunction]:
     """Pairs of (before, after) symbols holding the lines the patch changes, as a line diff of
     the two texts finds them (context lines do not count)."""
@@ -453,6 +506,11 @@ def localize(
         services.substate(number, SubState.LOCALIZATION, reason[:300])
         return request
     notice = f"; {localizer.index.notice}" if localizer.index.notice else ""
+    if localizer.index.unread:
+        notice += (
+            f"; {localizer.index.unread} file(s) not indexed yet: later requests read them, "
+            f"{PARSE_SECONDS:g} s each beyond what the build and the failures name"
+        )
     localizer.index.notice = ""
     folder = services.recorder.round_path(number)
     # Beside the first call made with this request: a re-ask of the same request shares it.
