@@ -71,8 +71,9 @@ demo() {
 }
 
 rig_deps() {
-    # The environment tests and examples run real QEMU, an ARM toolchain, sshd and socat;
-    # the build-sandbox tests run bubblewrap; the report tests open report.html in Chromium.
+    # The environment tests and examples run real QEMU, an ARM toolchain, sshd and socat; the
+    # build-list and Zephyr-shaped tests CMake and ninja; the build-sandbox tests run bubblewrap;
+    # the report tests open report.html in Chromium.
     local missing=()
     command -v qemu-system-arm >/dev/null || missing+=(qemu-system-arm)
     command -v arm-none-eabi-gcc >/dev/null || missing+=(gcc-arm-none-eabi)
@@ -82,6 +83,8 @@ rig_deps() {
     command -v socat >/dev/null || missing+=(socat)
     command -v bwrap >/dev/null || missing+=(bubblewrap)  # fwloop_build_sandbox tests
     command -v chromium >/dev/null || missing+=(chromium)  # report.html in a real browser
+    command -v cmake >/dev/null || missing+=(cmake)  # the Zephyr-shaped and ninja build tests
+    command -v ninja >/dev/null || missing+=(ninja-build)
     apt_install "${missing[@]}"
 }
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from loopkit import LoopProject, coder_answer, unified_diff
-from pytest_fwloop.config.tree_rules import build_directories
+from pytest_fwloop.config.tree_rules import build_directories, harness_build_dir
 from pytest_fwloop.workspace import PatchPolicy, Workspace, WorkspaceError, shadow
 
 MIB = 1 << 20
@@ -290,6 +290,17 @@ def test_a_big_store_is_packed_in_the_background_and_nothing_is_lost(
     assert fsck.returncode == 0, fsck.stderr
 
 
+def test_the_zephyr_harness_build_dir_is_an_output_folder_when_inside_the_tree(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "zephyr"
+    assert harness_build_dir(root, root, "build") == "build"
+    assert harness_build_dir(root, root / "samples" / "shell", "build") == "samples/shell/build"
+    assert harness_build_dir(root, root, str(tmp_path / "elsewhere")) is None
+    assert harness_build_dir(root, root, None) is None
+    assert build_directories("ninja -C build", "build") == ["/build/"]
+
+
 @pytest.mark.parametrize(
     ("build", "directories"),
     [
@@ -300,6 +311,10 @@ def test_a_big_store_is_packed_in_the_background_and_nothing_is_lost(
         (["cmake", "--build", "out [arm]*"], ["/out \\[arm\\]\\*/"]),  # git's specials, literal
         (["make", "-C", "firmware"], []),  # a source directory, not outputs
         (["cmake", "--build", "/abs/path"], []),  # outside the tree
+        (["west", "build", "-b", "native_sim", "-d", "build/sim"], ["/build/sim/"]),
+        ("west build -b qemu_cortex_m3 --build-dir=out/m3", ["/out/m3/"]),
+        ("west build -b native_sim samples/hello", ["/build/"]),  # west's own default
+        ("west flash", []),
         (None, []),
     ],
 )

@@ -3,8 +3,9 @@ a device writes, in its teardown report (which the results recorder folds into t
 coder is sent) and whole in `$FWLOOP_CONSOLE_LOG_DIR/<node id>.<log name>.log`.
 
 The logs come from `pytest_fwloop_device_logs`: pytest-embedded's DUT logs (`dut.logfile`, one
-file per DUT per test) and labgrid's console logs (`--lg-log DIR`, `console_<target>…` files the
-whole session appends to) are built in, as the hook's last implementations. With `-s`, as
+file per DUT per test), Zephyr's twister harness logs (`handler.log`, `device.log` in the build
+folder) and labgrid's console logs (`--lg-log DIR`, `console_<target>…` files) are built in, as
+the hook's last implementations; the last two are appended to by the whole session. With `-s`, as
 ESP-IDF runs, pytest captures nothing: these files are all the device said.
 """
 
@@ -87,11 +88,12 @@ def device_logs(item: pytest.Item) -> dict[str, Path]:
 
 
 class BuiltinDeviceLogs:
-    """pytest-embedded's and labgrid's logs, as the hook's last implementations."""
+    """pytest-embedded's, Zephyr's harness's and labgrid's logs, as the hook's last
+    implementations."""
 
     @pytest.hookimpl(trylast=True)
     def pytest_fwloop_device_logs(self, item: pytest.Item) -> dict[str, Path] | None:
-        return {**_pytest_embedded(item), **_labgrid(item)} or None
+        return {**_pytest_embedded(item), **_twister(item), **_labgrid(item)} or None
 
 
 def _pytest_embedded(item: pytest.Item) -> dict[str, Path]:
@@ -103,6 +105,26 @@ def _pytest_embedded(item: pytest.Item) -> dict[str, Path]:
         logfile = getattr(dut, "logfile", None)
         if isinstance(logfile, str) and logfile:
             found[Path(logfile).stem] = Path(logfile)
+    return found
+
+
+def _twister(item: pytest.Item) -> dict[str, Path]:
+    """Zephyr's pytest-twister-harness: the `dut` (a DeviceAdapter) or the `shell` fixture's
+    device writes `handler.log` (and on hardware `device.log`) in the build folder, across the
+    session: its `_log_files`, or in its first releases the `*_log_path` and `*_log_file`
+    attributes."""
+    funcargs = getattr(item, "funcargs", None) or {}
+    found: dict[str, Path] = {}
+    for device in (funcargs.get("dut"), getattr(funcargs.get("shell"), "_device", None)):
+        if device is None or isinstance(getattr(device, "logfile", None), str):
+            continue  # none, or pytest-embedded's DUT
+        named = [*(getattr(device, "_log_files", None) or [])]
+        for kind in ("handler", "device"):
+            named.append(getattr(device, f"{kind}_log_path", None))
+            named.append(getattr(getattr(device, f"{kind}_log_file", None), "filename", None))
+        for path in named:
+            if isinstance(path, str | os.PathLike) and str(path):
+                found.setdefault(Path(path).name, Path(path))
     return found
 
 

@@ -29,7 +29,12 @@ from pytest_fwloop.config.preflight import (
     checked_providers,
     missing_build_program,
 )
-from pytest_fwloop.config.tree_rules import knowledge_path, patch_policy, snapshot_exclude
+from pytest_fwloop.config.tree_rules import (
+    harness_build_dir,
+    knowledge_path,
+    patch_policy,
+    snapshot_exclude,
+)
 from pytest_fwloop.core.gate.allowlist import Argv, parse_prefixes
 from pytest_fwloop.core.gate.precheck import PrecheckSettings
 from pytest_fwloop.core.gate.risky import RiskyPattern, parse_patterns
@@ -322,6 +327,8 @@ def load_settings(config: pytest.Config) -> LoopSettings:
     criteria = criteria_of(options, rootdir)
     mode = detect_mode(options.mode)
     build, build_sandbox = build_step(options, rootdir)
+    harness = config.getoption("build_dir", None)  # the Zephyr harness's build folder
+    outputs = harness_build_dir(rootdir, config.invocation_params.dir, harness)
     return LoopSettings(
         options=options,
         rootdir=rootdir,
@@ -353,7 +360,7 @@ def load_settings(config: pytest.Config) -> LoopSettings:
         allowed_commands=allowed_command_prefixes(options),
         budget=Budget(usd=options.budget_usd, tokens=options.budget_tokens),
         collection=collection_of(config),
-        snapshot_exclude=snapshot_exclude(options, rootdir, build),
+        snapshot_exclude=snapshot_exclude(options, rootdir, build, outputs),
         preflight_notes=tuple(dict.fromkeys((*preflight_notes, *panel_notes))),
         farm=farm_settings(config, options),
         endings=endings(options, rootdir),

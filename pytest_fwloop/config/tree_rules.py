@@ -118,6 +118,14 @@ def _loop_writes(options: LoopOptions, rootdir: Path) -> tuple[str | None, str |
     )
 
 
+def harness_build_dir(rootdir: Path, invoked_in: Path, value: object) -> str | None:
+    """The Zephyr harness's `--build-dir` (relative to where pytest was started) as a path
+    under the rootdir, or None: not given, or outside the tree."""
+    if not isinstance(value, str) or not value:
+        return None
+    return _inside(rootdir, str(invoked_in / value))
+
+
 def _inside(rootdir: Path, name: str) -> str | None:
     """`name` (relative to the rootdir, or absolute) as a path relative to the rootdir, or None
     when it lies outside it or is the rootdir itself."""
@@ -136,29 +144,45 @@ def _literal(path: str) -> str:
 
 
 #: Build tools and the option that names their output directory.
-_BUILD_DIR_OPTIONS = {"cmake": ("--build", "-B"), "ninja": ("-C",), "meson": ("-C",)}
+_BUILD_DIR_OPTIONS = {
+    "cmake": ("--build", "-B"),
+    "ninja": ("-C",),
+    "meson": ("-C",),
+    "west": ("-d", "--build-dir"),
+}
 
 
-def build_directories(build: list[str] | str | None) -> list[str]:
-    """The output directory a build command names (`cmake --build out`, `ninja -C out`), as a
-    gitignore pattern anchored at the rootdir; none for other tools (`make -C DIR` names a
-    source directory)."""
+def build_directories(build: list[str] | str | None, *named: str | None) -> list[str]:
+    """The output directories a build command names (`cmake --build out`, `ninja -C out`,
+    `west build -d out`, whose default is `build`) and those `named` otherwise (the Zephyr
+    harness's `--build-dir`), as gitignore patterns anchored at the rootdir; none for other
+    tools (`make -C DIR` names a source directory)."""
     argv = shlex.split(build) if isinstance(build, str) else list(build or [])
-    options = _BUILD_DIR_OPTIONS.get(Path(argv[0]).name if argv else "", ())
+    tool = Path(argv[0]).name if argv else ""
+    options = _BUILD_DIR_OPTIONS.get(tool, ())
     found = [
         value
         for flag, value in itertools.pairwise(argv)
         if flag in options and not value.startswith("-")
     ]
     found += [arg.split("=", 1)[1] for arg in argv if "=" in arg and arg.split("=")[0] in options]
-    return [
+    if tool == "west" and "build" in argv[1:2] and not found:
+        found.append("build")
+    found += [name for name in named if name]
+    patterns = [
         f"/{_literal(Path(d).as_posix().strip('/'))}/" for d in found if not Path(d).is_absolute()
     ]
+    return list(dict.fromkeys(patterns))
 
 
 def snapshot_exclude(
-    options: LoopOptions, rootdir: Path, build: list[str] | str | None
+    options: LoopOptions, rootdir: Path, build: list[str] | str | None, *named: str | None
 ) -> tuple[str, ...]:
-    """What no snapshot holds: the user's patterns, the build's output directory, the loop's own
-    records and knowledge base inside the tree."""
-    return (*options.snapshot_exclude, *build_directories(build), *_loop_state(options, rootdir))
+    """What no snapshot holds: the user's patterns, the build's output directories (and those
+    `named`: the Zephyr harness's `--build-dir`), the loop's own records and knowledge base
+    inside the tree."""
+    return (
+        *options.snapshot_exclude,
+        *build_directories(build, *named),
+        *_loop_state(options, rootdir),
+    )
