@@ -136,3 +136,74 @@ def test_no_device_log_no_hook_in_a_plain_run(pytester: pytest.Pytester) -> None
     result.assert_outcomes(passed=1, failed=1)
     assert REPORT_SECTION not in result.stdout.str()
     assert not Path(pytester.path / "console").exists()
+
+
+#: The device adapters of Zephyr's pytest-twister-harness, as its releases shape them: the
+#: newer ones list their logs in `_log_files`, the first ones name `handler_log_path`.
+TWISTER_CONFTEST = """
+from pathlib import Path
+
+import pytest
+
+
+def pytest_addoption(parser):
+    parser.addoption("--twister-harness", action="store_true")
+    parser.addoption("--build-dir")
+
+
+class Adapter:
+    def __init__(self, build_dir, newer):
+        self.handler_log_path = Path(build_dir) / "handler.log"
+        if newer:
+            self._log_files = [self.handler_log_path]
+
+    def say(self, text):
+        with self.handler_log_path.open("a") as log:
+            log.write(text + "\\n")
+
+
+class Shell:
+    def __init__(self, device):
+        self._device = device
+
+
+@pytest.fixture
+def dut(request):
+    return Adapter(request.config.getoption("build_dir"), newer=True)
+
+
+@pytest.fixture
+def shell(request):
+    return Shell(Adapter(request.config.getoption("build_dir"), newer=False))
+"""
+
+TWISTER_SUITE = """
+def test_dut_boots(dut):
+    dut.say("*** Booting Zephyr OS build v3.4.99 ***")
+
+
+def test_dut_faults(dut):
+    dut.say("E: ***** USAGE FAULT *****")
+    assert False
+
+
+def test_shell_faults(shell):
+    shell._device.say("<err> os: r0/a1:  0x00000004")
+    assert False
+"""
+
+
+def test_the_zephyr_harness_handler_log_is_a_failures_evidence(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makeconftest(TWISTER_CONFTEST)
+    pytester.makepyfile(test_zephyr=TWISTER_SUITE)
+    (pytester.path / "build").mkdir()
+    records = child_records(pytester, monkeypatch, "--twister-harness", "--build-dir=build")
+    assert "sections" not in records["test_dut_boots"]
+    faults = records["test_dut_faults"]["sections"]
+    assert "[handler.log]\nE: ***** USAGE FAULT *****\n" in faults
+    assert "Booting" not in faults  # the session's log before this test is another's
+    assert (
+        "[handler.log]\n<err> os: r0/a1:  0x00000004\n" in records["test_shell_faults"]["sections"]
+    )

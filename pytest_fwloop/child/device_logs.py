@@ -111,10 +111,15 @@ def _pytest_embedded(item: pytest.Item) -> dict[str, Path]:
 def _twister(item: pytest.Item) -> dict[str, Path]:
     """Zephyr's pytest-twister-harness: the `dut` (a DeviceAdapter) or the `shell` fixture's
     device writes `handler.log` (and on hardware `device.log`) in the build folder, across the
-    session: its `_log_files`, or in its first releases the `*_log_path` and `*_log_file`
-    attributes."""
-    funcargs = getattr(item, "funcargs", None) or {}
+    session: those of `--build-dir`, and the adapter's `_log_files` (in its first releases its
+    `*_log_path` and `*_log_file` attributes)."""
     found: dict[str, Path] = {}
+    build_dir = item.config.getoption("build_dir", None)
+    if item.config.getoption("twister_harness", None) and isinstance(build_dir, str):
+        # Named before the fixtures run, so the test's part starts where its setup began.
+        for name in ("handler.log", "device.log"):
+            found[name] = Path(build_dir) / name
+    funcargs = getattr(item, "funcargs", None) or {}
     for device in (funcargs.get("dut"), getattr(funcargs.get("shell"), "_device", None)):
         if device is None or isinstance(getattr(device, "logfile", None), str):
             continue  # none, or pytest-embedded's DUT
