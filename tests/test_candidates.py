@@ -186,3 +186,43 @@ def test_one_candidate_sends_no_candidate_field_and_writes_no_candidate_record(
     assert kit.summary()["candidates"] is None
     assert kit.child.trees == []
     assert (kit.root / FIRMWARE).read_text().strip() == "ok"
+
+
+#: A candidate's build that waits (up to 20 s) until another candidate's build has started: it
+#: succeeds only when two candidates are built side by side. The user's tree builds at once.
+PAIRED_BUILD = (
+    "import os, pathlib, sys, time\n"
+    "if '/.fwloop/candidates/' not in os.getcwd():\n"
+    "    sys.exit(0)\n"
+    "meeting = pathlib.Path(os.environ['CANDIDATE_MEETING'])\n"
+    "(meeting / str(os.getpid())).write_text(os.getcwd())\n"
+    "deadline = time.monotonic() + 20\n"
+    "while len(list(meeting.iterdir())) < 2 and time.monotonic() < deadline:\n"
+    "    time.sleep(0.02)\n"
+    "sys.exit(0 if len(list(meeting.iterdir())) >= 2 else 'no other build came')\n"
+)
+
+
+def test_candidate_jobs_check_two_candidates_side_by_side_each_in_its_own_tree(
+    kit: ControllerKit, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    meeting = tmp_path / "meeting"
+    meeting.mkdir()
+    monkeypatch.setenv("CANDIDATE_MEETING", str(meeting))
+    (kit.root / "build.py").write_text(PAIRED_BUILD, encoding="utf-8")
+    kit.coder.answers = [fixing("ok bug", "ok meh"), fixing("ok bug", "ok ok")]
+    kit.build(
+        "ok bug",
+        "fwloop_candidates = 2",
+        "fwloop_candidate_jobs = 2",
+        "fwloop_build = python3 build.py",
+        "fwloop_build_timeout = 60",
+    )
+    outcome = kit.run()
+    assert outcome is Outcome.SUCCESS, kit.terminal.getvalue()
+    record = candidates_record(kit, 2)
+    assert [c["build"] for c in record["candidates"]] == ["ok", "ok"]
+    assert record["jobs"] == 2
+    assert record["chosen"] == 2
+    scratch = [p.read_text() for p in meeting.iterdir()]
+    assert len(set(scratch)) == 2  # two trees, never one shared
