@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from controllerkit import FIRMWARE, ControllerKit, fixing
+from pytest_fwloop.cli.replay import load_run, replay
 from pytest_fwloop.core.machine.outcomes import Outcome
 from pytest_fwloop.workspace import Workspace
 
@@ -226,3 +227,24 @@ def test_candidate_jobs_check_two_candidates_side_by_side_each_in_its_own_tree(
     assert record["chosen"] == 2
     scratch = [p.read_text() for p in meeting.iterdir()]
     assert len(set(scratch)) == 2  # two trees, never one shared
+
+
+def test_replay_derives_the_choice_again_and_names_a_record_that_disagrees(
+    kit: ControllerKit,
+) -> None:
+    kit.coder.answers = [fixing("ok bug bug", "ok ok bug"), fixing("ok bug bug", "ok ok ok")]
+    kit.build("ok bug bug", "fwloop_candidates = 2")
+    assert kit.run() is Outcome.SUCCESS
+    run_dir = kit.controller.recorder.path
+    assert replay(load_run(run_dir)) is None
+    path = run_dir / "rounds" / "02" / "candidates.json"
+    record = json.loads(path.read_text(encoding="utf-8"))
+    assert record["chosen"] == 2
+    record["candidates"][0]["fixed"] = record["failing"]  # as if the first had fixed both
+    record["candidates"][0]["still_failing"] = []
+    record["candidates"][0]["broke"] = []
+    path.write_text(json.dumps(record), encoding="utf-8")
+    difference = replay(load_run(run_dir))
+    assert difference is not None
+    assert (difference.iteration, difference.decision) == (2, "candidates")
+    assert "candidate 2 was chosen; its records give 1" in difference.detail
