@@ -94,6 +94,9 @@ def test_the_candidate_that_fixes_most_without_a_regression_is_the_one_applied(
     assert (round_["iteration"], round_["chosen"], round_["fixed_by_first"]) == (2, 3, 0)
     # The applied patch went through the ordinary path: its review, patch.diff, its rebuild.
     assert (kit.controller.recorder.round_path(2) / "patch.diff").read_text() == right["patch"]
+    report = (kit.controller.recorder.path / "report.html").read_text(encoding="utf-8")
+    assert "Candidates 1: candidate 3 chosen of 3; pass@1 no, pass@3 yes" in report
+    assert "dropped: it breaks 1 passing test(s): tests/test_fw.py::test_0" in report
     events = [e["event"] for e in kit.events() if e["kind"] == "substate"]
     assert events.count("CANDIDATE_TRIAL") == 3
     assert events.count("CANDIDATE_CHOICE") == 1
