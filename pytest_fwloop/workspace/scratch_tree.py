@@ -11,8 +11,8 @@ from __future__ import annotations
 import shutil
 from typing import TYPE_CHECKING
 
-from pytest_fwloop.workspace.git_run import encode, one_line
 from pytest_fwloop.workspace.shadow import STATE_DIR_NAME, PatchApplyError
+from pytest_fwloop.workspace.snapshot_blobs import patched_index
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -37,20 +37,9 @@ def export_patched(shadow: ShadowRepo, commit: str, patch: str, dest: Path) -> N
     # One index per tree: candidates checked side by side never share one.
     index = dest.parent / f".{dest.name}.index"
     try:
-        shadow._git("read-tree", f"{shadow._commit(commit)}^{{tree}}", index=index)
-        applied = shadow._git(
-            "apply",
-            "--cached",
-            "--whitespace=nowarn",
-            "-",
-            stdin=encode(patch),
-            check=False,
-            index=index,
-        )
-        if applied.returncode != 0:
-            raise PatchApplyError(
-                f"fwloop: the candidate does not apply to the tree: {one_line(applied.stderr)}"
-            )
+        refused = patched_index(shadow, commit, patch, index)
+        if refused is not None:
+            raise PatchApplyError(f"fwloop: the candidate does not apply to the tree: {refused}")
         shadow._git("checkout-index", "--all", "--force", f"--prefix={dest}/", index=index)
     finally:
         index.unlink(missing_ok=True)
