@@ -125,6 +125,8 @@ class FakeChild:
         self.timed_out: list[bool] = []
         #: Tests each run executed, in order.
         self.executed: list[int] = []
+        #: The scratch trees of candidates that runs were started in (`run_tree`), in order.
+        self.trees: list[Path] = []
 
     def run(
         self,
@@ -136,13 +138,21 @@ class FakeChild:
         timeout: float,
         results: Path | None = None,
     ) -> ProcessResult:
+        return self._run_in(self.root, args, log, timeout)
+
+    def run_tree(self, tree: Path, args: list[str], log: Path, timeout: float) -> ProcessResult:
+        """A run in a candidate's scratch tree: its words are that tree's FIRMWARE."""
+        self.trees.append(tree)
+        return self._run_in(tree, args, log, timeout)
+
+    def _run_in(self, root: Path, args: list[str], log: Path, timeout: float) -> ProcessResult:
         self.runs += 1
         timed_out = self.timed_out.pop(0) if self.timed_out else False
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text(f"fake child run {self.runs}\n", encoding="utf-8")
         if timed_out:
             return ProcessResult(returncode=None, timed_out=True, aborted=False, duration=timeout)
-        words = (self.root / FIRMWARE).read_text(encoding="utf-8").split()
+        words = (root / FIRMWARE).read_text(encoding="utf-8").split()
         rerun = log.name.startswith("flaky")
         words = [
             {"flake": "ok", "hang": "defect"}.get(word, word) if rerun else word for word in words

@@ -13,6 +13,7 @@ the tests measure.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -391,3 +392,41 @@ class StandinModel:
     @property
     def spec(self) -> str:
         return f"openai:standin@{self.url}"
+
+
+@dataclass
+class SamplingStandin(StandinModel):
+    """A stand-in that samples, as a model with a temperature does: in about half its answers
+    (where the request's iteration plus its candidate number is odd, so a run is the same each
+    time) it writes a plausible wrong fix of the bugs named in `wrong` that compiles: the
+    changed line as `wrong` has it instead of the right one. It knows its own wrong fixes too:
+    a later request showing one gets it put right."""
+
+    #: bug name -> (the fix's line, the plausible wrong line written instead)
+    wrong: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.bugs = [*self.bugs, *(self._repair(b) for b in self.bugs if b.name in self.wrong)]
+
+    def _wrong_new(self, bug: Bug) -> tuple[str, ...]:
+        right, wrong = self.wrong[bug.name]
+        return tuple(wrong if line == right else line for line in bug.new)
+
+    def _repair(self, bug: Bug) -> Bug:
+        return Bug(f"{bug.name}-wrong", self._wrong_new(bug), bug.new)
+
+    def answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        number = int((request.get("candidate") or {}).get("number", 1))
+        answer = super().answer(request)
+        if request.get("role") != "coder" or (int(request["iteration"]) + number) % 2 == 0:
+            return answer
+        sightings = [s for bug in self.bugs if (s := find(bug, request.get("sources", [])))]
+        if not any(s.bug.name in self.wrong for s in sightings):
+            return answer
+        sampled = [
+            dataclasses.replace(s, bug=Bug(s.bug.name, s.bug.old, self._wrong_new(s.bug)))
+            if s.bug.name in self.wrong
+            else s
+            for s in sightings
+        ]
+        return {**answer, "patch": diff_for(sampled, self.form), "summary": "fix (sampled)"}

@@ -159,6 +159,9 @@ class OpenAIProvider:
             }
         elif mode == "json_object":
             body["response_format"] = {"type": "json_object"}
+        candidate = (request.model_extra or {}).get("candidate")
+        if isinstance(candidate, dict):  # K candidates (DESIGN.md §19): one sample each
+            body["seed"] = candidate.get("number")
         if tool_choice is not None:
             body["tools"] = tool_specs()
             body["tool_choice"] = tool_choice

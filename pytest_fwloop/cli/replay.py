@@ -31,13 +31,20 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from pytest_fwloop.core.gate.candidate_choice import Candidate, choose
 from pytest_fwloop.core.gate.review_panel import panel_verdict
 from pytest_fwloop.core.machine import fsm
 from pytest_fwloop.core.machine.decimals import over, written
 from pytest_fwloop.core.machine.fsm import IterationKind
 from pytest_fwloop.core.machine.substates import misplaced
 from pytest_fwloop.core.records.agent_protocol import ReviewerAnswer
-from pytest_fwloop.core.records.round_records import ConvergenceRecord, PanelRecord, call_files
+from pytest_fwloop.core.records.round_records import (
+    CandidateEntry,
+    CandidatesRecord,
+    ConvergenceRecord,
+    PanelRecord,
+    call_files,
+)
 from pytest_fwloop.core.records.run_records import AnalysisRecord, Event, Summary, Timeline
 from pytest_fwloop.core.suite.results import IterationResults
 from pytest_fwloop.core.verdict.baseline_gate import baseline_gate, unconfirmed
@@ -81,6 +88,10 @@ class Round:
     reviewed: list[str] = field(default_factory=list)  # each reviewer request's patch, in order
     #: Each panel decision, with the review its members' recorded calls hold (None: none).
     panels: list[tuple[PanelRecord, list[ReviewerAnswer | None]]] = field(default_factory=list)
+    #: Each choice among K candidates (`candidates.json`, `candidates-2.json`, …), in order.
+    candidates: list[CandidatesRecord] = field(default_factory=list)
+    #: The diff of each candidate by (record index, number), as its folder keeps it.
+    candidate_patches: dict[tuple[int, int], str] = field(default_factory=dict)
 
 
 @dataclass
@@ -123,6 +134,14 @@ def _round(folder: Path) -> Round:
         found.review = json.loads(_read(folder / "review.json"))
     requests = call_files(folder, "reviewer", "request.json")
     found.reviewed = [str(json.loads(_read(p)).get("patch", "")) for p in requests]
+    choices = sorted(folder.glob("candidates*.json"), key=lambda p: int(p.stem[11:] or 1))
+    for index, path in enumerate(choices):
+        choice = CandidatesRecord.model_validate_json(_read(path))
+        found.candidates.append(choice)
+        for entry in choice.candidates:
+            if entry.patch is not None:
+                patch_file = folder.parents[1] / entry.patch
+                found.candidate_patches[index, entry.number] = _read(patch_file)
     for path in sorted(folder.glob("panel-*.json"), key=lambda p: int(p.stem.split("-")[1])):
         record = PanelRecord.model_validate_json(_read(path))
         found.panels.append((record, [_vote(folder, vote.call) for vote in record.votes]))
@@ -322,9 +341,56 @@ def check_patches(rounds: dict[int, Round]) -> Difference | None:
         if recorded.review is None or recorded.review.get("decision") != "approve":
             decision = recorded.review.get("decision") if recorded.review else "no review.json"
             return Difference(number, "patch", f"applied without an approval ({decision})")
+        if recorded.candidates:
+            continue  # the chosen candidate's approval is `check_candidates`' to judge
         if not recorded.reviewed or recorded.reviewed[-1] != recorded.patch:
             return Difference(number, "patch", "patch.diff is not the patch the reviewer approved")
     return None
+
+
+def check_candidates(rounds: dict[int, Round]) -> Difference | None:
+    """Each choice among K candidates follows from its recorded facts by the rules of
+    `candidate_choice`, and the patch applied is the chosen one, as the reviewer saw it."""
+    for number in sorted(rounds):
+        recorded = rounds[number]
+        for index, record in enumerate(recorded.candidates):
+            facts = [
+                _candidate(entry, recorded.candidate_patches.get((index, entry.number), ""))
+                for entry in record.candidates
+            ]
+            derived = choose(facts)
+            if derived.chosen != record.chosen:
+                return Difference(
+                    number,
+                    "candidates",
+                    f"candidate {record.chosen} was chosen; its records give {derived.chosen}",
+                )
+        last = recorded.candidates[-1] if recorded.candidates else None
+        if last is None or recorded.patch is None:
+            continue
+        chosen = recorded.candidate_patches.get((len(recorded.candidates) - 1, last.chosen or 0))
+        if chosen != recorded.patch or chosen not in recorded.reviewed:
+            return Difference(
+                number, "candidates", "patch.diff is not the chosen candidate the reviewer saw"
+            )
+    return None
+
+
+def _candidate(entry: CandidateEntry, patch: str) -> Candidate:
+    """A candidate's facts as `candidates.json` keeps them."""
+    broke = tuple(entry.broke) if entry.broke is not None else None
+    dropped = entry.why.removeprefix("dropped: ") if entry.verdict == "dropped" else None
+    return Candidate(
+        entry.number,
+        patch,
+        dropped=None if broke else dropped,
+        same_as=entry.same_as,
+        agreement=entry.agreement,
+        risk=entry.risk,
+        fixed=tuple(entry.fixed) if entry.fixed is not None else None,
+        still_failing=tuple(entry.still_failing),
+        broke=broke,
+    )
 
 
 def check_panels(rounds: dict[int, Round]) -> Difference | None:
@@ -379,6 +445,7 @@ def replay(run: RecordedRun) -> Difference | None:
         check_transitions(run.events)
         or check_verdicts(run.rounds, kinds, run.summary.max_iter)
         or check_panels(run.rounds)
+        or check_candidates(run.rounds)
         or check_patches(run.rounds)
     )
 

@@ -44,6 +44,8 @@ class LoopOptions:
     flaky_reruns: int
     propose: str
     focus: bool
+    candidates: int
+    candidate_jobs: int
     child_start: str
     flaky_policy: FlakyPolicy
     metric_tolerance: Mapping[str, float]

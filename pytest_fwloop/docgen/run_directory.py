@@ -12,6 +12,8 @@ from pydantic import BaseModel
 from pytest_fwloop.core.machine.substates import SUBSTATES
 from pytest_fwloop.core.records.round_records import (
     CallMeta,
+    CandidateEntry,
+    CandidatesRecord,
     CommandEntry,
     CommandsRecord,
     ConvergenceRecord,
@@ -22,6 +24,8 @@ from pytest_fwloop.core.records.round_records import (
 )
 from pytest_fwloop.core.records.run_records import (
     AnalysisRecord,
+    CandidateRound,
+    CandidatesSummary,
     Event,
     HeldPlace,
     LabgridRecord,
@@ -51,6 +55,8 @@ RECORDS: tuple[tuple[str, type[BaseModel]], ...] = (
     ("labgrid place held", HeldPlace),
     ('summary.json["metrics"] metric', MetricSeries),
     ('summary.json["notifications"] entry', NotificationRecord),
+    ('summary.json["candidates"]', CandidatesSummary),
+    ('summary.json["candidates"] round', CandidateRound),
     ("the notification document (fwloop_notify: sent, not written)", Notification),
     ("task-events.jsonl (one line)", Event),
     ("task-timeline.json", Timeline),
@@ -63,6 +69,8 @@ RECORDS: tuple[tuple[str, type[BaseModel]], ...] = (
     ("rounds/NN/convergence.json analysis", AnalysisRecord),
     ("rounds/NN/panel-K.json", PanelRecord),
     ("rounds/NN/panel-K.json vote", PanelVote),
+    ("rounds/NN/candidates.json", CandidatesRecord),
+    ("rounds/NN/candidates.json candidate", CandidateEntry),
     ("rounds/NN/commands.json", CommandsRecord),
     ("rounds/NN/commands.json command", CommandEntry),
     ("rounds/NN/results.json", IterationResults),
@@ -260,6 +268,14 @@ _ROUND_FILES: tuple[tuple[str, str], ...] = (
         "with a review panel (`fwloop_review_panel`, docs/providers.md): its K-th decision in "
         "this iteration (`PanelRecord`): the rule, each member's vote and the call it came from "
         "(`reviewer-K.*`), whether it was split, the highest risk",
+    ),
+    (
+        "`candidates.json`, `candidates/K/`",
+        "with `fwloop_candidates` above 1 (docs/providers.md): every candidate of this "
+        "iteration, its checks, scores and why it won or lost (`CandidatesRecord`); in "
+        "`candidates/K/` its `patch.diff`, `build.log`, `focus.log` and `focus-results.json`, "
+        "and `gate.log` and `gate-results.json` when it ran the whole suite. A second choice "
+        "in the same iteration (none survived the first) is `candidates-2.json`",
     ),
     (
         "`patch.diff`",

@@ -83,6 +83,19 @@ def conftest_dirs(collection: Collection, rootdir: Path) -> list[str]:
     return sorted(found)
 
 
+def child_env(console: Path) -> dict[str, str]:
+    """The environment of a child pytest whose console logs go to `console`: the controller's,
+    without the loop's own options or another run's verdict and plan."""
+    env = dict(os.environ)
+    env[CONSOLE_LOG_DIR_ENV] = str(console)
+    # A controller started inside a pytest-xdist worker must not make its child one too.
+    for name in (REVIEW_ENV, TEST_PLAN_ENV, "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):
+        env.pop(name, None)
+    env["PYTEST_ADDOPTS"] = addopts_without_loop(env.get("PYTEST_ADDOPTS", ""))
+    env["PYTHONUNBUFFERED"] = "1"  # pytest.log fills as the tests run
+    return env
+
+
 def read_results(path: Path) -> IterationResults:
     """A child's results file, validated. The models are imported on first use: pydantic's
     import is not on the way to a baseline started ahead (`loop_main`), nor does a forked child
@@ -267,17 +280,11 @@ class ChildRunner:
         self, iteration: int, args: list[str], log: Path, review: Path | None, plan: Path | None
     ) -> Running:
         folder = self.recorder.round_path(iteration)
-        env = dict(os.environ)
-        env[CONSOLE_LOG_DIR_ENV] = str(folder / "console")
-        # A controller started inside a pytest-xdist worker must not make its child one too.
-        for name in (REVIEW_ENV, TEST_PLAN_ENV, "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):
-            env.pop(name, None)
+        env = child_env(folder / "console")
         if review is not None:
             env[REVIEW_ENV] = str(review)
         if plan is not None:
             env[TEST_PLAN_ENV] = str(plan)
-        env["PYTEST_ADDOPTS"] = addopts_without_loop(env.get("PYTEST_ADDOPTS", ""))
-        env["PYTHONUNBUFFERED"] = "1"  # pytest.log fills as the tests run
         argv = [*self.settings.child_args, *args]
         cwd = self.settings.invocation_dir
         refusal, cache = self.fork_guard.refusal()  # may first import what the last one did
@@ -305,6 +312,24 @@ class ChildRunner:
             command = [sys.executable, "-m", "pytest", *argv]
             process = spawn_logged(command, cwd=cwd, log_path=log, env=env)
         return Running(args, log, process, started)
+
+    def run_tree(self, tree: Path, args: list[str], log: Path, timeout: float) -> ProcessResult:
+        """One child pytest in another copy of the tree (a candidate's scratch tree): spawned,
+        never forked, from the folder there that pytest was started in, with the user's
+        arguments pointed at that copy and its rootdir and ini file pinned to it."""
+        root = self.settings.rootdir
+        inifile = self.settings.collection.inifile
+        pinned = [f"--rootdir={tree}"]
+        if inifile is not None and Path(inifile).is_relative_to(root):
+            pinned += ["-c", str(tree / Path(inifile).relative_to(root))]
+        user = [arg.replace(str(root), str(tree)) for arg in self.settings.child_args]
+        cwd = self.settings.invocation_dir
+        cwd = tree / cwd.relative_to(root) if cwd.is_relative_to(root) else tree
+        command = [sys.executable, "-m", "pytest", *user, *pinned, *args]
+        env = child_env(log.parent / "console")
+        started = time.monotonic()
+        process = spawn_logged(command, cwd=cwd, log_path=log, env=env)
+        return supervise(process, started, timeout, self.abort)
 
     def precheck(
         self,

@@ -363,7 +363,7 @@ class Controller:
         return self.repair.analyse(self.coder, self.child)
 
     def patch_generation(self) -> Step:
-        judged = self.repair.judge()
+        judged = self.repair.judge(self.child)
         return judged if isinstance(judged, Step) else self._take(judged)
 
     def patch_apply(self) -> Step:

@@ -15,6 +15,7 @@ from pytest_fwloop.core.machine.fsm import State
 from pytest_fwloop.core.machine.outcomes import Outcome, exit_status
 from pytest_fwloop.core.records.run_records import (
     BestTree,
+    CandidatesSummary,
     MetricSeries,
     ModelServerRecord,
     RunContext,
@@ -283,7 +284,18 @@ def _summary(
         evidence=settings.evidence.path if settings.evidence else None,
         notifications=loop.notifications,
         model_servers=model_servers(settings),
+        candidates=_candidates(loop, settings),
     )
+
+
+def _candidates(loop: LoopState, settings: LoopSettings) -> CandidatesSummary | None:
+    """What K candidates bought (DESIGN.md §19); None, and nothing imported, with one."""
+    if settings.options.candidates <= 1:
+        return None
+    from pytest_fwloop.core.gate.candidate_choice import summarised
+
+    rounds = [r for it in loop.iterations for r in it.candidate_rounds]
+    return summarised(rounds, settings.options.candidates, settings.options.candidate_jobs)
 
 
 def model_servers(settings: LoopSettings) -> list[ModelServerRecord]:

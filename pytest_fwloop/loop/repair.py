@@ -76,11 +76,17 @@ class RepairDesk:
         if settings.options.source_bytes > 0:
             limit = min(settings.options.test_timeout, self.time_left() / 2)
             record_spectrum(self.services, self.loop, child, limit)
+        k = settings.options.candidates
+        if k > 1:
+            from pytest_fwloop.loop.candidates.asking import ask_candidates
+
+            return ask_candidates(self.services, self.loop, coder, self.assemble, k)
         return ask_coder(self.services, self.loop, coder, self.assemble)
 
-    def judge(self) -> Step | Verdict:
+    def judge(self, child: ChildRunner) -> Step | Verdict:
         """PATCH_GENERATION: a decline or an unsure answer is decided here; else the proposal
-        stop, then the patch gate and the reviewer, whose verdict the controller adopts."""
+        stop, then the patch gate and the reviewer (for each of K candidates, then the checks
+        that choose one, run by `child`), whose verdict the controller adopts."""
         loop = self.loop
         assert loop.coder_answer is not None
         judged = take_decline(loop, str(self.services.settings.rootdir)) or weigh_answer(
@@ -91,9 +97,17 @@ class RepairDesk:
         paused = self.proposals.stop(len(self.gate.tried), loop, self.request)
         if paused is not None:
             return paused
-        verdict = self.gate.judge(
-            loop.coder_answer, loop.current, lambda patch: self.request("reviewer", patch)
-        )
+
+        def ask_reviewer(patch: str) -> AgentRequest:
+            return self.request("reviewer", patch)
+
+        if loop.candidate_answers:
+            from pytest_fwloop.loop.candidates.stage import CandidateStage
+
+            stage = CandidateStage(self.services, loop, self.gate, child, self.time_left)
+            verdict = stage.judge(loop.current, ask_reviewer)
+        else:
+            verdict = self.gate.judge(loop.coder_answer, loop.current, ask_reviewer)
         if verdict.constraints is not None:
             loop.constraints = verdict.constraints
         if self.gate.review_path is not None:

@@ -24,6 +24,7 @@ from pytest_fwloop.core.records.agent_protocol import (
 )
 from pytest_fwloop.core.records.run_records import (
     AnalysisRecord,
+    CandidateRound,
     DecisionRecord,
     DeclinedRecord,
     Event,
@@ -68,6 +69,8 @@ class Iteration:
     decisions: list[DecisionRecord] = field(default_factory=list)
     #: The analysis printed after it (seed 001 §6.3).
     analysis: AnalysisRecord | None = None
+    #: Each choice among K candidates made in this iteration (DESIGN.md §19).
+    candidate_rounds: list[CandidateRound] = field(default_factory=list)
 
     @property
     def pass_count(self) -> int:
@@ -201,6 +204,9 @@ class LoopState:
     constraints: list[str] = field(default_factory=list)
     build_diagnostics: str = ""
     coder_answer: CoderAnswer | None = None
+    #: With fwloop_candidates > 1: each candidate's coder call (`coder-K`) and answer in
+    #: order, None where the call gave no usable answer; empty once the choice is made.
+    candidate_answers: list[tuple[str, CoderAnswer | None]] = field(default_factory=list)
     #: The operator said yes to `coder_answer` (at the terminal or by `fwloop confirm`): it
     #: goes to the strict gate without another proposal stop.
     operator_approved: bool = False

@@ -54,6 +54,8 @@ class RoundView:
     review: dict[str, Any] | None = None
     #: Each review panel decision of the round (`panel-K.json`), in order.
     panels: list[dict[str, Any]] = field(default_factory=list)
+    #: Each choice among K candidates of the round (`candidates.json`, …), in order.
+    candidates: list[dict[str, Any]] = field(default_factory=list)
     plan: dict[str, Any] | None = None
     commands: list[dict[str, Any]] = field(default_factory=list)
     links: list[str] = field(default_factory=list)
@@ -164,6 +166,8 @@ def _round(run_dir: Path, it: TimelineEntry) -> RoundView:
         view.analysis = "\n".join(str(part) for part in parts if part)
     panels = sorted(folder.glob("panel-*.json"), key=lambda p: int(p.stem.split("-")[1]))
     view.panels = [panel for panel in map(_json, panels) if panel is not None]
+    choices = sorted(folder.glob("candidates*.json"), key=lambda p: int(p.stem[11:] or 1))
+    view.candidates = [choice for choice in map(_json, choices) if choice is not None]
     commands = _json(folder / "commands.json")
     view.commands = list(commands.get("commands", [])) if commands else []
     view.links = [

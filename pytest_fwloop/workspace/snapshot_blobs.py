@@ -4,9 +4,13 @@ their blob ids, blobs by id, and what a patch would make of them, without touchi
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from pytest_fwloop.workspace.git_run import split_z
+from pytest_fwloop.workspace.git_run import encode, one_line, split_z
 from pytest_fwloop.workspace.shadow import ShadowRepo
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def files(shadow: ShadowRepo, commit: str) -> dict[str, str]:
@@ -28,16 +32,7 @@ def patched_files(shadow: ShadowRepo, commit: str, patch: str) -> dict[str, str]
     `commit`, in a scratch index: the tree is not touched. {} when git will not apply it."""
     index = shadow.git_dir / "fwloop-patched-index"
     try:
-        shadow._git("read-tree", f"{shadow._commit(commit)}^{{tree}}", index=index)
-        applied = shadow._git(
-            "apply",
-            "--cached",
-            "-",
-            stdin=patch.encode("utf-8", "surrogateescape"),
-            check=False,
-            index=index,
-        )
-        if applied.returncode != 0:
+        if patched_index(shadow, commit, patch, index) is not None:
             return {}
         tree = shadow._git("write-tree", index=index).stdout.decode().strip()
     finally:
@@ -48,6 +43,14 @@ def patched_files(shadow: ShadowRepo, commit: str, patch: str) -> dict[str, str]
         meta, _, path = entry.partition("\t")
         found[path] = meta.split(" ")[2]
     return found
+
+
+def patched_index(shadow: ShadowRepo, commit: str, patch: str, index: Path) -> str | None:
+    """Fill the scratch index `index` with snapshot `commit` and `patch` applied to it; None
+    when git applied it, else git's one-line reason (the index then holds the snapshot)."""
+    shadow._git("read-tree", f"{shadow._commit(commit)}^{{tree}}", index=index)
+    applied = shadow._git("apply", "--cached", "-", stdin=encode(patch), check=False, index=index)
+    return None if applied.returncode == 0 else one_line(applied.stderr)
 
 
 def blobs(shadow: ShadowRepo, ids: Iterable[str]) -> dict[str, bytes]:

@@ -23,6 +23,8 @@ class SubState(str, enum.Enum):
     ROOT_CAUSE_HYPOTHESIS = "ROOT_CAUSE_HYPOTHESIS"
     CHANGE_IMPACT_ESTIMATE = "CHANGE_IMPACT_ESTIMATE"
     REVIEW_PANEL = "REVIEW_PANEL"
+    CANDIDATE_TRIAL = "CANDIDATE_TRIAL"
+    CANDIDATE_CHOICE = "CANDIDATE_CHOICE"
     HEALTH_CHECK = "HEALTH_CHECK"
     TESTER_PRECHECK = "TESTER_PRECHECK"
     FOCUS_RUN = "FOCUS_RUN"
@@ -73,6 +75,17 @@ SUBSTATES: dict[SubState, SubStateRow] = {
         State.PATCH_GENERATION,
         "a review panel's decision (`fwloop_review_panel`): each member's vote and risk, the "
         "rule, and whether the decision was split; `evidence` is its `panel-K.json`",
+    ),
+    SubState.CANDIDATE_TRIAL: SubStateRow(
+        State.PATCH_GENERATION,
+        "one of K candidates (`fwloop_candidates`) checked in a scratch tree of its own: the "
+        "gate, its build, its focus run and, for the leader, the whole suite; `evidence` is its "
+        "folder `candidates/K/`",
+    ),
+    SubState.CANDIDATE_CHOICE: SubStateRow(
+        State.PATCH_GENERATION,
+        "the choice among the candidates: which one is applied and why, pass@1 against pass@K; "
+        "`evidence` is `candidates.json`",
     ),
     SubState.HEALTH_CHECK: SubStateRow(
         State.TEST_SETUP,

@@ -169,3 +169,45 @@ class RankingRecord(Record):
     candidates: list[RankedCandidate] = Field(
         description="the ranked, best first, then the withheld, best first"
     )
+
+
+class CandidateEntry(Record):
+    """One candidate in `rounds/NN/candidates.json`: its checks, its scores, its verdict."""
+
+    number: int = Field(description="1-based, in the order the coder was asked")
+    call: str = Field(description="the coder call that answered it, `coder-K` (its files)")
+    patch: str | None = Field(
+        description="`candidates/K/patch.diff`, the one diff judged; null for an answer with none"
+    )
+    summary: str = Field(description="the coder's summary of it")
+    same_as: int | None = Field(
+        description="the earlier candidate making the same change (checked once), or null"
+    )
+    agreement: int = Field(description="candidates that made this change, itself included")
+    risk: float | None = Field(description="the risk the gate summed, once it approved; or null")
+    build: Literal["ok", "failed", "not_run"] = Field(description="its build in its own tree")
+    build_s: float = Field(description="seconds its build took (0 when none ran)")
+    fixed: list[str] | None = Field(
+        description="failing tests its focus run passed; null when its tests did not run"
+    )
+    still_failing: list[str] = Field(description="failing tests its focus run left failing")
+    broke: list[str] | None = Field(
+        description="passing tests its whole-suite run did not pass; null when none ran"
+    )
+    tests_s: float = Field(description="seconds its test runs took")
+    verdict: Literal["chosen", "lost", "dropped"] = Field(description="what became of it")
+    why: str = Field(description="why it won or lost, with the rule that decided")
+
+
+class CandidatesRecord(Record):
+    """`rounds/NN/candidates.json`: the K candidates of this iteration and the choice among
+    them (DESIGN.md §19); `fwloop replay` derives the choice again from these facts."""
+
+    iteration: int = Field(description="the iteration")
+    k: int = Field(description="`fwloop_candidates`")
+    jobs: int = Field(description="`fwloop_candidate_jobs` in force")
+    failing: list[str] = Field(description="the failing tests every candidate was tried on")
+    chosen: int | None = Field(description="the candidate applied, or null when none survived")
+    pass_at_1: bool = Field(description="the first candidate alone solved the iteration")
+    pass_at_k: bool = Field(description="some candidate did")
+    candidates: list[CandidateEntry] = Field(description="every candidate, in order")

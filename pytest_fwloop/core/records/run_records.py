@@ -143,6 +143,35 @@ class BestTree(Record):
     apply: str = Field(description="the command that puts it in place: `fwloop apply RUN`")
 
 
+class CandidateRound(Record):
+    """One iteration whose coder was asked for K candidates (`fwloop_candidates`)."""
+
+    iteration: int = Field(description="the iteration")
+    k: int = Field(description="candidates asked for")
+    chosen: int | None = Field(description="the candidate applied, or null when none survived")
+    pass_at_1: bool = Field(
+        description="the first candidate alone fixed every failing test without a regression"
+    )
+    pass_at_k: bool = Field(description="some candidate did")
+    fixed_by_first: int = Field(description="failing tests the first candidate fixed")
+    fixed_by_chosen: int = Field(description="failing tests the chosen one fixed")
+    build_s: float = Field(description="seconds the candidates' builds took, in all")
+    tests_s: float = Field(description="seconds the candidates' test runs took, in all")
+
+
+class CandidatesSummary(Record):
+    """`summary.json["candidates"]`: what K candidates per iteration bought (DESIGN.md §19)."""
+
+    k: int = Field(description="`fwloop_candidates`")
+    jobs: int = Field(description="`fwloop_candidate_jobs`: candidates checked side by side")
+    rounds: list[CandidateRound] = Field(description="each iteration that asked for K (below)")
+    pass_at_1: int = Field(description="rounds the first candidate alone would have solved")
+    pass_at_k: int = Field(description="rounds some candidate solved")
+    chosen_not_first: int = Field(
+        description="rounds whose applied candidate was not the first: where K changed the tree"
+    )
+
+
 class MetricSeries(Record):
     """One metric over the run (`summary.json["metrics"]`, docs/metrics.md)."""
 
@@ -294,6 +323,11 @@ class Summary(Record):
     model_servers: list[ModelServerRecord] = Field(
         default_factory=list,
         description="the server behind each role's `openai:` providers (below); empty without one",
+    )
+    candidates: CandidatesSummary | None = Field(
+        default=None,
+        description="pass@1 against pass@K per iteration and per run (below); null with "
+        "`fwloop_candidates = 1`",
     )
 
 

@@ -52,6 +52,14 @@ class RequestDesk:
         return self.assemble(role, patch, **extra).request
 
 
+def as_candidate(assembled: Assembled, number: int, of: int) -> Assembled:
+    """The coder's request for candidate `number` of `of` (DESIGN.md §19): the same evidence,
+    with `candidate` saying which one is asked, so a provider can vary its sampling (`openai:`
+    sends it as the `seed`) and a scripted stand-in its answer."""
+    request = assembled.request.model_copy(update={"candidate": {"number": number, "of": of}})
+    return Assembled(request, assembled.failing)
+
+
 def chat_requests(
     loop: LoopState, settings: LoopSettings, roles: list[str], chat: Mapping[str, object]
 ) -> list[AgentRequest]:

@@ -26,8 +26,11 @@ from pytest_fwloop.procs.sandbox import bwrap_argv
 from pytest_fwloop.procs.supervision import run_logged
 
 if TYPE_CHECKING:
+    import threading
+    from collections.abc import Mapping
     from pathlib import Path
 
+    from pytest_fwloop.config.settings import LoopSettings
     from pytest_fwloop.procs.supervision import ProcessResult
 
 #: Diagnostics kept from a failed build for the coder.
@@ -104,20 +107,11 @@ class BuildStep:
         return self._failed_build(current, pre_patch, result, log, evidence)
 
     def _run(self, command: list[str] | str, log: Path) -> ProcessResult:
-        """A build command (the build, or its clean) as configured: in the sandbox if one is
-        set, through /bin/sh if it is a shell line; OSError if it cannot start."""
-        sandbox = self.services.settings.build_sandbox
-        root = self.services.settings.rootdir
-        coverage = build_variables(self.services.settings.options.c_coverage)
-        return run_logged(
-            command if sandbox is None else bwrap_argv(sandbox, command, root),
-            cwd=root,
-            log_path=log,
-            timeout=self.services.settings.options.build_timeout,
-            abort=self.services.abort,
-            env={**os.environ, **coverage} if coverage else None,
-            shell=sandbox is None and isinstance(command, str),
-        )
+        """A build command (the build, or its clean) in the tree, with the counting build's
+        variables when one is asked for; OSError if it cannot start."""
+        settings = self.services.settings
+        coverage = build_variables(settings.options.c_coverage)
+        return run_build(settings, self.services.abort, command, settings.rootdir, log, coverage)
 
     def _failed_build(
         self,
@@ -258,6 +252,29 @@ class BuildStep:
             ],
             note="patch rolled back: its build changed protected files",
         )
+
+
+def run_build(
+    settings: LoopSettings,
+    abort: threading.Event,
+    command: list[str] | str,
+    root: Path,
+    log: Path,
+    variables: Mapping[str, str] | None = None,
+) -> ProcessResult:
+    """A build command as configured, in tree `root` (the user's, or a candidate's scratch
+    tree): in the sandbox if one is set, through /bin/sh if it is a shell line; OSError if it
+    cannot start."""
+    sandbox = settings.build_sandbox
+    return run_logged(
+        command if sandbox is None else bwrap_argv(sandbox, command, root),
+        cwd=root,
+        log_path=log,
+        timeout=settings.options.build_timeout,
+        abort=abort,
+        env={**os.environ, **variables} if variables else None,
+        shell=sandbox is None and isinstance(command, str),
+    )
 
 
 def _checked(step: Step, checked: PrecheckReport) -> Step:

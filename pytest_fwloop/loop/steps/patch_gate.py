@@ -42,6 +42,9 @@ class PatchGate:
     tried: list[tuple[int, str]] = field(default_factory=list)
     repeat_told: bool = False
     review_path: Path | None = None
+    #: The last approved patch's review and the risk the gate summed for it (K candidates
+    #: are ranked by it, DESIGN.md §19).
+    approved: tuple[ReviewerAnswer, float] | None = None
 
     def judge(
         self,
@@ -95,9 +98,9 @@ class PatchGate:
                 "review panel" if said else "reviewer",
             )
             if refusal is None:
-                return self._approve(
-                    answer, current, review, raised_risk(review.risk, risky)[1], said
-                )
+                total, shown = raised_risk(review.risk, risky)
+                self.approved = (review, float(total))
+                return self._approve(answer, current, review, shown, said)
             refusal = _naming(refusal, said)
         return self._refuse(refusal, patch, current, repeat is not None)
 
@@ -149,13 +152,7 @@ class PatchGate:
     ) -> Verdict:
         """`risk`: the patch's risk as the gate summed it (the reviewer's, or the panel's highest,
         raised by risky code); `said`: the panel's line for the trace, empty for one reviewer."""
-        current.patch = answer.patch
-        folder = self.services.recorder.relative(self.services.recorder.round_path(current.number))
-        self.review_path = self.services.recorder.write_json(
-            f"{folder}/review.json", review.model_dump(mode="json")
-        )
-        files = sorted({c.new_path or c.old_path or "" for c in parse_patch(answer.patch)})
-        current.patch_summary = f"{answer.summary[:200]} [{', '.join(files)}]"
+        self.adopt(answer, current, review)
         bound = f"{risk} <= {written(self.services.settings.options.max_risk)}"
         if said:
             return Verdict(
@@ -167,6 +164,16 @@ class PatchGate:
         return Verdict(
             Step(LoopEvent.PATCH_APPROVED, f"policy passed; reviewer approved (risk {bound})")
         )
+
+    def adopt(self, answer: CoderAnswer, current: Iteration, review: ReviewerAnswer) -> None:
+        """Make an approved answer the iteration's patch, its review the one the tests see."""
+        current.patch = answer.patch
+        folder = self.services.recorder.relative(self.services.recorder.round_path(current.number))
+        self.review_path = self.services.recorder.write_json(
+            f"{folder}/review.json", review.model_dump(mode="json")
+        )
+        files = sorted({c.new_path or c.old_path or "" for c in parse_patch(answer.patch)})
+        current.patch_summary = f"{answer.summary[:200]} [{', '.join(files)}]"
 
     def _refuse(self, refusal: Refusal, patch: str, current: Iteration, repeat: bool) -> Verdict:
         if refusal.recorded_as is not None:
