@@ -293,7 +293,7 @@ def test_failing_test_code_strips_parameters_and_is_bounded() -> None:
 
 
 def test_the_reviewer_gets_the_whole_functions_a_patch_changes_and_no_neighbours() -> None:
-    from pytest_fwloop.loop.request.localization import changed_functions
+    from pytest_fwloop.codemap.changed_functions import changed_functions
 
     fixed = CRC8_C.replace("0xFFu", "0x00u").replace(
         "crc ^= data[i];", "crc ^= data[i];\n        crc = step(crc);"

@@ -8,7 +8,6 @@ sends.
 
 from __future__ import annotations
 
-import difflib
 import sqlite3
 import subprocess
 import time
@@ -17,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_fwloop.codemap.build_inputs import BuildInputs
+from pytest_fwloop.codemap.changed_functions import changed_functions
 from pytest_fwloop.codemap.index import INDEX_NAME, CodeIndex
-from pytest_fwloop.codemap.parse import language_of, parse_source
-from pytest_fwloop.core.change.lines import text_lines
+from pytest_fwloop.codemap.parse import language_of
 from pytest_fwloop.core.change.unified_diff import PatchParseError, parse_patch, touched_paths
 from pytest_fwloop.core.gate.policy import PatchPolicy, path_violations
 from pytest_fwloop.core.machine.substates import SubState
@@ -416,55 +415,6 @@ def _index_order(files: Mapping[str, str], built: BuildFiles | None) -> dict[str
     return {**kept, **{p: files[p] for p in later}}
 
 
-def changed_functions(path: str, old_text: str, new_text: str) -> list[PatchFunction]:
-    """Pairs of (before, after) symbols holding the lines the patch changes, as a line diff of
-    the two texts finds them (context lines do not count)."""
-    old = parse_source(path, old_text.encode()) if old_text else None
-    new = parse_source(path, new_text.encode()) if new_text else None
-    old_lines, new_lines = text_lines(old_text), text_lines(new_text)
-    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
-    found: dict[str, PatchFunction] = {}
-    for tag, old_low, old_high, new_low, new_high in matcher.get_opcodes():
-        if tag == "equal":
-            continue
-        before = _overlapping(old, old_lines, old_low + 1, old_high - old_low)
-        after = _overlapping(new, new_lines, new_low + 1, new_high - new_low)
-        for name in dict.fromkeys([*before, *after]):
-            if name in found:
-                continue
-            b_line, b_text = before.get(name, (0, ""))
-            a_line, a_text = after.get(name, (0, ""))
-            found[name] = PatchFunction(
-                path=path,
-                symbol=name,
-                before_line=b_line,
-                before=b_text,
-                after_line=a_line,
-                after=a_text,
-            )
-    return list(found.values())
-
-
-def _overlapping(
-    file: FileSymbols | None, lines: Sequence[str], start: int, count: int
-) -> dict[str, tuple[int, str]]:
-    """The innermost symbols of `file` holding lines start..start+count-1 (an insertion,
-    count 0, is held by the symbol around it); a window of lines where none does."""
-    if file is None or not lines:
-        return {}
-    end = start + max(count, 1) - 1
-    spans = file.innermost_over(start, end)
-    if not spans:
-        low, high = max(start - 5, 1), min(end + 5, len(lines))
-        return {f"lines {low}-{high}": (low, "".join(f"{x}\n" for x in lines[low - 1 : high]))}
-    return {
-        s.name: (s.start_line, "".join(f"{x}\n" for x in lines[s.start_line - 1 : s.end_line]))
-        for s in spans
-    }
-
-
-#: What a localization may meet that leaves the request as it was: an unreadable store, git
-#: refusing the snapshot, a file the parser chokes on. The coder is asked all the same.
 _LOCALIZATION_ERRORS = (WorkspaceError, OSError, sqlite3.Error, ValueError, RecursionError)
 
 
