@@ -222,14 +222,15 @@ def snapshots(root: Path) -> str:
     )
 
 
-def loop_run(root: Path, coder: Path) -> dict[str, object]:
+def loop_run(root: Path, coder: str, python: str = sys.executable) -> dict[str, object]:
+    """`pytest --fwloop` in `root` with the coder `coder` (a provider spec), measured."""
     argv = [
-        sys.executable,
+        python,
         "-m",
         "pytest",
         "--fwloop",
-        "--max-iter=6",
-        f"--fwloop-coder=command:{coder}",
+        "--max-iter=8",
+        f"--fwloop-coder={coder}",
         "--fwloop-reviewer=rules",
         "--fwloop-mode=ci",
     ]
@@ -268,6 +269,19 @@ def loop_run(root: Path, coder: Path) -> dict[str, object]:
     }
 
 
+def show(figures: dict[str, object]) -> None:
+    """The loop's figures, a line each; its output's tail when it did not succeed."""
+    tail = figures.pop("tail")
+    for name, value in figures.items():
+        if isinstance(value, list):
+            value = ", ".join(f"{v:.2f}" for v in value)
+        print(
+            f"loop: {name}: {value:.2f}" if isinstance(value, float) else f"loop: {name}: {value}"
+        )
+    if figures["outcome"] != "success":
+        print(tail)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=30_000)
@@ -303,17 +317,8 @@ def main() -> None:
         coder = scratch / "coder.py"
         coder.write_text(f"#!{sys.executable}\n" + CODER.format(bugs=list(BUGS)))
         coder.chmod(0o755)
-        figures = loop_run(root, coder)
-        tail = figures.pop("tail")
-        for name, value in figures.items():
-            shown = ", ".join(f"{v:.2f}" for v in value) if isinstance(value, list) else value
-            print(
-                f"loop: {name}: {shown:.2f}"
-                if isinstance(shown, float)
-                else f"loop: {name}: {shown}"
-            )
-        if figures["outcome"] != "success":
-            print(tail)
+        figures = loop_run(root, f"command:{coder}")
+        show(figures)
     finally:
         if not args.workdir:
             shutil.rmtree(scratch, ignore_errors=True)

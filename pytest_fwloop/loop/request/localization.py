@@ -61,7 +61,7 @@ _FILES_READ = 48
 #: of 30,000 files is indexed over several requests, never all before the first (issue 44).
 PARSE_SECONDS = 5.0
 #: The same for each later request of a run, which must stay quick after a patch.
-LATER_PARSE_SECONDS = 0.5
+LATER_PARSE_SECONDS = 0.3
 #: Files in a tree from which, when the build has a file list, unbuilt C is never indexed.
 BIG_TREE = 5000
 #: Files the frames point into whose lines are read for the names they call.

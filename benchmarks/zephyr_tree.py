@@ -1,0 +1,193 @@
+"""The loop on a real Zephyr tree with one of Zephyr's own pytest-harness samples (issue 44).
+
+    python benchmarks/zephyr_tree.py --zephyr PATH [--board native_sim_64] \
+        [--sample samples/subsys/testsuite/pytest/shell] [--python PYTHON] [--only oracle,standin]
+
+It installs nothing. PATH is a Zephyr tree that is a git checkout with its sources committed,
+`ZEPHYR_BASE` pointing at it, `ZEPHYR_TOOLCHAIN_VARIANT=host` for native_sim (or `gnuarmemb` for
+QEMU), and PYTHON an interpreter holding pytest-fwloop, Zephyr's pytest-twister-harness and
+`scripts/requirements-base.txt` (benchmarks/README.md says how this machine's was made). It
+configures `build/` for the sample once (CMake, ninja), times the firmware's own build and the
+sample's plain pytest, writes a `pytest.ini` at the tree's top, seeds three bugs in Zephyr's
+shell subsystem (none in the sample) and runs `pytest --fwloop` twice, each time on the seeded
+tree: with an oracle coder that knows the three fixes (a `command:` script), and through
+`openai:` with the stand-in model of `tests/standin_model.py`, which never opens a file and can
+fix a bug only when a request's `sources` show it. Each run's figures come from its own records
+(`big_tree.loop_run`). The tree is left as it was found (`git checkout` of the seeded files).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from big_tree import du_mb, loop_run, show, snapshots, timed
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from standin_model import StandinModel, bugs_of_patch
+
+
+@dataclass(frozen=True)
+class Seed:
+    name: str
+    path: str
+    right: str
+    wrong: str
+
+    def fix(self, root: Path) -> str:
+        """The seeded file's fix as a git diff."""
+        text = (root / self.path).read_text()
+        fixed = text.replace(self.wrong, self.right, 1)
+        return f"diff --git a/{self.path} b/{self.path}\n" + "".join(
+            difflib.unified_diff(
+                text.splitlines(keepends=True),
+                fixed.splitlines(keepends=True),
+                fromfile=f"a/{self.path}",
+                tofile=f"b/{self.path}",
+            )
+        )
+
+
+#: One-line bugs in Zephyr's shell subsystem: the command lookup, the help list, a command table.
+SEEDS = (
+    Seed(
+        "find-cmd",
+        "subsys/shell/shell_utils.c",
+        "\t\tif (strcmp(cmd_str, entry->syntax) == 0) {",
+        "\t\tif (strcmp(cmd_str, entry->syntax) != 0) {",
+    ),
+    Seed(
+        "help-longest",
+        "subsys/shell/shell_help.c",
+        "\tif (longest == 0) {\n\t\treturn;",
+        "\tif (longest != 0) {\n\t\treturn;",
+    ),
+    Seed(
+        "version-entry",
+        "subsys/shell/modules/kernel_service.c",
+        '\tSHELL_CMD(version, NULL, "Kernel version.", cmd_kernel_version),',
+        '\tSHELL_CMD(verison, NULL, "Kernel version.", cmd_kernel_version),',
+    ),
+)
+
+INI = """\
+[pytest]
+testpaths = {sample}/pytest
+addopts = --twister-harness --device-type=native --build-dir=build -p no:cacheprovider
+fwloop_build = ninja -C build
+fwloop_goal = make the shell sample's tests pass
+"""
+
+#: Applies the first seeded bug still in the tree's fix: one a call, in the seeds' order.
+ORACLE = """\
+import json, sys
+json.load(sys.stdin)
+fixes = json.loads({fixes!r})
+from pathlib import Path
+for path, wrong, patch in fixes:
+    if wrong in Path(path).read_text():
+        print(json.dumps({{"analysis": {{"root_cause": path, "hypotheses": [path],
+                                        "confidence": 0.9}}, "patch": patch, "summary": path}}))
+        break
+"""
+
+
+def seed(root: Path) -> list[tuple[Seed, str]]:
+    """Plant every bug; each with its fix."""
+    planted = []
+    for s in SEEDS:
+        path = root / s.path
+        text = path.read_text()
+        if s.right not in text:
+            sys.exit(f"{s.path}: {s.right!r} not found; is this Zephyr 3.4?")
+        path.write_text(text.replace(s.right, s.wrong, 1))
+        planted.append((s, s.fix(root)))
+    return planted
+
+
+def restore(root: Path) -> None:
+    subprocess.run(["git", "checkout", "--", *(s.path for s in SEEDS)], cwd=root, check=True)
+    shutil.rmtree(root / ".fwloop", ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--zephyr", type=Path, required=True)
+    parser.add_argument("--board", default="native_sim_64")
+    parser.add_argument("--sample", default="samples/subsys/testsuite/pytest/shell")
+    parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--only", default="oracle,standin")
+    args = parser.parse_args()
+    root = args.zephyr.resolve()
+    files = subprocess.run(
+        ["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.count("\n")
+    print(f"tree: {root}, {files} files; board {args.board}; sample {args.sample}")
+    if not (root / "build" / "build.ninja").exists():
+        configure = [
+            "cmake", "-S", args.sample, "-B", "build", "-GNinja", f"-DBOARD={args.board}",
+            "-DCONFIG_NATIVE_UART_0_ON_STDINOUT=y",
+        ]  # fmt: skip
+        print(f"configure: {timed(configure, root):.1f} s")
+    shutil.rmtree(root / "build" / "zephyr", ignore_errors=True)
+    subprocess.run(["ninja", "-C", "build", "-t", "clean"], cwd=root, capture_output=True)
+    cold = timed(["ninja", "-j2", "-C", "build"], root)
+    module = root / SEEDS[0].path
+    module.write_text(module.read_text() + "\n")
+    one_file = timed(["ninja", "-j2", "-C", "build"], root)
+    restore(root)
+    timed(["ninja", "-j2", "-C", "build"], root)
+    (root / "pytest.ini").write_text(INI.format(sample=args.sample))
+    try:
+        plain = timed([args.python, "-m", "pytest", "-q"], root)
+        print(
+            f"firmware: cold build {cold:.1f} s, one-file rebuild {one_file:.2f} s, the sample's "
+            f"plain pytest {plain:.1f} s (green); build output {du_mb(root / 'build'):.1f} MB"
+        )
+        print(snapshots(root))
+        for way in args.only.split(","):
+            planted = seed(root)
+            timed(["ninja", "-j2", "-C", "build"], root)
+            started = time.perf_counter()
+            if way == "oracle":
+                oracle = root.parent / "zephyr-oracle.py"
+                fixes = [(s.path, s.wrong, patch) for s, patch in planted]
+                oracle.write_text(f"#!{args.python}\n" + ORACLE.format(fixes=json.dumps(fixes)))
+                oracle.chmod(0o755)
+                figures = loop_run(root, f"command:{oracle}", args.python)
+            else:
+                bugs = [b for s, patch in planted for b in bugs_of_patch(patch, s.name)]
+                with StandinModel(bugs) as model:
+                    figures = loop_run(root, model.spec, args.python)
+                    figures["bugs seen by the model"] = sorted(
+                        {b for s in model.seen for b in s.visible}
+                    )
+            print(f"== {way} ({time.perf_counter() - started:.0f} s)")
+            show(figures)
+            final = sorted((root / ".fwloop" / "runs").iterdir())[-1] / "final.patch"
+            if final.exists():
+                text = final.read_text()
+                exact = all(
+                    f"-{s.wrong.splitlines()[0]}\n" in text
+                    and f"+{s.right.splitlines()[0]}\n" in text
+                    for s, _ in planted
+                )
+                print(f"final.patch: {'the three fixes' if exact else 'not the three fixes'}")
+                after = subprocess.run([args.python, "-m", "pytest", "-q"], cwd=root, check=False)
+                print(f"plain pytest after the run: exit {after.returncode}")
+            restore(root)
+            timed(["ninja", "-j2", "-C", "build"], root)
+    finally:
+        restore(root)
+        (root / "pytest.ini").unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    main()
