@@ -274,7 +274,7 @@ def show(figures: dict[str, object]) -> None:
     tail = figures.pop("tail")
     for name, value in figures.items():
         if isinstance(value, list):
-            value = ", ".join(f"{v:.2f}" for v in value)
+            value = ", ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in value)
         print(
             f"loop: {name}: {value:.2f}" if isinstance(value, float) else f"loop: {name}: {value}"
         )

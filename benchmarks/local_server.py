@@ -92,6 +92,11 @@ def run_example(args: argparse.Namespace, name: str) -> None:
             )
             for line in call["stderr_tail"].splitlines():
                 print(f"    {line[:300]}")
+            for turn in json.loads(tools.read_text()) if tools.exists() else []:
+                print(
+                    f"    tool {turn['name']}({turn['arguments'][:120]})"
+                    f"{' refused' if turn.get('refused') else ''}: {str(turn['result'])[:160]!r}"
+                )
         print()
 
 

@@ -13,7 +13,8 @@ shell subsystem (none in the sample) and runs `pytest --fwloop` twice, each time
 tree: with an oracle coder that knows the three fixes (a `command:` script), and through
 `openai:` with the stand-in model of `tests/standin_model.py`, which never opens a file and can
 fix a bug only when a request's `sources` show it. Each run's figures come from its own records
-(`big_tree.loop_run`). The tree is left as it was found (`git checkout` of the seeded files).
+(`big_tree.loop_run`); its run directory is copied to `PATH/../zephyr-runs/<way>`. The tree is
+left as it was found (`git checkout` of the seeded files).
 """
 
 from __future__ import annotations
@@ -182,6 +183,10 @@ def main() -> None:
                 print(f"final.patch: {'the three fixes' if exact else 'not the three fixes'}")
                 after = subprocess.run([args.python, "-m", "pytest", "-q"], cwd=root, check=False)
                 print(f"plain pytest after the run: exit {after.returncode}")
+            kept = root.parent / "zephyr-runs" / way
+            shutil.rmtree(kept, ignore_errors=True)
+            shutil.copytree(root / ".fwloop" / "runs", kept)
+            print(f"records kept in {kept}")
             restore(root)
             timed(["ninja", "-j2", "-C", "build"], root)
     finally:
