@@ -29,7 +29,7 @@ from pytest_fwloop.core.request.ranking import TreeMap, rank
 from pytest_fwloop.core.request.source_pack import repo_map
 from pytest_fwloop.core.suite.results import TestRecord
 from pytest_fwloop.loop.request import localization
-from pytest_fwloop.loop.request.localization import Localizer
+from pytest_fwloop.loop.request.localization import Localization, Localizer
 from pytest_fwloop.workspace import DEFAULT_PROTECTED, Workspace
 
 #: The same handler in the board the build compiles and in one it does not.
@@ -138,6 +138,24 @@ def _board_tree(root: Path) -> None:
         (root / path).write_text(text)
 
 
+def _localizer(root: Path) -> Localizer:
+    workspace = Workspace(root)
+    workspace.take_baseline("built")
+    policy = PatchPolicy(protected=DEFAULT_PROTECTED)
+    return Localizer(workspace, 8192, lambda text: text, lambda: policy)
+
+
+def _first_request(
+    localizer: Localizer, root: Path, failure: TestRecord
+) -> tuple[AgentRequest, Localization]:
+    """The coder's first request for `failure`, the workspace closed after it."""
+    try:
+        request = AgentRequest(role="coder", iteration=1, goal="g", workspace=str(root))
+        return localizer.coder_request(request, [failure], [])
+    finally:
+        localizer.workspace.close(keep_tree=True)
+
+
 @pytest.mark.skipif(shutil.which("make") is None or shutil.which("cc") is None, reason="no cc")
 def test_a_make_build_s_depfiles_are_its_list_and_the_trace_counts_them(tmp_path: Path) -> None:
     root = tmp_path / "tree"
@@ -157,15 +175,8 @@ def test_a_make_build_s_depfiles_are_its_list_and_the_trace_counts_them(tmp_path
         phase="call",
         longrepr="AssertionError: crc8 01 gave crc8 00",
     )
-    workspace = Workspace(root)
-    workspace.take_baseline("built")
-    policy = PatchPolicy(protected=DEFAULT_PROTECTED)
-    localizer = Localizer(workspace, 8192, lambda text: text, lambda: policy)
-    try:
-        request = AgentRequest(role="coder", iteration=1, goal="g", workspace=str(root))
-        done, report = localizer.coder_request(request, [failure], [])
-    finally:
-        workspace.close(keep_tree=True)
+    localizer = _localizer(root)
+    done, report = _first_request(localizer, root, failure)
     assert report.build == "the build uses 2 of the tree's 3 C/C++ file(s) (1 depfile(s))"
     paths = [chunk.path for chunk in done.sources]
     assert paths.index("boards/a/commands.c") < paths.index("boards/b/commands.c")
@@ -187,15 +198,8 @@ def test_with_no_time_to_spare_the_index_reads_what_the_build_compiles_first(
     failure = TestRecord(
         nodeid="tests/test_c.py::test_crc8", outcome="failed", phase="call", longrepr="crc8 01"
     )
-    workspace = Workspace(root)
-    workspace.take_baseline("built")
-    policy = PatchPolicy(protected=DEFAULT_PROTECTED)
-    localizer = Localizer(workspace, 8192, lambda text: text, lambda: policy)
-    try:
-        request = AgentRequest(role="coder", iteration=1, goal="g", workspace=str(root))
-        done, _ = localizer.coder_request(request, [failure], [])
-    finally:
-        workspace.close(keep_tree=True)
+    localizer = _localizer(root)
+    done, _ = _first_request(localizer, root, failure)
     assert "boards/a/commands.c" in {chunk.path for chunk in done.sources}
     assert "boards/b/commands.c" not in {chunk.path for chunk in done.sources}
     assert localizer.index.unread == 2  # the unbuilt C and the Makefile: for later requests
