@@ -111,21 +111,28 @@ def test_search_is_literal_and_capped(tree: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "arguments"),
+    ("name", "arguments", "says"),
     [
-        ("nonexistent_tool", "{}"),
-        ("read_file", "not json"),
-        ("read_file", '{"path": "src/crc8.c", "extra": 1}'),
-        ("read_file", '{"path": 3}'),
-        ("read_file", '{"path": "src/crc8.c", "start_line": -4}'),
+        ("nonexistent_tool", "{}", "the tools are read_file"),
+        ("read_file", "not json", "not JSON"),
+        ("read_file", '{"path": "src/crc8.c", "extra": 1}', "extra: Extra inputs"),
+        ("read_file", '{"path": 3}', "path: Input should be a valid string"),
+        ("read_file", '{"path": "src/crc8.c", "start_line": -4}', "start_line: Input should be"),
+        (
+            "read_file",
+            '{"path": "a.c", "start_line": 0, "end_line": 13}',
+            "greater than or equal to 1",
+        ),
     ],
 )
 def test_a_bad_call_is_refused_with_a_reason_the_model_can_act_on(
-    tree: Path, name: str, arguments: str
+    tree: Path, name: str, arguments: str, says: str
 ) -> None:
     result = run_tool(ToolReader(tree), name, arguments, 4096)
     assert result.refused
     assert result.text.startswith("error: ")
+    assert says in result.text
+    assert "_ReadFile" not in result.text  # our type's name tells a model nothing
     assert len(result.text) < 400
 
 

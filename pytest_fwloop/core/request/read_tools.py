@@ -156,9 +156,15 @@ def run_tool(reader: TreeReader, name: str, arguments: str, room: int) -> ToolRe
         return _refused(name, arguments, f"no tool named {name[:60]!r}; the tools are {known}")
     try:
         parsed = model.model_validate(json.loads(arguments or "{}"))
-    except (ValueError, ValidationError) as exc:
+    except ValidationError as exc:
+        # What the model can act on: the argument and what is wrong with it, not our types.
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"]) or "the arguments"
+        why = f"{where}: {error['msg']}"[:200]
+        return _refused(name, arguments, f"the arguments are not valid for {name}: {why}")
+    except ValueError as exc:
         first = str(exc).splitlines()[0][:200]
-        return _refused(name, arguments, f"the arguments are not valid for {name}: {first}")
+        return _refused(name, arguments, f"the arguments are not JSON for {name}: {first}")
     path = str(getattr(parsed, "path", "."))
     refusal = path_refusal(path)
     if refusal is not None:
