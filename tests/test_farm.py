@@ -245,8 +245,9 @@ def test_a_sigkilled_loop_leaves_no_lock_and_the_queue_goes_on(farm: Farm, tmp_p
     _no_board_shared(_sessions(log))
     assert farm.idle(), (farm.who(), farm.reservations())
     # The killed loop's tree: its next start recovers it, and the loop converges (its scripted
-    # coder starts its answers over, as a new run's would).
-    (tmp_path / "loop1-agent.requests.jsonl").unlink()
+    # coder starts its answers over, as a new run's would). The kill may come before the loop's
+    # first coder call, which leaves no requests to forget.
+    (tmp_path / "loop1-agent.requests.jsonl").unlink(missing_ok=True)
     again = _loop(roots[0], farm, log)
     output = again.communicate(timeout=600)[0]
     assert again.returncode == 0, output
