@@ -337,10 +337,9 @@ def test_a_forked_child_imports_the_patched_code_afresh_and_starts_as_a_spawned_
     project.write("tests/conftest.py", PROBE_CONFTEST)
 
     forked = _repair(project, "coder_a")
-    # The baseline and its two flaky reruns of the failures, the spectrum run before the first
-    # coder call (issue 41: the baseline records none), then a child per patch: the first patch
-    # fixed add.
-    assert [c["calc_add_2_3"] for c in forked] == [-1, -1, -1, -1, 5, 5, 5]
+    # The baseline and its two flaky reruns of the failures (the last records the spectrum the
+    # first coder call needs, issue 41), then a child per patch: the first patch fixed add.
+    assert [c["calc_add_2_3"] for c in forked] == [-1, -1, -1, 5, 5, 5]
     assert all(c["forked"] and c["conftest_imported_here"] for c in forked), forked
     assert all(c["holds"] == [] for c in forked), forked  # no lock, registry, watchdog pipe
 

@@ -345,11 +345,12 @@ def test_focus_runs_what_failed_then_the_whole_suite_as_the_gate(kit: Controller
     kit.build("ok ok bug bug", "fwloop_max_iter = 6")
     assert kit.run() is Outcome.SUCCESS
     summary = kit.summary()
-    # The baseline: 4 tests + its 2 failures rerun twice as flaky candidates. Iteration 2 first
-    # records the baseline's failures' lines (with the 2 passing tests), as the baseline did
-    # not; its focus run records its own, so iteration 3 needs no spectrum run.
-    assert summary["executed_counts"] == [8, 4 + 2, 2 + 4, 2]
-    assert kit.child.executed == [4, 2, 2, 4, 2, 2, 4, 2]
+    # The baseline: 4 tests + its 2 failures rerun twice as flaky candidates, the last rerun
+    # with the 2 passing tests beside them, recording the lines each ran (the baseline did
+    # not), so iteration 2 needs no spectrum run; its focus run records its own, so iteration
+    # 3 needs none either.
+    assert summary["executed_counts"] == [4 + 2 + 4, 2, 2 + 4, 2]
+    assert kit.child.executed == [4, 2, 4, 2, 2, 4, 2]
     # Convergence saw whole-suite counts every time.
     assert summary["total_counts"] == [4, 4, 4, 4]
     assert summary["pass_counts"] == [2, 3, 4, 4]
@@ -371,9 +372,9 @@ def test_focus_off_runs_the_whole_suite_every_iteration(kit: ControllerKit) -> N
     ]
     kit.build("ok ok bug bug", "fwloop_max_iter = 6", "fwloop_focus = off")
     assert kit.run() is Outcome.SUCCESS
-    # Iteration 2: the spectrum run (the baseline recorded none), then its whole suite, which
-    # records the lines itself, as a patch's own run.
-    assert kit.summary()["executed_counts"] == [8, 4 + 4, 4, 4]
+    # The baseline's last flaky rerun runs the 2 passing tests too, recording the lines (the
+    # baseline recorded none); iteration 2's whole suite records its own, as a patch's run.
+    assert kit.summary()["executed_counts"] == [4 + 2 + 4, 4, 4, 4]
     assert not any(t["carried"] for t in _results(kit, 2).values())
 
 

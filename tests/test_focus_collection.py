@@ -53,7 +53,8 @@ def pytest_collection_finish(session):
     if select:
         with open("collected-from.log", "a") as log:
             for arg in session.config.args:
-                log.write(os.path.basename(select) + " " + os.path.relpath(arg) + "\\n")
+                name = os.path.join(*select.split(os.sep)[-2:])
+                log.write(name + " " + os.path.relpath(arg) + "\\n")
 """
 #: A conftest beside the selected tests: logs each selective child that loads it.
 BESIDE = """\
@@ -74,14 +75,21 @@ def focus_run(project: LoopProject, *files: tuple[str, str]) -> list[str]:
     coder = project.agent("coder", [coder_answer(p) for p in calc_fix_patches()])
     result = project.run(f"--fwloop-coder={coder.spec}", "--fwloop-reviewer=rules")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    return collected(project, spectrum_run=False)
+    return collected(project, sampling=False)
 
 
-def collected(project: LoopProject, spectrum_run: bool) -> list[str]:
-    """The paths the selective children collected from: the spectrum runs', or the others'."""
+def collected(project: LoopProject, sampling: bool) -> list[str]:
+    """The paths the selective children collected from: those of the children that ran a
+    sample of the passing tests to record a spectrum (the baseline's last flaky rerun, a
+    spectrum run), or the others'."""
     lines = (project.root / "collected-from.log").read_text().splitlines()
     runs = [line.split(" ", 1) for line in lines]
-    return sorted({path for name, path in runs if name.startswith("spectrum-run") is spectrum_run})
+    return sorted({path for name, path in runs if _samples(name) is sampling})
+
+
+def _samples(select: str) -> bool:
+    """Whether the child given `select` (`NN/name`) ran a sample of the passing tests."""
+    return select == "01/flaky-2-select.txt" or "/spectrum-run" in select
 
 
 def trace(project: LoopProject) -> str:
@@ -92,8 +100,9 @@ def trace(project: LoopProject) -> str:
 def test_a_focused_child_collects_only_the_selected_tests_files(project: LoopProject) -> None:
     # Not `testpaths` (tests, which holds tests/other/test_other.py): the selected file.
     assert focus_run(project) == ["tests/test_calc.py"]
-    # The spectrum run before the first coder call selects passing tests of both files.
-    assert collected(project, spectrum_run=True) == [
+    # The baseline's last flaky rerun records the spectrum: beside the failures it selects
+    # passing tests of both files.
+    assert collected(project, sampling=True) == [
         "tests/other/test_other.py",
         "tests/test_calc.py",
     ]

@@ -99,8 +99,11 @@ def test_a_run_with_failures_loads_them_when_the_coder_is_asked(
     result = project.run(f"--fwloop-coder={coder.spec}", "--fwloop-reviewer=rules")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     first, *later = probed(project, "controller")
-    assert coder_only(first) == []  # the baseline's end: no coder asked yet
+    # The baseline's end: no coder asked yet; its last flaky rerun chose the passing tests
+    # that recorded the spectrum beside its failures.
+    assert coder_only(first) == ["pytest_fwloop.core.request.spectrum_sample"]
     assert "pytest_fwloop.loop.request.localization" in later[0]
     assert "pytest_fwloop.loop.request.spectrum_files" in later[0]
     [run_dir] = project.run_dirs()
-    assert list(run_dir.glob("rounds/02/spectrum-run-1.json"))
+    assert list(run_dir.glob("rounds/01/spectrum-flaky-2.json"))
+    assert not list(run_dir.glob("rounds/*/spectrum-run-*.json"))  # none was due

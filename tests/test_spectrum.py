@@ -11,12 +11,22 @@ from pathlib import Path
 import pytest
 
 from pytest_fwloop.codemap.parse import parse_source
+from pytest_fwloop.core.records.nodeids import COMMAND_NODEID_PREFIX
 from pytest_fwloop.core.request.code_symbols import FileSymbols
 from pytest_fwloop.core.request.failure_evidence import FailureText, gather_evidence
 from pytest_fwloop.core.request.ochiai import Spectrum, overlaid, read_spectrum, suspicious_lines
 from pytest_fwloop.core.request.ranking import TreeMap, _wraps, rank
-from pytest_fwloop.core.request.spectrum_sample import MAX_FAILING, MAX_PASSING, spectrum_selection
-from pytest_fwloop.loop.request.spectrum_files import SpectrumReader, measured_on_tree
+from pytest_fwloop.core.request.spectrum_sample import (
+    MAX_FAILING,
+    MAX_PASSING,
+    passing_sample,
+    spectrum_selection,
+)
+from pytest_fwloop.loop.request.spectrum_files import (
+    SpectrumReader,
+    measured_on_tree,
+    recorded_in,
+)
 
 CALC = """\
 def double(x):
@@ -259,6 +269,10 @@ def test_the_spectrum_run_measures_failures_and_an_even_sample_only_when_due() -
     ]
     many = [f"t.py::f{i}" for i in range(500)]
     assert spectrum_selection(many, [], set()) == many[:MAX_FAILING]
+    # A flaky rerun runs every failure; its sample leaves them and the tester's commands out.
+    command = f"{COMMAND_NODEID_PREFIX}make check"
+    assert passing_sample(many, [*many[:3], command, *passing[:2]]) == passing[:2]
+    assert len(passing_sample(many, passing)) == MAX_PASSING
 
 
 def test_only_the_trees_own_recordings_count_as_measured(tmp_path: Path) -> None:
@@ -281,6 +295,36 @@ def test_only_the_trees_own_recordings_count_as_measured(tmp_path: Path) -> None
     assert measured_on_tree(rounds, 3) == {"t::a", "t::b"}
     spectrum("03/spectrum-run-1.json", ["t::c"])
     assert measured_on_tree(rounds, 3) == {"t::a", "t::b", "t::c"}
+    # The baseline's last flaky rerun measured its failures on the tree iteration 2 starts from.
+    spectrum("01/spectrum-flaky-2.json", ["t::f"])
+    assert measured_on_tree(rounds, 2) == {"t::old", "t::f"}
+
+
+def test_a_traced_flaky_rerun_is_read_after_the_run_it_reruns(tmp_path: Path) -> None:
+    """A focus run that recorded, then the gate (recording none) whose last flaky rerun did:
+    the reader takes them in that order, each with its own outcomes."""
+    folder = tmp_path / "02"
+    folder.mkdir()
+    for name in (
+        "spectrum-flaky-2-2.json",
+        "spectrum-flaky-2-2.gw0.json",
+        "spectrum-1.json",
+        "spectrum-run-1.json",
+    ):
+        (folder / name).write_text("{}")
+    assert [(r.name, [f.name for f in files]) for r, files in recorded_in(folder)] == [
+        ("results-1.json", ["spectrum-1.json"]),
+        ("flaky-2-2-results.json", ["spectrum-flaky-2-2.gw0.json", "spectrum-flaky-2-2.json"]),
+    ]
+    (folder / "spectrum-flaky-2.json").write_text("{}")  # the focus run's own: read before
+    assert [r.name for r, _ in recorded_in(folder)] == [
+        "results-1.json",
+        "flaky-2-results.json",
+        "flaky-2-2-results.json",
+    ]
+    assert [r.name for r, _ in recorded_in(folder, spectrum_runs=True)] == [
+        "spectrum-run-1-results.json"
+    ]
 
 
 def test_the_reader_puts_a_rounds_spectrum_run_before_its_test_run(tmp_path: Path) -> None:

@@ -306,12 +306,12 @@ def test_a_regression_the_focus_hides_is_caught_by_the_gate(project: LoopProject
         "5": "passed",
     }
     assert summary["regressions"] == {"3": add}
-    # Baseline 6 + its 3 failures rerun twice; the spectrum run before the first coder call
-    # (its 3 failures and a sample of 3 passing, issue 41) + the focus on those 3; the focus
-    # again (all pass) + the gate 6 + add's 2 new failures rerun twice; a spectrum run for the
-    # gate's regressions (3 failing, 3 passing) + the focus on the 5 that ever failed + the
-    # gate 6; the confirmation reruns those 5.
-    assert summary["executed_counts"] == [12, 6 + 3, 3 + 6 + 4, 6 + 5 + 6, 5]
+    # Baseline 6 + its 3 failures rerun twice, the last with a sample of the 3 passing (it
+    # records the spectrum, issue 41); the focus on those 3; the focus again (all pass) + the
+    # gate 6 + add's 2 new failures rerun twice, the last with the gate's 4 passing; the focus
+    # on the 5 that ever failed + the gate 6 (no spectrum run: the reruns recorded); the
+    # confirmation reruns those 5.
+    assert summary["executed_counts"] == [6 + 3 + 6, 3, 3 + 6 + 2 + 6, 5 + 6, 5]
     run_dir = project.run_dirs()[0]
     second = json.loads((run_dir / "rounds" / "02" / "results.json").read_text())["tests"]
     assert {t["nodeid"] for t in second if t["carried"]} == {

@@ -386,6 +386,16 @@ _ROUND_FILES: tuple[tuple[str, str], ...] = (
         "the K-th flaky rerun of the first run's new failures (`flaky-2-K…` for the second run)",
     ),
     (
+        "`spectrum-flaky-K.json`",
+        (
+            "the lines each test of the last flaky rerun ran, when the run it reruns recorded "
+            "none (the baseline's, a gate's): its failures and an even sample of the passing "
+            "tests, whose outcomes are in `flaky-K-results.json` and count only for the "
+            "ranking (docs/providers.md, the spectrum); C spectra and workers' files beside it "
+            "as for `spectrum-K.json`"
+        ),
+    ),
+    (
         "`results.json`",
         (
             "the iteration's structured per-test results (`IterationResults`): the run that "

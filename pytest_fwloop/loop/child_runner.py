@@ -361,10 +361,14 @@ class ChildRunner:
         attempt: Attempt,
         previous: IterationResults | None,
         run: Callable[[list[str], Path], ProcessResult],
+        trace: bool = False,
     ) -> tuple[Reruns, str]:
         """Rerun the attempt's new failures up to `fwloop_flaky_reruns` times with no code change
-        (`flaky-K.log`, `flaky-K-results.json`, `flaky-2-K…` for a second attempt): what the
-        reruns found, and a note."""
+        (`flaky-K.log`, `flaky-K-select.txt`, `flaky-K-results.json`, `flaky-2-K…` for a second
+        attempt): what the reruns found, and a note. With `trace` (an attempt that recorded no
+        spectrum), the last rerun allowed also runs a sample of the attempt's passing tests and
+        records which lines each test ran (`spectrum-flaky-K.json`): the spectrum the coder's
+        localization needs, in a child that starts anyway (docs/providers.md)."""
         from pytest_fwloop.core.suite.flaky import (  # pydantic: `read_results`
             Reruns,
             rerun_candidates,
@@ -381,18 +385,28 @@ class ChildRunner:
             for nodeid in rerun_candidates(first, previous, str(self.settings.rootdir))
             if nodeid not in known
         ]
-        asked = len(failing)
+        asked, sampled = len(failing), 0
         prefix = "flaky" + attempt.log.stem.removeprefix("pytest")
-        for k in range(1, self.settings.options.flaky_reruns + 1):
+        last = self.settings.options.flaky_reruns
+        for k in range(1, last + 1):
             if not failing:
                 break
+            args: list[str] = []
+            chosen = failing
+            if trace and k == last:
+                from pytest_fwloop.core.request.spectrum_sample import passing_sample
+
+                passing = [t.nodeid for t in first.tests if t.outcome == "passed"]
+                sample = passing_sample(failing, passing)
+                chosen, sampled = [*failing, *sample], len(sample)
+                args = self.spectrum_args(folder / f"spectrum-{prefix}-{k}.json")
             selection = self.recorder.write_text(
                 f"{self.recorder.relative(folder)}/{prefix}-{k}-select.txt",
-                "\n".join(failing) + "\n",
+                "\n".join(chosen) + "\n",
             )
             report = folder / f"{prefix}-{k}-results.json"
             run(
-                [f"{CHILD_REPORT_FLAG}={report}", *self.selection_args(selection)],
+                [f"{CHILD_REPORT_FLAG}={report}", *args, *self.selection_args(selection)],
                 folder / f"{prefix}-{k}.log",
             )
             try:
@@ -402,9 +416,13 @@ class ChildRunner:
             failing = reruns.take(k, failing, rerun)
         if not asked:
             return reruns, ""
-        return reruns, (
-            f"flaky reruns: {asked} new failure(s) rerun, {len(reruns.flaky)} passed (flaky)"
-        )
+        note = f"flaky reruns: {asked} new failure(s) rerun, {len(reruns.flaky)} passed (flaky)"
+        if sampled:
+            note += (
+                f"; the last also ran {sampled} passing test(s), recording the lines each test"
+                " ran for localization"
+            )
+        return reruns, note
 
     def scrub(self, folder: Path) -> None:
         """Redact what the child runs and commands wrote themselves: logs, results, JUnit XML

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
+from pytest_fwloop.core.records.nodeids import COMMAND_NODEID_PREFIX
+
 #: Failing tests one spectrum run measures: beyond these the next ones add little Ochiai can use.
 MAX_FAILING = 100
 #: Passing tests one spectrum run measures: enough that a line most of them run shows it.
@@ -28,9 +30,19 @@ def spectrum_selection(
     if all(test in measured for test in failing):
         return []
     chosen = list(dict.fromkeys(failing))[:MAX_FAILING]
-    ruled_out = set(chosen)
-    others = [test for test in dict.fromkeys(passing) if test not in ruled_out]
-    return chosen + evenly(others, MAX_PASSING)
+    return chosen + passing_sample(chosen, passing)
+
+
+def passing_sample(failing: Collection[str], passing: Sequence[str]) -> list[str]:
+    """The passing tests to measure beside `failing` (which a flaky rerun runs whole, however
+    many): up to `MAX_PASSING`, evenly spread; a tester's command is no test to trace."""
+    ruled_out = set(failing)
+    others = [
+        test
+        for test in dict.fromkeys(passing)
+        if test not in ruled_out and not test.startswith(COMMAND_NODEID_PREFIX)
+    ]
+    return evenly(others, MAX_PASSING)
 
 
 def evenly(items: Sequence[str], count: int) -> list[str]:

@@ -3,10 +3,11 @@
 The edge of `core/request/ochiai.py`: a run that recorded which lines each test ran wrote them
 beside its outcomes, one file per process that ran tests (and the C they ran in
 `*.gcov.json` beside it, when gcov measured it; an attempt's files are joined): a patch's test run
-`rounds/NN/spectrum-K.json` (with `results-K.json`), the spectrum run before a coder call
-`rounds/NN/spectrum-run-K.json` (with `spectrum-run-K-results.json`; it comes before its round's
-test run). Read oldest first, a test counts with its last run: a focus run after a patch
-replaces what the runs before it said of its tests, and keeps the rest.
+`rounds/NN/spectrum-K.json` (with `results-K.json`), the last flaky rerun of a test run that
+recorded none `rounds/NN/spectrum-flaky-K.json` (with `flaky-K-results.json`), the spectrum run
+before a coder call `rounds/NN/spectrum-run-K.json` (with `spectrum-run-K-results.json`; it comes
+before its round's test run). Read oldest first, a test counts with its last run: a focus run
+after a patch replaces what the runs before it said of its tests, and keeps the rest.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,8 +27,18 @@ from pytest_fwloop.core.request.ochiai import Spectrum, joined, overlaid, read_s
 _ATTEMPT = re.compile(r"spectrum-(\d+)(?:\.[\w.-]+)?\.json")
 #: A spectrum run's file, or one of its workers' or its C's (`spectrum-run-1.gw0.gcov.json`).
 _SPECTRUM_RUN = re.compile(r"spectrum-run-(\d+)(?:\.[\w.-]+)?\.json")
+#: The last flaky rerun of an attempt that recorded no spectrum, which records one
+#: (`spectrum-flaky-2.json`: the first attempt's second rerun; `spectrum-flaky-2-2.json`: the
+#: second attempt's), or one of its workers' or its C's.
+_RERUN = re.compile(r"spectrum-(flaky(?:-(\d+))?-\d+)(?:\.[\w.-]+)?\.json")
 #: The stem of a spectrum run's files in its round folder (`spectrum-run-K.log`, ...).
 SPECTRUM_RUN = "spectrum-run"
+#: Where the outcomes of each kind of recording are, by the name its pattern matched.
+_RESULTS = {
+    _ATTEMPT: "results-{}.json",
+    _SPECTRUM_RUN: "spectrum-run-{}-results.json",
+    _RERUN: "{}-results.json",
+}
 
 
 @dataclass
@@ -94,19 +106,33 @@ class SpectrumReader:
 
 
 def recorded_in(folder: Path, spectrum_runs: bool = False) -> list[tuple[Path, list[Path]]]:
-    """The (results file, spectrum files) of a round's test runs, or of its spectrum runs."""
-    pattern, stem = (_SPECTRUM_RUN, SPECTRUM_RUN) if spectrum_runs else (_ATTEMPT, "spectrum")
-    numbers = {
-        int(m.group(1))
-        for m in (pattern.fullmatch(p.name) for p in folder.glob(f"{stem}-*.json"))
+    """The (results file, spectrum files) of a round's spectrum runs, or of its test runs (each
+    followed by its traced flaky rerun, `spectrum-flaky-K.json`), in the order they ran."""
+    if spectrum_runs:
+        found = _numbered(folder, _SPECTRUM_RUN, lambda m: (int(m[1]),), "spectrum-run-{}")
+    else:
+        found = _numbered(folder, _ATTEMPT, lambda m: (int(m[1]), 0), "spectrum-{}")
+        found += _numbered(folder, _RERUN, lambda m: (int(m[2] or 1), 1), "spectrum-{}")
+    return [(results, files) for _, results, files in sorted(found)]
+
+
+def _numbered(
+    folder: Path,
+    pattern: re.Pattern[str],
+    order: Callable[[re.Match[str]], tuple[int, ...]],
+    stem: str,
+) -> list[tuple[tuple[int, ...], Path, list[Path]]]:
+    """Each recording `pattern` names in `folder`: its place in the round, results, files."""
+    names = {
+        m[1]: order(m)
+        for m in (pattern.fullmatch(p.name) for p in folder.glob("spectrum-*.json"))
         if m is not None
     }
-    found: list[tuple[Path, list[Path]]] = []
-    for number in sorted(numbers):
-        files = spectrum_paths(folder / f"{stem}-{number}.json")
-        results = f"{stem}-{number}-results.json" if spectrum_runs else f"results-{number}.json"
+    found = []
+    for name, place in names.items():
+        files = spectrum_paths(folder / f"{stem.format(name)}.json")
         if files:
-            found.append((folder / results, files))
+            found.append((place, folder / _RESULTS[pattern].format(name), files))
     return found
 
 

@@ -141,8 +141,9 @@ class SuiteRun:
         result = run(args, attempt.log, attempt.results)
         outcome = SuiteOutcome(attempt, result)
         if flaky_reruns and not result.timed_out:
+            trace = not spectrum and self.services.settings.options.source_bytes > 0
             outcome.reruns, note = self.child.rerun_failures(
-                folder, attempt, previous, lambda a, log: run(a, log, None)
+                folder, attempt, previous, lambda a, log: run(a, log, None), trace
             )
             if note:
                 outcome.notes.append(note)
