@@ -17,6 +17,7 @@ import pytest
 from controllerkit import FIRMWARE, ControllerKit, fixing
 from pytest_fwloop.cli.replay import load_run, replay
 from pytest_fwloop.core.machine.outcomes import Outcome
+from pytest_fwloop.loop.operator.continuation import Action, Order
 from pytest_fwloop.workspace import Workspace
 
 #: A build that fails when the firmware says `broken`, as a compiler would on a syntax error.
@@ -251,3 +252,23 @@ def test_replay_derives_the_choice_again_and_names_a_record_that_disagrees(
     assert difference is not None
     assert (difference.iteration, difference.decision) == (2, "candidates")
     assert "candidate 2 was chosen; its records give 1" in difference.detail
+
+
+def test_a_resumed_run_keeps_the_candidate_rounds_made_before_it_stopped(
+    kit: ControllerKit,
+) -> None:
+    """`summary.json["candidates"]` of a run continued by `fwloop resume` counts the rounds of
+    both processes: state.json carries them."""
+    first = fixing("ok bug bug", "ok ok bug", "fixes one")
+    rest = fixing("ok ok bug", "ok ok ok", "fixes the other")
+    kit.coder.answers = [first, first, rest, rest]
+    kit.build("ok bug bug", "fwloop_max_iter = 2", "fwloop_candidates = 2")
+    assert kit.run() is Outcome.MAX_ITERATIONS_REACHED
+    [saved] = [it["candidate_rounds"] for it in kit.state()["iterations"] if it["number"] == 2]
+    assert [r["iteration"] for r in saved] == [2]
+    revision = kit.state()["revision"]
+    kit.continue_run(Order(action=Action.RESUME, run_id="run-1", revision=revision), "--max-iter=5")
+    assert kit.run() is Outcome.SUCCESS
+    rounds = kit.summary()["candidates"]["rounds"]
+    assert [r["iteration"] for r in rounds] == [2, 3]
+    assert kit.summary()["candidates"]["pass_at_k"] == 1  # only the second round fixed all

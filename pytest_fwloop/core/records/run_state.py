@@ -17,6 +17,7 @@ from pytest_fwloop.core.machine.fsm import IterationKind
 from pytest_fwloop.core.records.agent_protocol import CoderAnswer, MustFix
 from pytest_fwloop.core.records.run_records import (
     AnalysisRecord,
+    CandidateRound,
     DecisionRecord,
     DeclinedRecord,
     LabgridRecord,
@@ -56,6 +57,10 @@ class SavedIteration(BaseModel):
     )
     analysis: AnalysisRecord | None = Field(
         default=None, description="the analysis after it (`task-timeline.json`'s)"
+    )
+    candidate_rounds: list[CandidateRound] = Field(
+        default_factory=list,
+        description="each choice among K candidates made in it (`summary.json[\"candidates\"]`)",
     )
 
 
