@@ -116,3 +116,50 @@ def test_four_candidates_reach_success_in_fewer_iterations_and_only_the_chosen_o
     replayed = project.replay()
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert running_under(project.root) == []
+
+
+#: The ADC fix, and the plausible wrong scale written in half the samples: it still reads full
+#: scale one short.
+QEMU_WRONG = {
+    "01#1": (
+        "    return raw * ADC_VREF_MV / ADC_MAX_RAW;",
+        "    return raw * (ADC_VREF_MV - 1u) / ADC_MAX_RAW;",
+    )
+}
+
+
+def test_two_candidates_side_by_side_each_boot_their_own_firmware_in_a_qemu_of_their_own(
+    project: LoopProject,
+) -> None:
+    """qemu-cortex-m, two candidates checked at once (`fwloop_candidate_jobs = 2`): each is
+    built in its own tree and its tests boot that tree's firmware in a QEMU of their own: each
+    console shows its own candidate's fixes (the user's tree has none of them), the wrong ADC
+    sample loses, and nothing is left running."""
+    require_example_tools("qemu-cortex-m")
+    root = copy_example("qemu-cortex-m", project.root)
+    model = SamplingStandin(bugs_of_answers(root / "fwloop-answers"), wrong=QEMU_WRONG)
+    with model:
+        result = project.run(
+            f"--fwloop-coder={model.spec}",
+            "--max-iter=6",
+            "--fwloop-candidates=2",
+            "--fwloop-candidate-jobs=2",
+        )
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert project.summary()["outcome"] == "success"
+    [run_dir] = project.run_dirs()
+    record = json.loads((run_dir / "rounds" / "02" / "candidates.json").read_text())
+    wrong, right = record["candidates"]
+    assert record["chosen"] == 2
+    adc = {
+        f"tests/test_firmware.py::test_adc_{name}" for name in ("full_scale_is_vref", "one_volt")
+    }
+    assert set(wrong["still_failing"]) == adc
+    assert len(wrong["fixed"]) == len(record["failing"]) - len(adc)  # its Fletcher and GPIO fixes
+    assert wrong["verdict"] == "lost"
+    assert set(right["fixed"]) == set(record["failing"])
+    assert right["broke"] == []
+    assert (
+        "    return raw * ADC_VREF_MV / ADC_MAX_RAW;" in (root / "firmware/src/adc.c").read_text()
+    )
+    assert running_under(project.root) == []
