@@ -60,16 +60,23 @@ class CodeIndex:
             if (language := language_of(path)) is not None
         }
         wanted = [p for p in keys if p in first] if seconds is not None else list(keys)
-        self._read_in(wanted, keys, files, read)
-        if seconds is not None:
-            rest = [p for p in keys if p not in first and keys[p] not in self._known]
-            self._read_in(rest, keys, files, read, time.monotonic() + seconds)
+        # One connection for the call, opened only when memory lacks a file's symbols.
+        db = self._connect() if any(k not in self._known for k in keys.values()) else None
+        try:
+            self._read_in(db, wanted, keys, files, read)
+            if seconds is not None:
+                rest = [p for p in keys if p not in first and keys[p] not in self._known]
+                self._read_in(db, rest, keys, files, read, time.monotonic() + seconds)
+        finally:
+            if db is not None:
+                db.close()
         found = {p: self._known.get(k) for p, k in keys.items()}
         self.unread = sum(1 for p, k in keys.items() if k not in self._known)
         return {path: symbols for path, symbols in found.items() if symbols is not None}
 
     def _read_in(
         self,
+        db: sqlite3.Connection | None,
         paths: Sequence[str],
         keys: Mapping[str, str],
         files: Mapping[str, str],
@@ -83,8 +90,8 @@ class CodeIndex:
                 return
             chunk = paths[start : start + _CHUNK]
             missing = [k for k in dict.fromkeys(keys[p] for p in chunk) if k not in self._known]
-            if missing:
-                self._known.update(self._load(missing))
+            if missing and db is not None:
+                self._known.update(_load(db, missing))
             unread = [p for p in chunk if keys[p] not in self._known]
             contents = read(files[path] for path in unread) if unread else {}
             parsed: dict[str, FileSymbols | None] = {}
@@ -94,8 +101,8 @@ class CodeIndex:
                 data = contents.get(files[path])
                 parsed[keys[path]] = parse_source(path, data) if data is not None else None
             self._known.update(parsed)
-            if parsed:
-                self._store(parsed)
+            if parsed and db is not None:
+                _store(db, parsed)
 
     def _connect(self) -> sqlite3.Connection | None:
         """A connection to the store, made if missing; one that will not open is replaced once."""
@@ -121,39 +128,29 @@ class CodeIndex:
                     self.path.unlink(missing_ok=True)
         return None
 
-    def _load(self, keys: list[str]) -> dict[str, FileSymbols | None]:
-        db = self._connect()
-        if db is None:
-            return {}
-        found: dict[str, FileSymbols | None] = {}
-        try:
-            for start in range(0, len(keys), 500):
-                chunk = keys[start : start + 500]
-                rows = db.execute(
-                    "SELECT key, data FROM files WHERE version = ? AND key IN "
-                    f"({','.join('?' * len(chunk))})",
-                    [INDEX_VERSION, *chunk],
-                )
-                for key, data in rows:
-                    try:
-                        found[key] = _decode(data)
-                    except (ValueError, TypeError, KeyError, zlib.error):
-                        continue  # parsed again
-        finally:
-            db.close()
-        return found
 
-    def _store(self, parsed: Mapping[str, FileSymbols | None]) -> None:
-        db = self._connect()
-        if db is None:
-            return
-        rows = [(key, INDEX_VERSION, _encode(value)) for key, value in parsed.items()]
-        try:
-            with db:
-                db.execute("BEGIN")
-                db.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?)", rows)
-        finally:
-            db.close()
+def _load(db: sqlite3.Connection, keys: list[str]) -> dict[str, FileSymbols | None]:
+    found: dict[str, FileSymbols | None] = {}
+    for start in range(0, len(keys), 500):
+        chunk = keys[start : start + 500]
+        rows = db.execute(
+            "SELECT key, data FROM files WHERE version = ? AND key IN "
+            f"({','.join('?' * len(chunk))})",
+            [INDEX_VERSION, *chunk],
+        )
+        for key, data in rows:
+            try:
+                found[key] = _decode(data)
+            except (ValueError, TypeError, KeyError, zlib.error):
+                continue  # parsed again
+    return found
+
+
+def _store(db: sqlite3.Connection, parsed: Mapping[str, FileSymbols | None]) -> None:
+    rows = [(key, INDEX_VERSION, _encode(value)) for key, value in parsed.items()]
+    with db:
+        db.execute("BEGIN")
+        db.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?)", rows)
 
 
 def _encode(value: FileSymbols | None) -> bytes:
