@@ -60,7 +60,7 @@ class SavedIteration(BaseModel):
     )
     candidate_rounds: list[CandidateRound] = Field(
         default_factory=list,
-        description="each choice among K candidates made in it (`summary.json[\"candidates\"]`)",
+        description='each choice among K candidates made in it (`summary.json["candidates"]`)',
     )
 
 
