@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from c_spectrum import PROJECTS as C_PROJECTS  # noqa: E402
 from released_suites import plant  # noqa: E402
 
+from envs_support.procs import live_processes  # noqa: E402
 from standin_model import Bug, SamplingStandin, bugs_of_answers  # noqa: E402
 
 SETTINGS = (("K=1", 1, 1), ("K=4", 4, 1), ("K=4 jobs=2", 4, 2))
@@ -133,18 +134,11 @@ class QemuWatch:
 
     def alive(self) -> dict[int, str]:
         """pid -> working directory of each QEMU running in a tree under the root."""
-        found: dict[int, str] = {}
-        for proc in Path("/proc").iterdir():
-            if not proc.name.isdigit():
-                continue
-            try:
-                argv = (proc / "cmdline").read_bytes().split(b"\0")
-                cwd = os.readlink(proc / "cwd")
-            except OSError:
-                continue
-            if argv and argv[0].endswith(b"qemu-system-arm") and cwd.startswith(self.root):
-                found[int(proc.name)] = cwd
-        return found
+        return {
+            pid: cwd
+            for pid, argv, cwd in live_processes()
+            if argv and argv[0].endswith("qemu-system-arm") and cwd.startswith(self.root)
+        }
 
     def _poll(self) -> None:
         while not self._stop.wait(0.02):

@@ -30,10 +30,9 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
-def running_under(root: Path) -> list[str]:
-    """Live processes other than this one whose command line or working directory is under
-    `root`, as "PID COMMAND LINE": a QEMU booting a firmware from there, an sshd with its
-    config there, a firmware binary, a child pytest."""
+def live_processes() -> list[tuple[int, list[str], str]]:
+    """(pid, argv, working directory) of each live process other than this one that can be
+    read: not a zombie, not one that exited while we looked, not another user's."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -45,9 +44,19 @@ def running_under(root: Path) -> list[str]:
             cwd = os.readlink(entry / "cwd")
         except (OSError, IndexError):  # it exited while we looked, or is not ours to read
             continue
-        command = " ".join(arg.decode(errors="replace") for arg in argv if arg)
+        found.append((int(entry.name), [a.decode(errors="replace") for a in argv if a], cwd))
+    return found
+
+
+def running_under(root: Path) -> list[str]:
+    """Live processes other than this one whose command line or working directory is under
+    `root`, as "PID COMMAND LINE": a QEMU booting a firmware from there, an sshd with its
+    config there, a firmware binary, a child pytest."""
+    found = []
+    for pid, argv, cwd in live_processes():
+        command = " ".join(argv)
         if str(root) in command or Path(cwd).is_relative_to(root):
-            found.append(f"{entry.name} {command}")
+            found.append(f"{pid} {command}")
     return found
 
 
