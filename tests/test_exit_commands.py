@@ -12,7 +12,11 @@ from pytest_fwloop.procs.reaper import keep_exit_commands, reap_leftovers, run_e
 
 def _touch(path: Path) -> dict[str, object]:
     """A real command that leaves a trace, with a variable from its kept environment."""
-    code = "import os, pathlib; pathlib.Path(os.environ['TARGET']).write_text('given back')"
+    # Written aside then renamed, so whoever sees the file sees all of it.
+    code = (
+        "import os, pathlib; t = pathlib.Path(os.environ['TARGET']); "
+        "t.with_suffix('.part').write_text('given back'); t.with_suffix('.part').replace(t)"
+    )
     return {"argv": [sys.executable, "-c", code], "env": {"TARGET": str(path)}}
 
 
