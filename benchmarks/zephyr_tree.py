@@ -1,7 +1,8 @@
 """The loop on a real Zephyr tree with one of Zephyr's own pytest-harness samples (issue 44).
 
     python benchmarks/zephyr_tree.py --zephyr PATH [--board native_sim_64] \
-        [--sample samples/subsys/testsuite/pytest/shell] [--python PYTHON] [--only oracle,standin]
+        [--sample samples/subsys/testsuite/pytest/shell] [--python PYTHON] [--only oracle,standin] \
+        [--coverage]
 
 It installs nothing. PATH is a Zephyr tree that is a git checkout with its sources committed,
 `ZEPHYR_BASE` pointing at it, `ZEPHYR_TOOLCHAIN_VARIANT=host` for native_sim (or `gnuarmemb` for
@@ -14,7 +15,10 @@ tree: with an oracle coder that knows the three fixes (a `command:` script), and
 `openai:` with the stand-in model of `tests/standin_model.py`, which never opens a file and can
 fix a bug only when a request's `sources` show it. Each run's figures come from its own records
 (`big_tree.loop_run`); its run directory is copied to `PATH/../zephyr-runs/<way>`. The tree is
-left as it was found (`git checkout` of the seeded files).
+left as it was found (`git checkout` of the seeded files). With `--coverage` the build is
+configured with `CONFIG_COVERAGE=y` (native_sim's host gcov) and the loop runs with
+`fwloop_c_coverage = gcov`: each test's firmware writes its counts when the harness stops it, and
+the C spectrum ranks what the failing tests ran.
 """
 
 from __future__ import annotations
@@ -84,7 +88,7 @@ testpaths = {sample}/pytest
 addopts = --twister-harness --device-type=native --build-dir=build -p no:cacheprovider
 fwloop_build = ninja -C build
 fwloop_goal = make the shell sample's tests pass
-"""
+{extra}"""
 
 #: Applies the first seeded bug still in the tree's fix: one a call, in the seeds' order.
 ORACLE = """\
@@ -125,18 +129,20 @@ def main() -> None:
     parser.add_argument("--sample", default="samples/subsys/testsuite/pytest/shell")
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--only", default="oracle,standin")
+    parser.add_argument("--coverage", action="store_true", help="CONFIG_COVERAGE=y, gcov spectra")
     args = parser.parse_args()
     root = args.zephyr.resolve()
     files = subprocess.run(
         ["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True
     ).stdout.count("\n")
     print(f"tree: {root}, {files} files; board {args.board}; sample {args.sample}")
-    if not (root / "build" / "build.ninja").exists():
-        configure = [
-            "cmake", "-S", args.sample, "-B", "build", "-GNinja", f"-DBOARD={args.board}",
-            "-DCONFIG_NATIVE_UART_0_ON_STDINOUT=y",
-        ]  # fmt: skip
-        print(f"configure: {timed(configure, root):.1f} s")
+    # Configured every time: `CONFIG_COVERAGE` is cached, and each run says which it wants.
+    coverage = "y" if args.coverage else "n"
+    configure = [
+        "cmake", "-S", args.sample, "-B", "build", "-GNinja", f"-DBOARD={args.board}",
+        "-DCONFIG_NATIVE_UART_0_ON_STDINOUT=y", f"-DCONFIG_COVERAGE={coverage}",
+    ]  # fmt: skip
+    print(f"configure: {timed(configure, root):.1f} s")
     shutil.rmtree(root / "build" / "zephyr", ignore_errors=True)
     subprocess.run(["ninja", "-C", "build", "-t", "clean"], cwd=root, capture_output=True)
     cold = timed(["ninja", "-j2", "-C", "build"], root)
@@ -145,7 +151,8 @@ def main() -> None:
     one_file = timed(["ninja", "-j2", "-C", "build"], root)
     restore(root)
     timed(["ninja", "-j2", "-C", "build"], root)
-    (root / "pytest.ini").write_text(INI.format(sample=args.sample))
+    extra = "fwloop_c_coverage = gcov\n" if args.coverage else ""
+    (root / "pytest.ini").write_text(INI.format(sample=args.sample, extra=extra))
     try:
         plain = timed([args.python, "-m", "pytest", "-q"], root)
         print(
@@ -183,7 +190,7 @@ def main() -> None:
                 print(f"final.patch: {'the three fixes' if exact else 'not the three fixes'}")
                 after = subprocess.run([args.python, "-m", "pytest", "-q"], cwd=root, check=False)
                 print(f"plain pytest after the run: exit {after.returncode}")
-            kept = root.parent / "zephyr-runs" / way
+            kept = root.parent / "zephyr-runs" / (f"{way}-gcov" if args.coverage else way)
             shutil.rmtree(kept, ignore_errors=True)
             shutil.copytree(root / ".fwloop" / "runs", kept)
             print(f"records kept in {kept}")
