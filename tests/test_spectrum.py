@@ -421,6 +421,30 @@ def test_the_spectrum_outranks_the_words_of_the_failure_and_skips_the_messenger(
     assert after == pytest.approx(before * 0.1)
 
 
+def test_where_every_test_fails_the_code_they_ran_keeps_its_words_points() -> None:
+    """A bug that breaks every test of a small suite (Zephyr's shell sample: both its tests):
+    no line stands above another, so the spectrum adds nothing, yet what the failures ran is
+    still where the defect is, and what they never ran keeps a tenth."""
+    files = {"lib/calc.py": CALC}
+    tree = tree_of(files)
+    tests = ["t::round_trip", "t::double"]
+    failure = FailureText(
+        "t::round_trip", "E   AssertionError: double halve twice_then_halve went wrong\n"
+    )
+    evidence = gather_evidence([failure], [], "", "", tree.files, {})
+    spectrum = spectrum_of(tests, {"lib/calc.py": {2: tests, 10: ["t::round_trip"]}})
+    suspicions = suspicious_lines(spectrum, set(tests), set())
+    assert all(s.score == 0 for s in suspicions.lines.values())
+    scores = {tree.symbol((r.path, r.index)).name: r.score for r in rank(tree, evidence, files)}
+    ranked = rank(tree, evidence, files, suspicions)
+    by_name = {tree.symbol((r.path, r.index)).name: r for r in ranked}
+    assert by_name["double"].score == pytest.approx(scores["double"])
+    assert by_name["halve"].score == pytest.approx(scores["halve"] * 0.1)
+    # Run by one of the two: between the two.
+    assert by_name["twice_then_halve"].factor == pytest.approx(0.1 + 0.9 * math.sqrt(1 / 2))
+    assert not any("Ochiai" in r for r in by_name["double"].reasons)
+
+
 def test_a_binding_and_its_locking_shell_hand_the_failure_on_whole() -> None:
     """A Python frame ends in a Cython binding calling the C library's public function, which
     calls its implementation: neither shell is a hop."""

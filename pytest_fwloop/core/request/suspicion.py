@@ -27,7 +27,8 @@ UNRUN = 0.1
 
 
 def most_suspicious(files: Mapping[str, FileSymbols], suspicions: Suspicions) -> dict[Key, Suspect]:
-    """Each symbol's most suspicious line (fewer passing tests break a tie)."""
+    """Each symbol's most suspicious line (Ochiai, then fewer passing tests break a tie: where
+    no test passed, every score is 0 and Ochiai still tells the lines all failures ran)."""
     by_path: dict[str, list[Suspect]] = defaultdict(list)
     for (path, line), suspicion in suspicions.lines.items():
         if path in files:
@@ -40,12 +41,13 @@ def most_suspicious(files: Mapping[str, FileSymbols], suspicions: Suspicions) ->
                 continue
             key = (path, holder[line])
             held = best.get(key)
-            if held is None or (suspicion.score, -suspicion.passed) > (
-                held[1].score,
-                -held[1].passed,
-            ):
+            if held is None or _standing(suspicion) > _standing(held[1]):
                 best[key] = (line, suspicion)
     return best
+
+
+def _standing(suspicion: Suspicion) -> tuple[float, float, int]:
+    return suspicion.score, suspicion.ochiai, -suspicion.passed
 
 
 def messengers(
@@ -99,12 +101,14 @@ def unrun_damping(
     failing tests ran the code. Code none of them ran keeps `UNRUN` of its points (module-level
     code runs at import, outside any test, and counts as unrun; a defect may also sit in code
     that should have run and did not, or ran in a subprocess); code the passing tests run too
-    is less likely than code only the failures ran. Unmeasured files are not in the result."""
+    is less likely than code only the failures ran. The factor is Ochiai's, not the score's: where
+    no test passed (a suite whose every test a bug breaks), no line stands above another, yet the
+    code the failures ran is still where the defect is. Unmeasured files are not in the result."""
     factors: dict[Key, float] = {}
     for key in keys:
         if files[key[0]].language == "python" or key[0] in measured:
             found = best.get(key)
-            factors[key] = UNRUN + (1.0 - UNRUN) * (found[1].score if found is not None else 0.0)
+            factors[key] = UNRUN + (1.0 - UNRUN) * (found[1].ochiai if found is not None else 0.0)
     return factors
 
 
