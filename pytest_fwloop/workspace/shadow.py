@@ -13,6 +13,9 @@ inside them are restored like any other; their own `.git` is never touched. Attr
 conversions (eol, filters) are switched off so a restore gives back the exact bytes. Git records
 only the executable bit, so other permission bits of a rewritten file follow the umask.
 
+The first snapshot of a git checkout starts from its own index and a copy of its objects
+(`checkout_seed.py`), so a big tree's baseline hashes only what changed since the user's last
+`git add`.
 Kept snapshots form the `snapshots` branch, each the parent of the next (`git log` lists them);
 an unkept one is a commit no ref names, pruned by `drop_unkept` or `pack`. A snapshot taken
 `over` another records only the paths it is given, the rest being the other's: build output a
@@ -31,6 +34,7 @@ from pytest_fwloop.core.change.posix_paths import normalize_path
 from pytest_fwloop.core.change.unified_diff import PatchParseError, touched_paths
 from pytest_fwloop.core.gate.policy import GitReading
 from pytest_fwloop.workspace.bytecode import drop_cached_bytecode
+from pytest_fwloop.workspace.checkout_seed import seed_index
 from pytest_fwloop.workspace.git_run import (
     WorkspaceError,
     encode,
@@ -342,7 +346,10 @@ class ShadowRepo:
         return paths
 
     def _current_tree(self) -> str:
-        """Stage the current tree into the shadow index and return its tree id."""
+        """Stage the current tree into the shadow index and return its tree id. The first
+        one of a git checkout starts from the checkout's own index (`checkout_seed.py`)."""
+        if not self._index.exists():
+            seed_index(self.root, self.git_dir, self._index, self._seed_git)
         untracked = split_z(self._git("ls-files", "-z", "--others", "--exclude-standard").stdout)
         files = [p for p in untracked if not p.endswith("/")]
         # git lists a nested repository it has never seen as "dir/"; take its files one by one.
@@ -362,6 +369,11 @@ class ShadowRepo:
             "update-index", "--add", "--remove", "--replace", "-z", "--stdin", stdin=join_z(staged)
         )
         return self._git("write-tree").stdout.decode().strip()
+
+    def _seed_git(
+        self, args: list[str], stdin: bytes | None, index: Path
+    ) -> subprocess.CompletedProcess[bytes]:
+        return self._git(*args, stdin=stdin, index=index, check=False)
 
     def _changes(self, commit: str, target: str | None = None) -> list[_Change]:
         after = self._commit(target) if target is not None else self._current_tree()

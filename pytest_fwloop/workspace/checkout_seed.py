@@ -1,0 +1,120 @@
+"""The first snapshot of a git checkout starts from the checkout's own index and objects.
+
+A baseline of a big tree (Zephyr: 28,935 files, 265 MB) is mostly hashing and writing, as loose
+objects, files the user's git has already hashed and packed. When the shadow store has no index
+yet, the checkout's index is copied as the shadow's (its stat data describes these very files,
+so git rehashes only what changed since the user's last `git add`) and the blobs it names are
+copied, deltas and all, from the user's store into one pack of the shadow's own: the store never
+borrows objects the user may prune later.
+
+Only where a blob in the user's index is the file's exact bytes: no `.gitattributes` or
+`info/attributes` (eol, filters, ident, encodings), no `core.autocrlf`, no split index, no
+unmerged or skip-worktree entries, nothing git cannot copy. Otherwise, or when anything fails,
+the baseline is taken as before, from the files alone. The user's checkout is only read.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import TYPE_CHECKING
+
+from pytest_fwloop.workspace.git_run import git_env, join_z, run_git, split_z, user_git_dir
+
+if TYPE_CHECKING:
+    import subprocess
+    from collections.abc import Callable
+    from pathlib import Path
+
+    #: A shadow git call: arguments, stdin, the index to use.
+    ShadowGit = Callable[[list[str], bytes | None, Path], subprocess.CompletedProcess[bytes]]
+
+_GITLINK = "160000"
+
+
+def seed_index(root: Path, shadow_dir: Path, index: Path, git: ShadowGit) -> bool:
+    """Fill the missing shadow `index` from the checkout at `root` and copy the blobs it names
+    into `shadow_dir`; False (and nothing written) where the checkout cannot give them as the
+    tree's exact bytes."""
+    checkout = user_git_dir(root)
+    if checkout is None or not _plain_bytes(root, checkout):
+        return False
+    scratch = index.with_name(f"{index.name}.seed")
+    try:
+        shutil.copyfile(checkout / "index", scratch)
+        entries = _entries(shadow_dir, scratch, git)
+        if entries is None:
+            return False
+        blobs, dropped = entries
+        removal = ["update-index", "--force-remove", "-z", "--stdin"]
+        if dropped and git(removal, join_z(dropped), scratch).returncode != 0:
+            return False
+        if blobs and not _copy_blobs(root, checkout, shadow_dir, blobs):
+            return False
+        os.replace(scratch, index)
+        return True
+    except OSError:
+        return False
+    finally:
+        scratch.unlink(missing_ok=True)
+
+
+def _plain_bytes(root: Path, checkout: Path) -> bool:
+    """The checkout's blobs are its files' bytes: nothing converts them on `git add`."""
+    if (checkout / "info" / "attributes").exists():
+        return False
+    env = _user_env(root, checkout)
+    listed = run_git(["ls-files", "-z", "--", ":(glob)**/.gitattributes"], env=env, cwd=root)
+    if listed.returncode != 0 or listed.stdout or any(checkout.glob("sharedindex.*")):
+        return False
+    crlf = run_git(["config", "--get", "core.autocrlf"], env=env, cwd=root)
+    return crlf.stdout.strip().lower() in (b"", b"false")
+
+
+def _entries(shadow_dir: Path, index: Path, git: ShadowGit) -> tuple[list[str], list[str]] | None:
+    """The blob ids the copied index keeps, and the paths it must lose: submodules (the shadow
+    store holds their files) and what the store's own exclusions keep out of every snapshot
+    (`.fwloop/`, bytecode caches, build output). None when an entry is unmerged or marked
+    skip-worktree, or git cannot read the index."""
+    listed = git(["ls-files", "-z", "--stage", "-t"], None, index)
+    excludes = f"--exclude-from={shadow_dir / 'info' / 'exclude'}"
+    excluded = git(["ls-files", "-z", "--cached", "--ignored", excludes], None, index)
+    if listed.returncode != 0 or excluded.returncode != 0:
+        return None
+    dropped = set(split_z(excluded.stdout))
+    blobs: list[str] = []
+    for entry in split_z(listed.stdout):
+        meta, _, path = entry.partition("\t")
+        tag, mode, blob, stage = meta.split(" ")
+        if tag != "H" or stage != "0":
+            return None
+        if mode == _GITLINK:
+            dropped.add(path)
+        elif path not in dropped:
+            blobs.append(blob)
+    return list(dict.fromkeys(blobs)), sorted(dropped)
+
+
+def _copy_blobs(root: Path, checkout: Path, shadow_dir: Path, blobs: list[str]) -> bool:
+    """One pack of `blobs` from the user's store into the shadow's: git reuses the packed
+    data and deltas it finds (`--window=0`: no new delta search), so this costs copying."""
+    pack_dir = shadow_dir / "objects" / "pack"
+    pack_dir.mkdir(parents=True, exist_ok=True)
+    env = _user_env(root, checkout)
+    packed = run_git(
+        ["pack-objects", "-q", "--window=0", str(pack_dir / "pack")],
+        env=env,
+        cwd=root,
+        stdin="".join(f"{blob}\n" for blob in blobs).encode(),
+    )
+    return packed.returncode == 0
+
+
+def _user_env(root: Path, checkout: Path) -> dict[str, str]:
+    """Reading the user's checkout as their git would (their configuration), never writing
+    its index."""
+    env = git_env(checkout, root)
+    for name in ("GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL", "GIT_LITERAL_PATHSPECS"):
+        env.pop(name)
+    env["GIT_OPTIONAL_LOCKS"] = "0"
+    return env

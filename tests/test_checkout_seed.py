@@ -1,0 +1,145 @@
+"""A checkout's first snapshot starts from its own index and a copy of its objects
+(`workspace/checkout_seed.py`): the same snapshot as from the files alone, at the cost of what
+changed, with nothing borrowed from or written to the user's git."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pytest_fwloop.workspace import ShadowRepo
+from pytest_fwloop.workspace import shadow as shadow_module
+from tests.test_workspace import git, git_env, make_checkout, shadow_git, user_git_state, write
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+
+def entries(root: Path, commit: str) -> list[str]:
+    return shadow_git(root, "ls-tree", "-r", "--full-tree", commit).splitlines()
+
+
+def packs(root: Path) -> list[Path]:
+    return sorted((root / ".fwloop" / "shadow.git" / "objects" / "pack").glob("*.pack"))
+
+
+def loose_objects(root: Path) -> int:
+    counted = shadow_git(root, "count-objects", "-v").splitlines()
+    return int(next(line for line in counted if line.startswith("count:")).split()[1])
+
+
+def test_the_first_snapshot_starts_from_the_index_and_owns_its_objects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    make_checkout(root)
+    # What no snapshot holds, though the user's git tracks it: a submodule's link, a bytecode
+    # cache, build output the loop is told to leave out.
+    nested = root / "vendor" / "lib"
+    nested.mkdir(parents=True)
+    git(nested, "init", "--quiet")
+    write(nested / "lib.c", "int lib;\n")
+    git(nested, "add", "lib.c")
+    git(nested, "commit", "--quiet", "--message", "lib")
+    write(root / "pkg" / "__pycache__" / "m.cpython-311.pyc", b"\0cached")
+    write(root / "out" / "keep.txt", "tracked build output\n")
+    git(root, "add", "vendor/lib", "pkg", "out")
+    git(root, "status", "--porcelain")
+    before = user_git_state(root)
+    objects_before = git(root, "count-objects", "-v")
+
+    seeded = ShadowRepo(root, exclude=("out/",)).snapshot("base")
+
+    assert packs(root)
+    loose = loose_objects(root)
+    assert not (root / ".fwloop" / "shadow.git" / "objects" / "info" / "alternates").exists()
+    assert user_git_state(root) == before
+    assert git(root, "count-objects", "-v") == objects_before
+    names = [entry.partition("\t")[2] for entry in entries(root, seeded)]
+    assert "vendor/lib/lib.c" in names
+    assert "vendor/lib" not in names
+    assert "out/keep.txt" not in names
+    assert not [name for name in names if "__pycache__" in name]
+    assert "src/uart.c" in names  # edited since the user's last `git add`
+    assert "notes.txt" in names  # untracked
+
+    shutil.rmtree(root / ".fwloop")
+    monkeypatch.setattr(shadow_module, "seed_index", lambda *args: False)
+    from_files = ShadowRepo(root, exclude=("out/",)).snapshot("base")
+    assert not packs(root)
+    assert entries(root, from_files) == entries(root, seeded) != []
+    # Hashed and written anew: only what the user's index did not already say.
+    assert loose < loose_objects(root)
+
+
+def test_a_seeded_store_restores_without_the_users_git(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    make_checkout(root)
+    original = (root / "src" / "gpio.c").read_bytes()
+    shadow = ShadowRepo(root)
+    base = shadow.snapshot("base")
+    assert packs(root)
+    (root / ".git" / "objects").rename(tmp_path / "objects")  # the user's store emptied
+    (root / ".git" / "objects" / "pack").mkdir(parents=True)
+    (root / "src" / "gpio.c").write_text("broken\n")
+    (root / "tools" / "flash.sh").unlink()
+    assert shadow.restore(base) == ["src/gpio.c", "tools/flash.sh"]
+    assert (root / "src" / "gpio.c").read_bytes() == original
+
+
+def _attributes(root: Path) -> None:
+    write(root / ".gitattributes", "*.txt text eol=crlf\n")
+
+
+def _autocrlf(root: Path) -> None:
+    git(root, "config", "core.autocrlf", "input")
+
+
+@pytest.mark.parametrize("converting", [_attributes, _autocrlf], ids=["attributes", "autocrlf"])
+def test_a_git_that_converts_bytes_leaves_the_snapshot_to_the_files(
+    tmp_path: Path, converting: Callable[[Path], None]
+) -> None:
+    """The user's blob is not the file's bytes (CRLF in the tree, LF in git): the snapshot
+    hashes the files, so a restore gives back the CRLF."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "--quiet")
+    converting(root)
+    write(root / "notes.txt", b"one\r\ntwo\r\n")
+    git(root, "add", "--all")
+    git(root, "commit", "--quiet", "--message", "crlf")
+    shadow = ShadowRepo(root)
+    base = shadow.snapshot("base")
+    assert not packs(root)
+    assert shadow.read(base, "notes.txt") == b"one\r\ntwo\r\n"
+
+
+def test_an_unmerged_index_leaves_the_snapshot_to_the_files(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "--quiet", "--initial-branch=main")
+    write(root / "a.c", "int a = 0;\n")
+    git(root, "add", "a.c")
+    git(root, "commit", "--quiet", "--message", "base")
+    git(root, "checkout", "--quiet", "-b", "other")
+    write(root / "a.c", "int a = 1;\n")
+    git(root, "commit", "--quiet", "--all", "--message", "one")
+    git(root, "checkout", "--quiet", "main")
+    write(root / "a.c", "int a = 2;\n")
+    git(root, "commit", "--quiet", "--all", "--message", "two")
+    merge = subprocess.run(
+        ["git", "merge", "other"], cwd=root, env=git_env(), capture_output=True, check=False
+    )
+    assert merge.returncode != 0
+    assert git(root, "ls-files", "--unmerged")  # three stages of a.c
+    conflicted = (root / "a.c").read_bytes()
+    shadow = ShadowRepo(root)
+    base = shadow.snapshot("base")
+    assert not packs(root)
+    assert shadow.read(base, "a.c") == conflicted
