@@ -2,7 +2,7 @@
 
     python benchmarks/zephyr_tree.py --zephyr PATH [--board native_sim_64] \
         [--sample samples/subsys/testsuite/pytest/shell] [--python PYTHON] [--only oracle,standin] \
-        [--coverage]
+        [--coverage] [--boot-test]
 
 It installs nothing. PATH is a Zephyr tree that is a git checkout with its sources committed,
 `ZEPHYR_BASE` pointing at it, `ZEPHYR_TOOLCHAIN_VARIANT=host` for native_sim (or `gnuarmemb` for
@@ -18,7 +18,10 @@ fix a bug only when a request's `sources` show it. Each run's figures come from 
 left as it was found (`git checkout` of the seeded files). With `--coverage` the build is
 configured with `CONFIG_COVERAGE=y` (native_sim's host gcov) and the loop runs with
 `fwloop_c_coverage = gcov`: each test's firmware writes its counts when the harness stops it, and
-the C spectrum ranks what the failing tests ran.
+the C spectrum ranks what the failing tests ran. The sample has two tests and the command lookup's
+seed breaks both, so no test passes and no line of C stands above another; `--boot-test` adds a
+third test of the sample's kind (the shell boots to its prompt, no command run), which the seeds
+leave passing, and the records go to `<way>-gcov-boot`.
 """
 
 from __future__ import annotations
@@ -90,6 +93,15 @@ fwloop_build = ninja -C build
 fwloop_goal = make the shell sample's tests pass
 {extra}"""
 
+#: A test a Zephyr team would have beside the sample's: the firmware boots to its prompt.
+BOOT_TEST = """\
+from twister_harness import DeviceAdapter, Shell
+
+
+def test_shell_boots_to_its_prompt(dut: DeviceAdapter) -> None:
+    assert Shell(dut, timeout=20.0).wait_for_prompt()
+"""
+
 #: Applies the first seeded bug still in the tree's fix: one a call, in the seeds' order.
 ORACLE = """\
 import json, sys
@@ -130,6 +142,7 @@ def main() -> None:
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--only", default="oracle,standin")
     parser.add_argument("--coverage", action="store_true", help="CONFIG_COVERAGE=y, gcov spectra")
+    parser.add_argument("--boot-test", action="store_true", help="a third test, left passing")
     args = parser.parse_args()
     root = args.zephyr.resolve()
     files = subprocess.run(
@@ -153,6 +166,9 @@ def main() -> None:
     timed(["ninja", "-j2", "-C", "build"], root)
     extra = "fwloop_c_coverage = gcov\n" if args.coverage else ""
     (root / "pytest.ini").write_text(INI.format(sample=args.sample, extra=extra))
+    boot = root / args.sample / "pytest" / "test_boot.py"
+    if args.boot_test:
+        boot.write_text(BOOT_TEST)
     try:
         plain = timed([args.python, "-m", "pytest", "-q"], root)
         print(
@@ -190,7 +206,17 @@ def main() -> None:
                 print(f"final.patch: {'the three fixes' if exact else 'not the three fixes'}")
                 after = subprocess.run([args.python, "-m", "pytest", "-q"], cwd=root, check=False)
                 print(f"plain pytest after the run: exit {after.returncode}")
-            kept = root.parent / "zephyr-runs" / (f"{way}-gcov" if args.coverage else way)
+            kept = (
+                root.parent
+                / "zephyr-runs"
+                / "-".join(
+                    [
+                        way,
+                        *(["gcov"] if args.coverage else []),
+                        *(["boot"] if args.boot_test else []),
+                    ]
+                )
+            )
             shutil.rmtree(kept, ignore_errors=True)
             shutil.copytree(root / ".fwloop" / "runs", kept)
             print(f"records kept in {kept}")
@@ -199,6 +225,7 @@ def main() -> None:
     finally:
         restore(root)
         (root / "pytest.ini").unlink(missing_ok=True)
+        boot.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":
