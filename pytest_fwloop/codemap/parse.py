@@ -10,6 +10,7 @@ query language, whose API moved between releases.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import defaultdict
 from functools import cache
@@ -71,6 +72,9 @@ _PLAIN_NAMES = frozenset({"makefile", "gnumakefile", "cmakelists.txt", "kconfig"
 PLAIN_WINDOW = 60
 #: A longer file is not parsed (generated tables, amalgamations): listed by path only.
 MAX_PARSE_BYTES = 2 * 1024 * 1024
+#: The share of a C file's lines unreadable as written past which its first branches are read
+#: instead; below it, their symbols are added to what the file as written gives.
+_MOSTLY = 0.1
 _SIGNATURE_CHARS = 200
 #: What a generated file says in its head (Cython, protoc, autotools, "DO NOT EDIT" banners).
 _GENERATED = re.compile(
@@ -135,14 +139,27 @@ def parse_source(path: str, data: bytes) -> FileSymbols | None:
     if not language:
         return _plain(data.decode("utf-8", "replace"))
     tree = _parser(language).parse(data)
-    if language not in _PYTHONIC and _unreadable(tree.root_node) > 0.1:
-        # `#ifdef A … if (x) { #else … if (y) { #endif … }` nests only per branch: read the
-        # first branch of every conditional, line numbers kept, as a compiler with A would.
+    unreadable = _unreadable(tree.root_node) if language not in _PYTHONIC else 0.0
+    read = _Reader(data, language).read(tree.root_node) if unreadable <= _MOSTLY else None
+    if unreadable > 0:
+        # `#ifdef A … if (x) { #else … if (y) { #endif … }` nests only per branch, and a
+        # conditional entry splits a macro's table: read the first branch of every
+        # conditional, line numbers kept, as a compiler with A would.
         first_branches = _first_branches(data)
         retry = _parser(language).parse(first_branches)
-        if _unreadable(retry.root_node) < _unreadable(tree.root_node):
-            return _Reader(first_branches, language).read(retry.root_node)
-    return _Reader(data, language).read(tree.root_node)
+        if _unreadable(retry.root_node) < unreadable:
+            again = _Reader(first_branches, language).read(retry.root_node)
+            return again if read is None else _with_symbols_of(read, again)
+    return read if read is not None else _Reader(data, language).read(tree.root_node)
+
+
+def _with_symbols_of(read: FileSymbols, again: FileSymbols) -> FileSymbols:
+    """`read` (the file as written, a few lines unreadable) with the symbols of `again` (its
+    first branches): one of each start, `again`'s where both have it (it reads further)."""
+    merged = {(s.start_line, s.kind, s.name): s for s in read.symbols}
+    merged.update({(s.start_line, s.kind, s.name): s for s in again.symbols})
+    symbols = tuple(sorted(merged.values(), key=lambda s: (s.start_line, -s.end_line)))
+    return dataclasses.replace(read, symbols=symbols)
 
 
 def _unreadable(root: Node) -> float:
@@ -350,6 +367,8 @@ class _Reader:
             name, what = _declarator_name(node, self), "variable"
             if _has_function_declarator(node):
                 what = "prototype"
+        elif kind == "expression_statement" and self.language not in _PYTHONIC:
+            name, what = _defining_macro_name(node, self), "variable"
         elif kind == "expression_statement" and self.language in _PYTHONIC:
             assignment = node.children[0] if node.children else None
             if assignment is not None and assignment.type == "assignment":
@@ -392,6 +411,25 @@ def _declarator_name(node: Node, reader: _Reader) -> str | None:
             return _last_name(current, reader)
         current = current.child_by_field_name("declarator")
     return None
+
+
+def _defining_macro_name(node: Node, reader: _Reader) -> str | None:
+    """`sub_kernel` of a top-level `SHELL_STATIC_SUBCMD_SET_CREATE(sub_kernel, …);`: firmware
+    defines its tables, threads and devices by macros (Zephyr's `SHELL_CMD_REGISTER`,
+    `K_THREAD_DEFINE`, `LOG_MODULE_REGISTER`), and a defect in one of their entries is held
+    by no function. A call of an upper-case name whose first argument is a bare name."""
+    call = node.children[0] if node.children else None
+    if call is None or call.type != "call_expression":
+        return None
+    function = call.child_by_field_name("function")
+    arguments = call.child_by_field_name("arguments")
+    if function is None or arguments is None or function.type != "identifier":
+        return None
+    macro = reader.text(function)
+    if not macro.isupper():
+        return None
+    first = arguments.named_children[0] if arguments.named_children else None
+    return reader.text(first) if first is not None and first.type == "identifier" else None
 
 
 def _has_function_declarator(node: Node) -> bool:
