@@ -445,6 +445,30 @@ def test_where_every_test_fails_the_code_they_ran_keeps_its_words_points() -> No
     assert not any("Ochiai" in r for r in by_name["double"].reasons)
 
 
+def test_the_c_spectrum_says_nothing_of_tables_and_macros() -> None:
+    """A command table's entry and a macro hold no line gcov counts: the failure's words about
+    them keep their points, while a C function no failing test ran keeps a tenth."""
+    files = {
+        "src/cmds.c": (
+            "#define CRC_INIT 0x00\n"
+            "static int cmd_version(void) { return 1; }\n"
+            'SHELL_CMD_REGISTER(version, NULL, "Kernel version.", cmd_version);\n'
+        )
+    }
+    tree = tree_of(files)
+    failure = FailureText(
+        "t::test_version", "E   AssertionError: 'Kernel version.' CRC_INIT cmd_version\n"
+    )
+    evidence = gather_evidence([failure], [], "", "", tree.files, {})
+    spectrum = Spectrum(("t::test_version", "t::boot"), (), {}, {"src/cmds.c": "gcov"})
+    suspicions = suspicious_lines(spectrum, {"t::test_version"}, {"t::boot"})
+    factors = {
+        tree.symbol((r.path, r.index)).name: r.factor
+        for r in rank(tree, evidence, files, suspicions)
+    }
+    assert factors == {"CRC_INIT": 1.0, "cmd_version": 0.1, "version": 1.0}
+
+
 def test_a_binding_and_its_locking_shell_hand_the_failure_on_whole() -> None:
     """A Python frame ends in a Cython binding calling the C library's public function, which
     calls its implementation: neither shell is a hop."""

@@ -97,16 +97,22 @@ def unrun_damping(
     measured: Mapping[str, str],
 ) -> dict[Key, float]:
     """The factor each symbol's points are multiplied by where the spectrum measures its file
-    (Python, and C another tool measured: gcov, QEMU): the failures' text counts as far as the
-    failing tests ran the code. Code none of them ran keeps `UNRUN` of its points (module-level
-    code runs at import, outside any test, and counts as unrun; a defect may also sit in code
-    that should have run and did not, or ran in a subprocess); code the passing tests run too
-    is less likely than code only the failures ran. The factor is Ochiai's, not the score's: where
-    no test passed (a suite whose every test a bug breaks), no line stands above another, yet the
-    code the failures ran is still where the defect is. Unmeasured files are not in the result."""
+    (Python, and the functions of C another tool measured: gcov, QEMU): the failures' text
+    counts as far as the failing tests ran the code. Code none of them ran keeps `UNRUN` of its
+    points (module-level code runs at import, outside any test, and counts as unrun; a defect may
+    also sit in code that should have run and did not, or ran in a subprocess); code the passing
+    tests run too is less likely than code only the failures ran. C's tables, macros and types
+    hold no line a C tool counts (a macro's code runs on the lines that expand it): the
+    spectrum says nothing of them. The factor is Ochiai's, not the score's: where no test
+    passed (a suite whose every test a bug breaks), no line stands above another, yet the code
+    the failures ran is still where the defect is. Unmeasured files are not in the result."""
     factors: dict[Key, float] = {}
     for key in keys:
-        if files[key[0]].language == "python" or key[0] in measured:
+        file = files[key[0]]
+        measures = file.language == "python" or (
+            key[0] in measured and file.symbols[key[1]].kind == "function"
+        )
+        if measures:
             found = best.get(key)
             factors[key] = UNRUN + (1.0 - UNRUN) * (found[1].ochiai if found is not None else 0.0)
     return factors
