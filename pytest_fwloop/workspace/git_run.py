@@ -16,6 +16,10 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 _MESSAGE_LIMIT = 400
+#: The loop's own folder under the tree's root: never the user's content.
+STATE_DIR_NAME = ".fwloop"
+#: Git's mode of a submodule's link.
+GITLINK = "160000"
 
 
 class WorkspaceError(Exception):

@@ -11,7 +11,8 @@ from __future__ import annotations
 import shutil
 from typing import TYPE_CHECKING
 
-from pytest_fwloop.workspace.shadow import STATE_DIR_NAME, PatchApplyError
+from pytest_fwloop.workspace.git_run import STATE_DIR_NAME
+from pytest_fwloop.workspace.shadow import PatchApplyError
 from pytest_fwloop.workspace.snapshot_blobs import patched_index
 
 if TYPE_CHECKING:

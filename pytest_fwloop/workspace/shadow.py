@@ -13,9 +13,7 @@ inside them are restored like any other; their own `.git` is never touched. Attr
 conversions (eol, filters) are switched off so a restore gives back the exact bytes. Git records
 only the executable bit, so other permission bits of a rewritten file follow the umask.
 
-The first snapshot of a git checkout starts from its own index and a copy of its objects
-(`checkout_seed.py`), so a big tree's baseline hashes only what changed since the user's last
-`git add`.
+A checkout's first snapshot starts from its index and its objects (`checkout_reads.py`).
 Kept snapshots form the `snapshots` branch, each the parent of the next (`git log` lists them);
 an unkept one is a commit no ref names, pruned by `drop_unkept` or `pack`. A snapshot taken
 `over` another records only the paths it is given, the rest being the other's: build output a
@@ -34,8 +32,10 @@ from pytest_fwloop.core.change.posix_paths import normalize_path
 from pytest_fwloop.core.change.unified_diff import PatchParseError, touched_paths
 from pytest_fwloop.core.gate.policy import GitReading
 from pytest_fwloop.workspace.bytecode import drop_cached_bytecode
-from pytest_fwloop.workspace.checkout_seed import seed_index
+from pytest_fwloop.workspace.checkout_reads import seed_index, tracked_despite_ignores
 from pytest_fwloop.workspace.git_run import (
+    GITLINK,
+    STATE_DIR_NAME,
     WorkspaceError,
     encode,
     exclude_file,
@@ -54,13 +54,11 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
     from pathlib import Path
 
-STATE_DIR_NAME = ".fwloop"
 #: Python's bytecode caches: never the user's content, and dropped as the loop writes a module
 #: (`bytecode.py`), so no snapshot holds them, even where the user's git tracks them.
 _PYCACHE = "__pycache__/"
 _IDENTITY = ("fwloop", "fwloop@localhost")
 _MISSING = "000000"
-_GITLINK = "160000"
 #: Loose objects the end of a run packs before it returns; more are packed in the background.
 PACK_AT_ONCE = 5000
 # Highest-precedence attributes: store and restore bytes exactly, whatever .gitattributes says.
@@ -278,7 +276,7 @@ class ShadowRepo:
         if paths is not None:
             wanted = [normalize_path(p) for p in paths]
             changes = [c for c in changes if any(_is_within(c.path, w) for w in wanted)]
-        changes = [c for c in changes if _GITLINK not in (c.old_mode, c.new_mode)]
+        changes = [c for c in changes if GITLINK not in (c.old_mode, c.new_mode)]
         # Deletions first: a file may be coming back where a directory now stands, or vice versa.
         for change in changes:
             if change.old_mode == _MISSING:
@@ -346,10 +344,9 @@ class ShadowRepo:
         return paths
 
     def _current_tree(self) -> str:
-        """Stage the current tree into the shadow index and return its tree id. The first
-        one of a git checkout starts from the checkout's own index (`checkout_seed.py`)."""
+        """Stage the current tree into the shadow index; its tree id (first: `seed_index`)."""
         if not self._index.exists():
-            seed_index(self.root, self.git_dir, self._index, self._seed_git)
+            seed_index(self.root, self.git_dir, self._index, self._git_quietly)
         untracked = split_z(self._git("ls-files", "-z", "--others", "--exclude-standard").stdout)
         files = [p for p in untracked if not p.endswith("/")]
         # git lists a nested repository it has never seen as "dir/"; take its files one by one.
@@ -363,14 +360,14 @@ class ShadowRepo:
         # Tracked paths go first so a file replaced by a directory leaves the index before its
         # new children arrive.
         written = [p for p in sorted(self.written) if _is_file_or_link(self.root / p)]
-        listed = [*tracked, *self._user_tracked_ignored(), *files, *written]
+        listed = [*tracked, *tracked_despite_ignores(self.root, self._config()), *files, *written]
         staged = list(dict.fromkeys(p for p in listed if not _in_pycache(p)))
         self._git(
             "update-index", "--add", "--remove", "--replace", "-z", "--stdin", stdin=join_z(staged)
         )
         return self._git("write-tree").stdout.decode().strip()
 
-    def _seed_git(
+    def _git_quietly(
         self, args: list[str], stdin: bytes | None, index: Path
     ) -> subprocess.CompletedProcess[bytes]:
         return self._git(*args, stdin=stdin, index=index, check=False)
@@ -408,29 +405,6 @@ class ShadowRepo:
             raise WorkspaceError(f"fwloop: git check-ignore failed: {one_line(result.stderr)}")
         ignored = set(split_z(result.stdout))
         return [p for p in paths if p not in ignored]
-
-    def _user_tracked_ignored(self) -> list[str]:
-        """Files the user's checkout tracks although a .gitignore matches them (read-only)."""
-        checkout = user_git_dir(self.root)
-        if checkout is None:
-            return []
-        env = git_env(checkout, self.root)
-        env["GIT_OPTIONAL_LOCKS"] = "0"  # never refresh or rewrite the user's index
-        args = ["ls-files", "-z", "--stage", "--cached", "--ignored", "--exclude-standard"]
-        listing = run_git([*self._config(), *args], env=env, cwd=self.root)
-        if listing.returncode != 0:
-            raise WorkspaceError(
-                f"fwloop: cannot list the files tracked in {checkout}: "
-                f"{one_line(listing.stderr)}; fix the checkout or run fwloop outside it"
-            )
-        kept = []
-        for entry in split_z(listing.stdout):
-            meta, _, path = entry.partition("\t")
-            if meta.startswith(_GITLINK) or STATE_DIR_NAME in path.split("/"):
-                continue
-            if os.path.lexists(self.root / path):
-                kept.append(path)
-        return kept
 
     def _remove(self, path: str) -> None:
         target = self.root / path

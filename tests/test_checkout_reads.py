@@ -1,5 +1,5 @@
 """A checkout's first snapshot starts from its own index and a copy of its objects
-(`workspace/checkout_seed.py`): the same snapshot as from the files alone, at the cost of what
+(`workspace/checkout_reads.py`): the same snapshot as from the files alone, at the cost of what
 changed, with nothing borrowed from or written to the user's git."""
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ def test_the_first_snapshot_starts_from_the_index_and_owns_its_objects(
     assert not (root / ".fwloop" / "shadow.git" / "objects" / "info" / "alternates").exists()
     assert user_git_state(root) == before
     assert git(root, "count-objects", "-v") == objects_before
-    names = [entry.partition("\t")[2] for entry in entries(root, seeded)]
+    listed = entries(root, seeded)
+    names = [entry.partition("\t")[2] for entry in listed]
     assert "vendor/lib/lib.c" in names
     assert "vendor/lib" not in names
     assert "out/keep.txt" not in names
@@ -72,7 +73,7 @@ def test_the_first_snapshot_starts_from_the_index_and_owns_its_objects(
     monkeypatch.setattr(shadow_module, "seed_index", lambda *args: False)
     from_files = ShadowRepo(root, exclude=("out/",)).snapshot("base")
     assert not packs(root)
-    assert entries(root, from_files) == entries(root, seeded) != []
+    assert entries(root, from_files) == listed != []  # the same files, modes and blobs
     # Hashed and written anew: only what the user's index did not already say.
     assert loose < loose_objects(root)
 

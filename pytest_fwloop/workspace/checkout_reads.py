@@ -1,4 +1,5 @@
-"""The first snapshot of a git checkout starts from the checkout's own index and objects.
+"""What the shadow store reads of the user's git checkout, never writing it: the files it
+tracks although an ignore rule matches them, and, for a first snapshot, its index and objects.
 
 A baseline of a big tree (Zephyr: 28,935 files, 265 MB) is mostly hashing and writing, as loose
 objects, files the user's git has already hashed and packed. When the shadow store has no index
@@ -19,23 +20,56 @@ import os
 import shutil
 from typing import TYPE_CHECKING
 
-from pytest_fwloop.workspace.git_run import git_env, join_z, run_git, split_z, user_git_dir
+from pytest_fwloop.workspace.git_run import (
+    GITLINK,
+    STATE_DIR_NAME,
+    WorkspaceError,
+    git_env,
+    join_z,
+    one_line,
+    run_git,
+    split_z,
+    user_git_dir,
+)
 
 if TYPE_CHECKING:
     import subprocess
     from collections.abc import Callable
     from pathlib import Path
 
-    #: A shadow git call: arguments, stdin, the index to use.
+    #: A shadow git call, its failure left to the caller: arguments, stdin, the index to use.
     ShadowGit = Callable[[list[str], bytes | None, Path], subprocess.CompletedProcess[bytes]]
 
-_GITLINK = "160000"
+
+def tracked_despite_ignores(root: Path, config: list[str]) -> list[str]:
+    """Files the checkout at `root` tracks although an ignore rule matches them (`config`: the
+    shadow's `-c` options); [] outside a checkout."""
+    checkout = user_git_dir(root)
+    if checkout is None:
+        return []
+    env = git_env(checkout, root)
+    env["GIT_OPTIONAL_LOCKS"] = "0"  # never refresh or rewrite the user's index
+    args = ["ls-files", "-z", "--stage", "--cached", "--ignored", "--exclude-standard"]
+    listing = run_git([*config, *args], env=env, cwd=root)
+    if listing.returncode != 0:
+        raise WorkspaceError(
+            f"fwloop: cannot list the files tracked in {checkout}: "
+            f"{one_line(listing.stderr)}; fix the checkout or run fwloop outside it"
+        )
+    kept = []
+    for entry in split_z(listing.stdout):
+        meta, _, path = entry.partition("\t")
+        if meta.startswith(GITLINK) or STATE_DIR_NAME in path.split("/"):
+            continue
+        if os.path.lexists(root / path):
+            kept.append(path)
+    return kept
 
 
 def seed_index(root: Path, shadow_dir: Path, index: Path, git: ShadowGit) -> bool:
     """Fill the missing shadow `index` from the checkout at `root` and copy the blobs it names
-    into `shadow_dir`; False (and nothing written) where the checkout cannot give them as the
-    tree's exact bytes."""
+    into the store at `shadow_dir`; False (and nothing written) where the checkout cannot give
+    them as the tree's exact bytes."""
     checkout = user_git_dir(root)
     if checkout is None or not _plain_bytes(root, checkout):
         return False
@@ -88,7 +122,7 @@ def _entries(shadow_dir: Path, index: Path, git: ShadowGit) -> tuple[list[str], 
         tag, mode, blob, stage = meta.split(" ")
         if tag != "H" or stage != "0":
             return None
-        if mode == _GITLINK:
+        if mode == GITLINK:
             dropped.add(path)
         elif path not in dropped:
             blobs.append(blob)
