@@ -10,13 +10,19 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_fwloop.workspace import ShadowRepo
+from pytest_fwloop.workspace import ShadowRepo, checkout_reads
 from pytest_fwloop.workspace import shadow as shadow_module
 from tests.test_workspace import git, git_env, make_checkout, shadow_git, user_git_state, write
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
+
+
+@pytest.fixture(autouse=True)
+def seed_small_checkouts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These trees are small; a big one's index is what makes the seed worth its git calls."""
+    monkeypatch.setattr(checkout_reads, "SEED_FROM_BYTES", 0)
 
 
 def entries(root: Path, commit: str) -> list[str]:
@@ -76,6 +82,18 @@ def test_the_first_snapshot_starts_from_the_index_and_owns_its_objects(
     assert entries(root, from_files) == listed != []  # the same files, modes and blobs
     # Hashed and written anew: only what the user's index did not already say.
     assert loose < loose_objects(root)
+
+
+def test_a_small_checkout_is_snapshotted_from_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.undo()
+    root = tmp_path / "repo"
+    root.mkdir()
+    make_checkout(root)
+    ShadowRepo(root).snapshot("base")
+    assert (root / ".git" / "index").stat().st_size < checkout_reads.SEED_FROM_BYTES
+    assert not packs(root)
 
 
 def test_a_seeded_store_restores_without_the_users_git(tmp_path: Path) -> None:

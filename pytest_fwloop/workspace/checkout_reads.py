@@ -8,7 +8,8 @@ so git rehashes only what changed since the user's last `git add`) and the blobs
 copied, deltas and all, from the user's store into one pack of the shadow's own: the store never
 borrows objects the user may prune later.
 
-Only where a blob in the user's index is the file's exact bytes: no `.gitattributes` or
+Only for an index of `SEED_FROM_BYTES` or more, and only where a blob in the user's index is
+the file's exact bytes: no `.gitattributes` or
 `info/attributes` (eol, filters, ident, encodings), no `core.autocrlf`, no split index, no
 unmerged or skip-worktree entries, nothing git cannot copy. Otherwise, or when anything fails,
 the baseline is taken as before, from the files alone. The user's checkout is only read.
@@ -41,6 +42,12 @@ if TYPE_CHECKING:
     ShadowGit = Callable[[list[str], bytes | None, Path], subprocess.CompletedProcess[bytes]]
 
 
+#: The size of a checkout's index from which a first snapshot starts from it (about 2,500
+#: files): below it, hashing the files costs less than the git calls that copy (a 40-file tree:
+#: 53 ms from the files, 65 ms seeded).
+SEED_FROM_BYTES = 256 * 1024
+
+
 def tracked_despite_ignores(root: Path, config: list[str]) -> list[str]:
     """Files the checkout at `root` tracks although an ignore rule matches them (`config`: the
     shadow's `-c` options); [] outside a checkout."""
@@ -71,7 +78,7 @@ def seed_index(root: Path, shadow_dir: Path, index: Path, git: ShadowGit) -> boo
     into the store at `shadow_dir`; False (and nothing written) where the checkout cannot give
     them as the tree's exact bytes."""
     checkout = user_git_dir(root)
-    if checkout is None or not _plain_bytes(root, checkout):
+    if checkout is None or not _big_enough(checkout) or not _plain_bytes(root, checkout):
         return False
     scratch = index.with_name(f"{index.name}.seed")
     try:
@@ -91,6 +98,13 @@ def seed_index(root: Path, shadow_dir: Path, index: Path, git: ShadowGit) -> boo
         return False
     finally:
         scratch.unlink(missing_ok=True)
+
+
+def _big_enough(checkout: Path) -> bool:
+    try:
+        return (checkout / "index").stat().st_size >= SEED_FROM_BYTES
+    except OSError:
+        return False
 
 
 def _plain_bytes(root: Path, checkout: Path) -> bool:
