@@ -9,9 +9,9 @@ copied, deltas and all, from the user's store into one pack of the shadow's own:
 borrows objects the user may prune later.
 
 Only for an index of `SEED_FROM_BYTES` or more, and only where a blob in the user's index is
-the file's exact bytes: no `.gitattributes` or
-`info/attributes` (eol, filters, ident, encodings), no `core.autocrlf`, no split index, no
-unmerged or skip-worktree entries, nothing git cannot copy. Otherwise, or when anything fails,
+the file's exact bytes: no `.gitattributes` or `info/attributes` (eol, filters, ident,
+encodings), no `core.autocrlf`, no split index, no unmerged or skip-worktree entries, nothing
+git cannot copy. Otherwise, or when anything fails,
 the baseline is taken as before, from the files alone. The user's checkout is only read.
 """
 
