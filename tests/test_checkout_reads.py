@@ -12,7 +12,7 @@ import pytest
 
 from pytest_fwloop.workspace import ShadowRepo, checkout_reads
 from pytest_fwloop.workspace import shadow as shadow_module
-from tests.test_workspace import git, git_env, make_checkout, shadow_git, user_git_state, write
+from test_workspace import git, git_env, make_checkout, shadow_git, user_git_state, write
 
 if TYPE_CHECKING:
     from collections.abc import Callable
