@@ -120,12 +120,22 @@ def _autocrlf(root: Path) -> None:
     git(root, "config", "core.autocrlf", "input")
 
 
-@pytest.mark.parametrize("converting", [_attributes, _autocrlf], ids=["attributes", "autocrlf"])
+def _users_attributes(root: Path) -> None:
+    """The attributes file git reads for every repository of the user's (no config needed)."""
+    write(root.parent / "xdg" / "git" / "attributes", "*.txt text eol=crlf\n")
+
+
+@pytest.mark.parametrize(
+    "converting",
+    [_attributes, _autocrlf, _users_attributes],
+    ids=["attributes", "autocrlf", "users-attributes"],
+)
 def test_a_git_that_converts_bytes_leaves_the_snapshot_to_the_files(
-    tmp_path: Path, converting: Callable[[Path], None]
+    tmp_path: Path, converting: Callable[[Path], None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The user's blob is not the file's bytes (CRLF in the tree, LF in git): the snapshot
     hashes the files, so a restore gives back the CRLF."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     root = tmp_path / "repo"
     root.mkdir()
     git(root, "init", "--quiet")

@@ -9,9 +9,9 @@ copied, deltas and all, from the user's store into one pack of the shadow's own:
 borrows objects the user may prune later.
 
 Only for an index of `SEED_FROM_BYTES` or more, and only where a blob in the user's index is
-the file's exact bytes: no `.gitattributes` or `info/attributes` (eol, filters, ident,
-encodings), no `core.autocrlf`, no split index, no unmerged or skip-worktree entries, nothing
-git cannot copy. Otherwise, or when anything fails,
+the file's exact bytes: no attributes file git reads (`.gitattributes`, `info/attributes`, the
+user's and the system's: eol, filters, ident, encodings), no `core.autocrlf`, no split index, no
+unmerged or skip-worktree entries, nothing git cannot copy. Otherwise, or when anything fails,
 the baseline is taken as before, from the files alone. The user's checkout is only read.
 """
 
@@ -115,8 +115,17 @@ def _plain_bytes(root: Path, checkout: Path) -> bool:
     listed = run_git(["ls-files", "-z", "--", ":(glob)**/.gitattributes"], env=env, cwd=root)
     if listed.returncode != 0 or listed.stdout or any(checkout.glob("sharedindex.*")):
         return False
-    crlf = run_git(["config", "--get", "core.autocrlf"], env=env, cwd=root)
-    return crlf.stdout.strip().lower() in (b"", b"false")
+    asked = ["config", "--null", "--get-regexp", r"^core\.(autocrlf|attributesfile)$"]
+    read = split_z(run_git(asked, env=env, cwd=root).stdout)
+    # "key\nvalue"; a bare key (`autocrlf` alone, which git reads as true) has no value.
+    settings = {key: value for key, _, value in (item.partition("\n") for item in read)}
+    if settings.get("core.autocrlf", "false").strip().lower() != "false":
+        return False
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+    attributes = [os.path.join(xdg, "git", "attributes"), "/etc/gitattributes"]
+    if "core.attributesfile" in settings:
+        attributes.append(os.path.expanduser(settings["core.attributesfile"]))
+    return not any(os.path.exists(path) for path in attributes)
 
 
 def _entries(shadow_dir: Path, index: Path, git: ShadowGit) -> tuple[list[str], list[str]] | None:
