@@ -241,6 +241,21 @@ def test_two_hunks_on_the_same_lines_are_refused() -> None:
     assert "hunks 1 and 2 change the same lines" in refused.must_fix[0].issue
 
 
+def test_blank_lines_after_the_last_hunk_are_the_answers_but_a_space_line_is_context() -> None:
+    # A model's answer often ends with empty lines: they are not the file's.
+    [section] = read_loose_diff("--- a/f.c\n+++ b/f.c\n@@ -1 +1 @@\n-a\n+b\n\n\n") or []
+    assert section.hunks[0].ops == (("-", "a\n"), ("+", "b\n"))
+    # git writes a blank context line as one space: it is context, as `git apply` reads it.
+    [section] = read_loose_diff("--- f.c\n+++ f.c\n@@ -1,2 +1,3 @@\n+;\n \n \n") or []
+    assert section.hunks[0].old == "\n\n"
+    # Empty lines the header's counts take in are context whose space was trimmed.
+    [section] = read_loose_diff("--- f.c\n+++ f.c\n@@ -1,2 +1,3 @@\n+;\n\n\n") or []
+    assert section.hunks[0].old == "\n\n"
+    built = build_from_diff([section], {"f.c": "\n\n"})
+    assert not isinstance(built, Unmatched)
+    assert apply_strictly("\n\n", built.diff) == ";\n\n\n"
+
+
 @pytest.mark.parametrize(
     "diff",
     [

@@ -142,9 +142,11 @@ def _hunks(lines: list[str], index: int) -> tuple[list[LooseHunk], int]:
     while index < len(lines) and lines[index].startswith("@@"):
         header = lines[index].rstrip("\r")
         ops: list[tuple[str, str]] = []
+        trimmed = 0  # how many of the last ops are blank context read from an empty line
         index += 1
         while index < len(lines) and not _ends_hunk(lines, index):
             line = lines[index]
+            trimmed = trimmed + 1 if line == "" else 0
             if line.startswith("\\"):
                 if ops:  # `\ No newline at end of file`: the line before it has none
                     tag, last = ops[-1]
@@ -156,10 +158,24 @@ def _hunks(lines: list[str], index: int) -> tuple[list[LooseHunk], int]:
                 # context that lost its leading space (found, if at all, with whitespace ignored).
                 ops.append((" ", line + "\n"))
             index += 1
-        while ops and ops[-1] == (" ", "\n") and index >= len(lines):
-            ops.pop()  # blank lines after the last hunk are the answer's, not the file's
+        if index >= len(lines) and trimmed and not _counts_fit(header, ops):
+            # Empty lines after the last hunk are the answer's, not the file's, unless the
+            # header's counts take them in. A ` ` line is context as git reads it: kept.
+            del ops[-trimmed:]
         hunks.append(LooseHunk(tuple(ops), header))
     return hunks, index
+
+
+def _counts_fit(header: str, ops: list[tuple[str, str]]) -> bool:
+    """Whether the header's old and new counts are exactly those of `ops`."""
+    match = _HUNK_NUMBERS.match(header)
+    if match is None:
+        return False
+    old = sum(tag != "+" for tag, _ in ops)
+    new = sum(tag != "-" for tag, _ in ops)
+    return (1 if match[2] is None else int(match[2])) == old and (
+        1 if match[4] is None else int(match[4])
+    ) == new
 
 
 def _ends_hunk(lines: list[str], index: int) -> bool:
