@@ -102,6 +102,49 @@ def test_signature_names_the_test_line_from_the_traceback_and_where_it_was_raise
     )
 
 
+_TRACE_LINES = st.lists(
+    st.sampled_from(
+        [
+            "tests/test_calc.py:12: ",
+            "tests/test_calc.py:7: in helper",
+            "/abs/tests/test_calc.py:30: AssertionError",
+            "xtests/test_calc.py:99: ",
+            "fw/calc.py:5: ZeroDivisionError",
+            "E   tests/test_calc.py:3: quoted",
+            "a:b tests/test_calc.py:4: after a colon",
+            " tests/test_calc.py:8: indented",
+            "tests/test_calc.py:x: no number",
+            "tests/test_calc.py:11: and tests/test_calc.py:13: twice",
+            "",
+            ">       calc.div(1, 0)",
+        ]
+    ),
+    max_size=12,
+)
+
+
+@given(longrepr=_TRACE_LINES, crash=_TRACE_LINES)
+def test_the_test_line_is_the_first_frame_of_the_tests_file_as_an_every_line_scan_finds(
+    longrepr: list[str], crash: list[str]
+) -> None:
+    """The signature finds the test's line by searching for its file's name (a log can be
+    megabytes); it must name the line a scan of every location line would."""
+    location = re.compile(r"^(?P<path>[^\s:][^:\n]*):(?P<line>\d+):", re.MULTILINE)
+    texts = ("\n".join(longrepr), "\n".join(crash))
+    expected = next(
+        (
+            found["line"]
+            for text in texts
+            for found in location.finditer(text)
+            if found["path"] == "tests/test_calc.py"
+            or found["path"].endswith("/tests/test_calc.py")
+        ),
+        "",
+    )
+    record = failing("tests/test_calc.py::test_div", crash=texts[1], longrepr=texts[0])
+    assert (f"test_div:{expected}:" if expected else "test_div: ") in signature(record, ROOT)
+
+
 @pytest.mark.parametrize(
     ("first", "second"),
     [

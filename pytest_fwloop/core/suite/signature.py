@@ -178,11 +178,19 @@ def _normalized(message: str, root: str) -> str:
 def _test_line(record: FailureRecord, test_file: str) -> str:
     """The line of the test's own file where it failed: its frame in the traceback (pytest's
     `path:line: ...` location lines), else the crash line when the crash is in that file."""
-    if test_file:
-        for text in (record.longrepr, record.crash):
-            for found in _LOCATION.finditer(text):
-                if _same_file(found["path"], test_file):
-                    return found["line"]
+    if not test_file:
+        return ""
+    # Only a line holding `test_file:` can be one: find those (a log can be megabytes) and
+    # match each from its start, as a scan of every line would, in the same order.
+    needle = f"{test_file}:"
+    for text in (record.longrepr, record.crash):
+        at = text.find(needle)
+        while at != -1:
+            found = _LOCATION.match(text, text.rfind("\n", 0, at) + 1)
+            if found is not None and _same_file(found["path"], test_file):
+                return found["line"]
+            end = text.find("\n", at)
+            at = -1 if end == -1 else text.find(needle, end)
     return ""
 
 
