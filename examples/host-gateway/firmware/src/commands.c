@@ -86,7 +86,7 @@ void reply_line_init(struct reply_line *line)
 /* One more piece, after a space; a piece that does not fit whole is counted, not cut. */
 void reply_line_add(struct reply_line *line, const char *format, ...)
 {
-    char piece[96];
+    char piece[2 * SLIP_FRAME_MAX + 32]; /* a whole SLIP frame in hex, as slipfeed adds it */
     va_list args;
     va_start(args, format);
     int written = vsnprintf(piece, sizeof piece, format, args);
@@ -109,7 +109,7 @@ void reply_line_add(struct reply_line *line, const char *format, ...)
 void reply_line_send(const struct reply_line *line)
 {
     if (line->dropped > 0) {
-        reply("%s +%zu more", line->text, line->dropped);
+        reply("%s%s+%zu more", line->text, line->len > 0 ? " " : "", line->dropped);
     } else {
         reply("%s", line->text);
     }

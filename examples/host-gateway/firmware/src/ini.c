@@ -77,8 +77,9 @@ static bool value_text(char **value)
         *value = text + 1;
         return true;
     }
+    /* text[-1] is still in the line: a blank that trim skipped, or the '=' cut to a NUL */
     for (char *at = text; *at != '\0'; at++) {
-        if ((*at == ';' || *at == '#') && at > text && (at[-1] == ' ' || at[-1] == '\t')) {
+        if ((*at == ';' || *at == '#') && (at[-1] == ' ' || at[-1] == '\t')) {
             *at = '\0';
             break;
         }
