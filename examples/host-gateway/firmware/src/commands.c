@@ -6,7 +6,7 @@
 #include "gateway.h"
 
 #define MAX_WORDS 70
-#define MAX_BYTES 96
+#define MAX_BYTES CONSOLE_MAX_BYTES
 
 static const char *const weekdays[7] = {"mon", "tue", "wed", "thu", "fri", "sat", "sun"};
 
@@ -20,13 +20,13 @@ void reply(const char *format, ...)
     fflush(stdout);
 }
 
-static void usage(const char *what)
+void usage(const char *what)
 {
     reply("ERR usage: %s", what);
 }
 
 /* words[1..n-1] joined back with single spaces, as hex byte groups are written. */
-static bool bytes_of(char **words, size_t n, uint8_t *bytes, size_t *len)
+bool bytes_of(char **words, size_t n, uint8_t *bytes, size_t *len)
 {
     char joined[256] = "";
     for (size_t i = 1; i < n; i++) {
@@ -41,7 +41,7 @@ static bool bytes_of(char **words, size_t n, uint8_t *bytes, size_t *len)
     return ok;
 }
 
-static bool numbers_of(char **words, size_t n, long *values, size_t *count)
+bool numbers_of(char **words, size_t n, long *values, size_t *count)
 {
     *count = 0;
     for (size_t i = 1; i < n; i++) {
@@ -51,6 +51,68 @@ static bool numbers_of(char **words, size_t n, long *values, size_t *count)
         (*count)++;
     }
     return *count > 0;
+}
+
+void reply_hex(const uint8_t *data, size_t len)
+{
+    char text[2 * MAX_BYTES + 1];
+    format_hex(data, len, text, sizeof text);
+    reply("%s", text);
+}
+
+/* The line after the command word as it was typed: split_words put a NUL over each blank
+ * between the words, which go back as spaces (a tab reads back as a space). */
+char *rest_of_line(char **words, size_t n)
+{
+    if (n < 2) {
+        return words[0] + strlen(words[0]);
+    }
+    char *end = words[n - 1] + strlen(words[n - 1]);
+    for (char *at = words[1]; at < end; at++) {
+        if (*at == '\0') {
+            *at = ' ';
+        }
+    }
+    return words[1];
+}
+
+void reply_line_init(struct reply_line *line)
+{
+    line->text[0] = '\0';
+    line->len = 0;
+    line->dropped = 0;
+}
+
+/* One more piece, after a space; a piece that does not fit whole is counted, not cut. */
+void reply_line_add(struct reply_line *line, const char *format, ...)
+{
+    char piece[2 * SLIP_FRAME_MAX + 32]; /* a whole SLIP frame in hex, as slipfeed adds it */
+    va_list args;
+    va_start(args, format);
+    int written = vsnprintf(piece, sizeof piece, format, args);
+    va_end(args);
+    size_t len = written < 0 ? 0 : (size_t)written;
+    size_t space = line->len > 0 ? 1 : 0;
+    /* a dropped piece leaves room for the " +N more" the reply ends with */
+    if (len >= sizeof piece || line->dropped > 0 ||
+        line->len + space + len + 16 > sizeof line->text) {
+        line->dropped++;
+        return;
+    }
+    if (space) {
+        line->text[line->len++] = ' ';
+    }
+    memcpy(line->text + line->len, piece, len + 1);
+    line->len += len;
+}
+
+void reply_line_send(const struct reply_line *line)
+{
+    if (line->dropped > 0) {
+        reply("%s%s+%zu more", line->text, line->len > 0 ? " " : "", line->dropped);
+    } else {
+        reply("%s", line->text);
+    }
 }
 
 static void cmd_crc(char **words, size_t n)
@@ -423,6 +485,9 @@ void commands_execute(char *line)
             table[i].run(words, n);
             return;
         }
+    }
+    if (commands_links_execute(words, n) || commands_services_execute(words, n)) {
+        return;
     }
     reply("ERR unknown command: %s", words[0]);
 }
