@@ -18,7 +18,7 @@ request's `sources` show its line with a neighbour each side.
 Projects: `qemu-cortex-m`, the bundled bare-metal Cortex-M3 firmware in QEMU with its recorded
 fixes applied, measured with `fwloop_c_coverage = qemu` (needs qemu-system-arm,
 gcc-arm-none-eabi and pyelftools); `gateway`, the host-built firmware of
-`examples/host-gateway` (15 modules, ~1,560 lines of C, 63 console tests against one firmware
+`examples/host-gateway` (33 C files, ~4,590 lines of C, 134 console tests against one firmware
 process per test module, which writes its counts on SIGUSR1); `littlefs-python` (its released
 sdist: lfs.c compiled into a Python extension, 109 tests; needs Cython and setuptools_scm in
 this venv, as benchmarks/released_suites.py says).
@@ -103,7 +103,7 @@ def _littlefs(scratch: Path) -> Path:
 PROJECTS = (
     CProject(
         name="gateway",
-        why="examples/host-gateway: a console firmware of 15 modules, one process per test module",
+        why="examples/host-gateway: a console firmware of 33 C files, one process per test module",
         fetch=_gateway,
         seeds=(
             Seed(
