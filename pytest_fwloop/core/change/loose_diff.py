@@ -45,10 +45,8 @@ class LooseHunk:
     @property
     def given(self) -> tuple[int, int] | None:
         """The old start and count the header claims, when it has numbers."""
-        match = _HUNK_NUMBERS.match(self.header)
-        if match is None:
-            return None
-        return int(match[1]), 1 if match[2] is None else int(match[2])
+        numbers = _header_numbers(self.header)
+        return None if numbers is None else numbers[:2]
 
 
 @dataclass(frozen=True)
@@ -166,16 +164,21 @@ def _hunks(lines: list[str], index: int) -> tuple[list[LooseHunk], int]:
     return hunks, index
 
 
-def _counts_fit(header: str, ops: list[tuple[str, str]]) -> bool:
-    """Whether the header's old and new counts are exactly those of `ops`."""
+def _header_numbers(header: str) -> tuple[int, int, int, int] | None:
+    """(old start, old count, new start, new count) of an `@@` line, a missing count being 1."""
     match = _HUNK_NUMBERS.match(header)
     if match is None:
-        return False
+        return None
+    start, count, new_start, new_count = (match[n] for n in range(1, 5))
+    return int(start), int(count or 1), int(new_start), int(new_count or 1)
+
+
+def _counts_fit(header: str, ops: list[tuple[str, str]]) -> bool:
+    """Whether the header's old and new counts are exactly those of `ops`."""
+    numbers = _header_numbers(header)
     old = sum(tag != "+" for tag, _ in ops)
     new = sum(tag != "-" for tag, _ in ops)
-    return (1 if match[2] is None else int(match[2])) == old and (
-        1 if match[4] is None else int(match[4])
-    ) == new
+    return numbers is not None and (numbers[1], numbers[3]) == (old, new)
 
 
 def _ends_hunk(lines: list[str], index: int) -> bool:
