@@ -192,6 +192,15 @@ def du_mb(path: Path) -> float:
     return int(done.stdout.split()[0]) / 1e6 if done.stdout else 0.0
 
 
+def added_mb(root: Path, path: Path) -> float:
+    """What `path` adds beside the checkout's own `.git`: a file hard-linked from it counts once
+    (du counts each inode once over all its arguments)."""
+    both = ["du", "-sbc", str(root / ".git"), str(path)]
+    done = subprocess.run(both, capture_output=True, text=True, check=False)
+    total = int(done.stdout.splitlines()[-1].split()[0]) / 1e6 if done.stdout else 0.0
+    return total - du_mb(root / ".git")
+
+
 def stamp(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
 
@@ -265,6 +274,7 @@ def loop_run(root: Path, coder: str, python: str = sys.executable) -> dict[str, 
         "peak MB": max(seen) / 1024,
         "SUCCESS to exit": ended - success[-1] if success else None,
         ".fwloop MB": du_mb(root / ".fwloop"),
+        ".fwloop MB beyond .git's": added_mb(root, root / ".fwloop"),
         "tail": output[-600:],
     }
 

@@ -4,9 +4,10 @@ tracks although an ignore rule matches them, and, for a first snapshot, its inde
 A baseline of a big tree (Zephyr: 28,935 files, 265 MB) is mostly hashing and writing, as loose
 objects, files the user's git has already hashed and packed. When the shadow store has no index
 yet, the checkout's index is copied as the shadow's (its stat data describes these very files,
-so git rehashes only what changed since the user's last `git add`) and the blobs it names are
-copied, deltas and all, from the user's store into one pack of the shadow's own: the store never
-borrows objects the user may prune later.
+so git rehashes only what changed since the user's last `git add`) and the blobs it names come
+from the user's store: its packs hard-linked where they can be (`pack_links.py`: no second copy
+on disk), the blobs no linked pack holds copied, deltas and all, into one pack of the shadow's
+own. The store never borrows objects the user may prune later (no alternates).
 
 Only for an index of `SEED_FROM_BYTES` or more, and only where a blob in the user's index is
 the file's exact bytes: no attributes file git reads (`.gitattributes`, `info/attributes`, the
@@ -25,6 +26,7 @@ from pytest_fwloop.workspace.git_run import (
     GITLINK,
     STATE_DIR_NAME,
     WorkspaceError,
+    common_dir,
     git_env,
     join_z,
     one_line,
@@ -32,6 +34,7 @@ from pytest_fwloop.workspace.git_run import (
     split_z,
     user_git_dir,
 )
+from pytest_fwloop.workspace.pack_links import link_packs
 
 if TYPE_CHECKING:
     import subprocess
@@ -90,7 +93,7 @@ def seed_index(root: Path, shadow_dir: Path, index: Path, git: ShadowGit) -> boo
         removal = ["update-index", "--force-remove", "-z", "--stdin"]
         if dropped and git(removal, join_z(dropped), scratch).returncode != 0:
             return False
-        if blobs and not _copy_blobs(root, checkout, shadow_dir, blobs):
+        if blobs and not _fill_store(root, checkout, shadow_dir, blobs, (git, scratch)):
             return False
         os.replace(scratch, index)
         return True
@@ -152,11 +155,27 @@ def _entries(shadow_dir: Path, index: Path, git: ShadowGit) -> tuple[list[str], 
     return list(dict.fromkeys(blobs)), sorted(dropped)
 
 
-def _copy_blobs(root: Path, checkout: Path, shadow_dir: Path, blobs: list[str]) -> bool:
-    """One pack of `blobs` from the user's store into the shadow's: git reuses the packed
+def _fill_store(
+    root: Path,
+    checkout: Path,
+    shadow_dir: Path,
+    blobs: list[str],
+    shadow: tuple[ShadowGit, Path],
+) -> bool:
+    """Give the store at `shadow_dir` every one of `blobs`: the user's packs linked, then one
+    pack of what they do not hold, from the user's store. `git pack-objects` reuses the packed
     data and deltas it finds (`--window=0`: no new delta search), so this costs copying."""
     pack_dir = shadow_dir / "objects" / "pack"
     pack_dir.mkdir(parents=True, exist_ok=True)
+    if link_packs(common_dir(checkout) / "objects", pack_dir):
+        git, index = shadow
+        asked = "".join(f"{blob}\n" for blob in blobs).encode()
+        checked = git(["cat-file", "--batch-check=%(objectname)"], asked, index)
+        if checked.returncode != 0:
+            return False
+        blobs = [line.split()[0] for line in checked.stdout.decode().splitlines() if " " in line]
+        if not blobs:
+            return True
     env = _user_env(root, checkout)
     packed = run_git(
         ["pack-objects", "-q", "--window=0", str(pack_dir / "pack")],

@@ -112,11 +112,14 @@ def user_git_dir(root: Path) -> Path | None:
     return None
 
 
-def exclude_file(git_dir: Path) -> str:
-    """`info/exclude` lives in the common directory, which linked worktrees point to."""
+def common_dir(git_dir: Path) -> Path:
+    """Where a checkout's `info/` and `objects/` live: a linked worktree's common directory."""
     common = git_dir / "commondir"
-    base = git_dir / common.read_text().strip() if common.is_file() else git_dir
-    return str(base / "info" / "exclude")
+    return git_dir / common.read_text().strip() if common.is_file() else git_dir
+
+
+def exclude_file(git_dir: Path) -> str:
+    return str(common_dir(git_dir) / "info" / "exclude")
 
 
 def encode(text: str) -> bytes:

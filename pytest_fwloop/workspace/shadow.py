@@ -48,6 +48,7 @@ from pytest_fwloop.workspace.git_run import (
     start_git,
     user_git_dir,
 )
+from pytest_fwloop.workspace.pack_links import release_unshared
 
 if TYPE_CHECKING:
     import subprocess
@@ -140,18 +141,21 @@ class ShadowRepo:
         A store with more than `PACK_AT_ONCE` loose objects (a big tree's first baseline) is
         packed by a `git repack` left running in the background, so the run's end does not
         wait for it; a repack is safe beside a later run's git calls, and one that was cut
-        short leaves the loose objects for the next run's end."""
+        short leaves the loose objects for the next run's end. So is one that takes in a pack
+        linked from the user's store that the user's store no longer shares (`pack_links.py`)."""
         if not (self.git_dir / "HEAD").is_file():
             return
         self._git("prune", "--expire=now", check=False)
         counted = self._git("count-objects", "-v", check=False).stdout.decode()
         found = re.search(r"^count: (\d+)", counted, re.MULTILINE)
         loose = int(found[1]) if found else 0
-        if loose <= PACK_AT_ONCE:
+        released = release_unshared(self.git_dir / "objects" / "pack")
+        if loose <= PACK_AT_ONCE and not released:
             self._git("repack", "-a", "-d", "-q", check=False)
             return
         env = {**git_env(self.git_dir, self.root), "GIT_INDEX_FILE": str(self._index)}
-        start_git([*self._config(), "repack", "-d", "-q"], env=env, cwd=self.root)
+        every_pack = ["-a"] if released else []
+        start_git([*self._config(), "repack", *every_pack, "-d", "-q"], env=env, cwd=self.root)
 
     def drop_unkept(self) -> None:
         """Delete what only unkept snapshots hold (a build's output, mostly); call under the run
