@@ -1,13 +1,15 @@
 """The loop on a real Zephyr tree with one of Zephyr's own pytest-harness samples (issue 44).
 
-    python benchmarks/zephyr_tree.py --zephyr PATH [--board native_sim_64] \
+    python benchmarks/zephyr_tree.py --zephyr PATH [--board native_sim_64|qemu_cortex_m3] \
         [--sample samples/subsys/testsuite/pytest/shell] [--python PYTHON] [--only oracle,standin] \
-        [--coverage] [--boot-test]
+        [--coverage] [--boot-test] [--modules PATH;...]
 
 It installs nothing. PATH is a Zephyr tree that is a git checkout with its sources committed,
-`ZEPHYR_BASE` pointing at it, `ZEPHYR_TOOLCHAIN_VARIANT=host` for native_sim (or `gnuarmemb` for
-QEMU), and PYTHON an interpreter holding pytest-fwloop, Zephyr's pytest-twister-harness and
-`scripts/requirements-base.txt` (benchmarks/README.md says how this machine's was made). It
+`ZEPHYR_BASE` pointing at it, `ZEPHYR_TOOLCHAIN_VARIANT=host` for native_sim (or `gnuarmemb` with
+`GNUARMEMB_TOOLCHAIN_PATH` for a `qemu_*` board, which also needs the tree in a west workspace and
+its modules, CMSIS for Cortex-M, as `--modules`), and PYTHON an interpreter holding
+pytest-fwloop, Zephyr's pytest-twister-harness and `scripts/requirements-base.txt`
+(benchmarks/README.md says how this machine's was made). It
 configures `build/` for the sample once (CMake, ninja), times the firmware's own build and the
 sample's plain pytest, writes a `pytest.ini` at the tree's top, seeds three bugs in Zephyr's
 shell subsystem (none in the sample) and runs `pytest --fwloop` twice, each time on the seeded
@@ -88,7 +90,7 @@ SEEDS = (
 INI = """\
 [pytest]
 testpaths = {sample}/pytest
-addopts = --twister-harness --device-type=native --build-dir=build -p no:cacheprovider
+addopts = --twister-harness --device-type={device_type} --build-dir=build -p no:cacheprovider
 fwloop_build = ninja -C build
 fwloop_goal = make the shell sample's tests pass
 {extra}"""
@@ -143,6 +145,7 @@ def main() -> None:
     parser.add_argument("--only", default="oracle,standin")
     parser.add_argument("--coverage", action="store_true", help="CONFIG_COVERAGE=y, gcov spectra")
     parser.add_argument("--boot-test", action="store_true", help="a third test, left passing")
+    parser.add_argument("--modules", default="", help="ZEPHYR_MODULES, `;`-separated (CMSIS)")
     args = parser.parse_args()
     root = args.zephyr.resolve()
     files = subprocess.run(
@@ -151,10 +154,21 @@ def main() -> None:
     print(f"tree: {root}, {files} files; board {args.board}; sample {args.sample}")
     # Configured every time: `CONFIG_COVERAGE` is cached, and each run says which it wants.
     coverage = "y" if args.coverage else "n"
+    qemu = args.board.startswith("qemu_")
     configure = [
         "cmake", "-S", args.sample, "-B", "build", "-GNinja", f"-DBOARD={args.board}",
-        "-DCONFIG_NATIVE_UART_0_ON_STDINOUT=y", f"-DCONFIG_COVERAGE={coverage}",
+        f"-DCONFIG_COVERAGE={coverage}",
     ]  # fmt: skip
+    configure += [f"-DZEPHYR_MODULES={args.modules}"] if args.modules else []
+    if qemu:
+        # As twister configures a QEMU build for its pytest harness: the console on the FIFO
+        # pair `build/qemu-fifo.{in,out}` the harness's QEMU adapter opens (read at configure
+        # time only). The adapter starts `west build -t run`: a west workspace must hold the tree.
+        configure += [f"-DQEMU_PIPE={root / 'build' / 'qemu-fifo'}"]
+        if subprocess.run(["west", "topdir"], cwd=root, capture_output=True).returncode != 0:
+            sys.exit(f"{root}: not in a west workspace; `west init -l {root.name}` in its parent")
+    else:
+        configure += ["-DCONFIG_NATIVE_UART_0_ON_STDINOUT=y"]
     print(f"configure: {timed(configure, root):.1f} s")
     shutil.rmtree(root / "build" / "zephyr", ignore_errors=True)
     subprocess.run(["ninja", "-C", "build", "-t", "clean"], cwd=root, capture_output=True)
@@ -165,7 +179,9 @@ def main() -> None:
     restore(root)
     timed(["ninja", "-j2", "-C", "build"], root)
     extra = "fwloop_c_coverage = gcov\n" if args.coverage else ""
-    (root / "pytest.ini").write_text(INI.format(sample=args.sample, extra=extra))
+    device_type = "qemu" if qemu else "native"
+    ini = INI.format(sample=args.sample, device_type=device_type, extra=extra)
+    (root / "pytest.ini").write_text(ini)
     boot = root / args.sample / "pytest" / "test_boot.py"
     if args.boot_test:
         boot.write_text(BOOT_TEST)

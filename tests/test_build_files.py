@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -199,10 +200,22 @@ def test_with_no_time_to_spare_the_index_reads_what_the_build_compiles_first(
         nodeid="tests/test_c.py::test_crc8", outcome="failed", phase="call", longrepr="crc8 01"
     )
     localizer = _localizer(root)
-    done, _ = _first_request(localizer, root, failure)
+    done, report = _first_request(localizer, root, failure)
     assert "boards/a/commands.c" in {chunk.path for chunk in done.sources}
     assert "boards/b/commands.c" not in {chunk.path for chunk in done.sources}
-    assert localizer.index.unread == 2  # the unbuilt C and the Makefile: for later requests
+    assert report.unread == 2  # the unbuilt C and the Makefile: read in the background
+    for _ in range(600):
+        if not localizer.background.running:
+            break
+        time.sleep(0.05)
+    localizer.background.stop()
+    assert localizer.index.unread == 0
+    request = AgentRequest(role="coder", iteration=2, goal="g", workspace=str(root))
+    _, later = localizer.coder_request(request, [failure], [])
+    localizer.background.stop()
+    assert later.unread == 0
+    assert later.files == report.files + 2  # what the background read, in this request's map
+    assert not localizer.background.running
 
 
 @pytest.mark.skipif(shutil.which("cmake") is None or shutil.which("ninja") is None, reason="ninja")

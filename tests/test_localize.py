@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -528,3 +529,39 @@ def test_a_hunk_over_two_methods_names_both_methods_not_their_class() -> None:
     assert [s.name for s in file.innermost_over(4, 12)] == ["Board.reset", "Board.read"]
     assert [s.name for s in file.innermost_over(9, 9)] == ["Board"]
     assert file.innermost_over(21, 25) == []
+
+
+def _tree_of(count: int) -> tuple[dict[str, str], dict[str, bytes]]:
+    files = {f"drivers/d{n}.c": f"b{n}" for n in range(count)}
+    blobs = {f"b{n}": f"int d{n}(int x) {{ return x + {n}; }}\n".encode() for n in range(count)}
+    return files, blobs
+
+
+def test_a_stopped_reading_ends_within_a_file_and_leaves_the_rest_unread(tmp_path: Path) -> None:
+    files, blobs = _tree_of(600)
+    stop = threading.Event()
+
+    def read(ids: object) -> dict[str, bytes]:
+        stop.set()  # asked to stop as soon as the first chunk is read
+        return {i: blobs[i] for i in ids}  # type: ignore[attr-defined]
+
+    index = CodeIndex(tmp_path / "code-index.sqlite")
+    known = index.symbols(files, read, seconds=60.0, stop=stop)
+    assert known == {}
+    assert index.unread == 600
+
+
+def test_a_blob_the_store_no_longer_holds_is_read_later_not_remembered_as_empty(
+    tmp_path: Path,
+) -> None:
+    """A snapshot the store dropped while the background read it: its files stay unread."""
+    files, blobs = _tree_of(3)
+    index = CodeIndex(tmp_path / "code-index.sqlite")
+    gone = {"b1"}
+    known = index.symbols(files, lambda ids: {i: blobs[i] for i in ids if i not in gone}, ())
+    assert set(known) == {"drivers/d0.c", "drivers/d2.c"}
+    assert index.unread == 1
+    again = CodeIndex(tmp_path / "code-index.sqlite")  # the next run, the same store
+    known = again.symbols(files, lambda ids: {i: blobs[i] for i in ids}, ())
+    assert set(known) == set(files)
+    assert "d1" in {s.name for s in known["drivers/d1.c"].symbols}

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from pytest_fwloop.core.change.posix_paths import glob_match, normalize_path
+from pytest_fwloop.core.change.posix_paths import glob_match, matching_glob, normalize_path
 from pytest_fwloop.core.change.unified_diff import (
     FileChange,
     PatchParseError,
@@ -582,6 +582,26 @@ def test_a_literal_path_matches_itself_and_double_star(path: str) -> None:
     assert glob_match(path, path)
     assert glob_match(path, "**")
     assert glob_match("./" + path.replace("/", "//"), path)
+
+
+@property_test
+@given(
+    path=st.lists(st.sampled_from(["a", "b", "..", ".", "", "x.c", "te*st"]), max_size=5).map(
+        "/".join
+    ),
+    patterns=st.lists(
+        st.lists(
+            st.sampled_from(["a", "b", "*", "**", "?", "*.c", "x.?", "te*st"]), min_size=1
+        ).map("/".join),
+        max_size=6,
+    ),
+)
+def test_the_first_matching_glob_is_the_one_glob_match_finds_first(
+    path: str, patterns: list[str]
+) -> None:
+    """All the globs at once (`matching_glob`) say what each one alone would, in order."""
+    one_by_one = next((g for g in patterns if glob_match(path, g)), None)
+    assert matching_glob(path, tuple(patterns)) == one_by_one
 
 
 def test_the_files_the_loops_options_name_are_protected(pytester: pytest.Pytester) -> None:

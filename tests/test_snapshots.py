@@ -322,3 +322,41 @@ def test_the_build_directory_is_excluded_where_the_command_names_it(
     build: list[str] | str | None, directories: list[str]
 ) -> None:
     assert build_directories(build) == directories
+
+
+def test_the_code_index_listing_after_changes_is_the_whole_listing(tmp_path: Path) -> None:
+    """`source_files` reads only what changed since its last listing: the same files and blob
+    ids as a listing of the whole snapshot, whatever the change (a deleted snapshot too)."""
+    from pytest_fwloop.workspace import snapshot_blobs
+
+    root = tmp_path / "tree"
+    workspace = opened(root)
+    (root / "src" / "gone.c").write_text("int gone;\n")
+    (root / "src" / "becomes_link.c").write_text("int link;\n")
+    (root / "src" / "becomes_dir").write_text("a file first\n")
+    first_commit, first = workspace.source_files()
+    assert {"src/main.c", "src/gone.c", "src/becomes_link.c"} <= set(first)
+
+    (root / "src" / "main.c").write_text("int main(void) { return 1; }\n")
+    (root / "src" / "gone.c").unlink()
+    (root / "src" / "new.c").write_text("int fresh;\n")
+    (root / "src" / "becomes_link.c").unlink()
+    (root / "src" / "becomes_link.c").symlink_to("main.c")
+    (root / "src" / "becomes_dir").unlink()
+    (root / "src" / "becomes_dir").mkdir()
+    (root / "src" / "becomes_dir" / "inner.c").write_text("int inner;\n")
+    (root / "tool.sh").write_text("#!/bin/sh\n")
+    (root / "tool.sh").chmod(0o755)
+    commit, listed = workspace.source_files()
+    whole = snapshot_blobs.files(workspace.shadow, commit)
+    assert listed == whole
+    assert "src/gone.c" not in listed
+    assert "src/becomes_link.c" not in listed
+    assert {"src/new.c", "src/becomes_dir/inner.c", "tool.sh"} <= set(listed)
+    assert listed["src/main.c"] != first["src/main.c"]
+
+    workspace.drop_snapshots()  # the last listing's snapshot may be gone from the store
+    (root / "src" / "new.c").write_text("int fresher;\n")
+    commit, listed = workspace.source_files()
+    assert listed == snapshot_blobs.files(workspace.shadow, commit)
+    assert first_commit != commit

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
 import zlib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -46,14 +47,16 @@ class CodeIndex:
         read: ReadBlobs,
         first: Collection[str] = (),
         seconds: float | None = None,
+        stop: threading.Event | None = None,
     ) -> dict[str, FileSymbols]:
         """The symbols of the indexed files of `files` (path → blob id); `read` fetches the
         contents of the blobs neither memory nor the store holds.
 
         With `seconds`, a big tree is read as far as that time allows: `first` (the files the
         build and the failures name) whatever it costs, then the others in `files`' order, in
-        chunks; what is left waits for a later call (`unread` says how many). Memory holds
-        one chunk's contents at a time, never the whole tree's."""
+        chunks, until `stop` is set; what is left waits for a later call (`unread` says how
+        many). Memory holds one chunk's contents at a time, never the whole tree's. A blob
+        `read` does not give (a snapshot the store has dropped since) is left for later."""
         keys = {
             path: f"{blob}:{language}"
             for path, blob in files.items()
@@ -66,7 +69,8 @@ class CodeIndex:
             self._read_in(db, wanted, keys, files, read)
             if seconds is not None:
                 rest = [p for p in keys if p not in first and keys[p] not in self._known]
-                self._read_in(db, rest, keys, files, read, time.monotonic() + seconds)
+                deadline = time.monotonic() + seconds
+                self._read_in(db, rest, keys, files, read, deadline, stop)
         finally:
             if db is not None:
                 db.close()
@@ -82,11 +86,17 @@ class CodeIndex:
         files: Mapping[str, str],
         read: ReadBlobs,
         deadline: float | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
         """Know the symbols of `paths`: from the store, else parsed (and stored), by chunks;
-        with a `deadline`, as many as it allows (checked before each file)."""
+        with a `deadline`, as many as it and `stop` allow (checked before each file)."""
+
+        def over() -> bool:
+            late = deadline is not None and time.monotonic() >= deadline
+            return late or (stop is not None and stop.is_set())
+
         for start in range(0, len(paths), _CHUNK):
-            if deadline is not None and time.monotonic() >= deadline:
+            if over():
                 return
             chunk = paths[start : start + _CHUNK]
             missing = [k for k in dict.fromkeys(keys[p] for p in chunk) if k not in self._known]
@@ -96,10 +106,11 @@ class CodeIndex:
             contents = read(files[path] for path in unread) if unread else {}
             parsed: dict[str, FileSymbols | None] = {}
             for path in unread:
-                if deadline is not None and time.monotonic() >= deadline:
+                if over():
                     break
                 data = contents.get(files[path])
-                parsed[keys[path]] = parse_source(path, data) if data is not None else None
+                if data is not None:
+                    parsed[keys[path]] = parse_source(path, data)
             self._known.update(parsed)
             if parsed and db is not None:
                 _store(db, parsed)

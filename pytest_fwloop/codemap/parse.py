@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import defaultdict
-from functools import cache
+from functools import cache, lru_cache
 from typing import TYPE_CHECKING
 
 from pytest_fwloop.core.change.lines import text_lines
@@ -116,9 +116,11 @@ _CONTAINERS = frozenset(
 )
 
 
+@lru_cache(maxsize=1 << 16)
 def language_of(path: str) -> str | None:
     """The grammar for `path` ("c", "cpp", "python", "cython"), "" for plain firmware text, None
-    for a file the index leaves out."""
+    for a file the index leaves out. Cached: each request asks it of every file of the tree
+    (Zephyr: 29,000 paths, twice)."""
     name = path.rsplit("/", 1)[-1].lower()
     suffix = name[name.rfind(".") :] if "." in name else ""
     if suffix in _SUFFIXES:

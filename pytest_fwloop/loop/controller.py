@@ -204,11 +204,15 @@ class Controller:
                 if bound.resume is None and self.clock.expired():
                     ended = f"it took that long to end with {step.event.value}"
                     step = self.loop.timed_out(bound, self.clock.limit, ended)
-            if self.abort.is_set():
-                continue
-            self.move(step)
+            if not self.abort.is_set():
+                self.move(step)
         assert self.loop.outcome is not None
         return self.loop.outcome
+
+    def stop_background(self) -> None:
+        """What runs beside the loop ends with it: the code index's background reading."""
+        if self._repair is not None:
+            self._repair.localizer.background.stop()
 
     # -- states ---------------------------------------------------------------------------------
 

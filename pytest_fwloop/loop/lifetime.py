@@ -65,6 +65,7 @@ def control(
         crashes.append(exc)
         pointer = stop_on_internal_error(controller.loop, controller.recorder, exc)
     finally:
+        controller.stop_background()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         if controller.farm is not None:  # no child runs from here: the board goes back now

@@ -95,6 +95,8 @@ class Workspace:
         # edits during a run are none of its business. The shadow snapshots these paths even
         # where an ignore rule hides them.
         self.touched: set[str] = self.shadow.written
+        #: The last `source_files` listing: the next one reads only what changed since.
+        self._listed: tuple[str, dict[str, str]] | None = None
 
     @property
     def baseline(self) -> str:
@@ -278,7 +280,9 @@ class Workspace:
         """A snapshot of the tree now (not kept) and its regular files with their blob ids: what
         the code index follows, reading only the blobs it has not seen (`read_blobs`)."""
         commit = self.snapshot("code index")
-        return commit, tree_reads.files(self.shadow, commit)
+        listed = tree_reads.files(self.shadow, commit, self._listed)
+        self._listed = (commit, listed)
+        return commit, dict(listed)
 
     def read_blobs(self, ids: Iterable[str]) -> dict[str, bytes]:
         return tree_reads.blobs(self.shadow, ids)

@@ -1,5 +1,6 @@
-"""What the shadow store reads of the user's git checkout, never writing it: the files it
-tracks although an ignore rule matches them, and, for a first snapshot, its index and objects.
+"""What the loop reads of the user's git checkout, never writing it: the files it tracks
+although an ignore rule matches them, what its last commits changed (a localization clue) and,
+for a first snapshot, its index and objects.
 
 A baseline of a big tree (Zephyr: 28,935 files, 265 MB) is mostly hashing and writing, as loose
 objects, files the user's git has already hashed and packed. When the shadow store has no index
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from typing import TYPE_CHECKING
 
 from pytest_fwloop.workspace.git_run import (
@@ -37,7 +39,6 @@ from pytest_fwloop.workspace.git_run import (
 from pytest_fwloop.workspace.pack_links import link_packs
 
 if TYPE_CHECKING:
-    import subprocess
     from collections.abc import Callable
     from pathlib import Path
 
@@ -74,6 +75,28 @@ def tracked_despite_ignores(root: Path, config: list[str]) -> list[str]:
         if os.path.lexists(root / path):
             kept.append(path)
     return kept
+
+
+def recently_changed(root: Path, commits: int) -> list[str]:
+    """The files the checkout's last `commits` commits changed, newest first; [] outside a
+    checkout or when git cannot say (read-only: `git log`, no lock taken)."""
+    checkout = user_git_dir(root)
+    if checkout is None:
+        return []
+    env = git_env(checkout, root)
+    env["GIT_OPTIONAL_LOCKS"] = "0"
+    try:
+        log = run_git(
+            ["log", f"-n{commits}", "--name-only", "--format=", "--relative", "--"],
+            env=env,
+            cwd=root,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if log.returncode != 0:
+        return []
+    lines = log.stdout.decode("utf-8", "replace").splitlines()
+    return list(dict.fromkeys(line for line in lines if line))
 
 
 def seed_index(root: Path, shadow_dir: Path, index: Path, git: ShadowGit) -> bool:

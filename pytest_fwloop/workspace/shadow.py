@@ -483,4 +483,6 @@ def _is_within(path: str, prefix: str) -> bool:
 
 
 def _in_pycache(path: str) -> bool:
-    return _PYCACHE.rstrip("/") in path.split("/")
+    # The substring test first: a snapshot asks it of every path of the tree, twice.
+    name = _PYCACHE.rstrip("/")
+    return name in path and name in path.split("/")

@@ -13,18 +13,50 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
-def files(shadow: ShadowRepo, commit: str) -> dict[str, str]:
+#: The file modes `files` keeps: regular files, executable or not.
+_REGULAR = ("100644", "100755")
+
+
+def files(
+    shadow: ShadowRepo, commit: str, since: tuple[str, dict[str, str]] | None = None
+) -> dict[str, str]:
     """Every regular file of snapshot `commit` with its blob id: what the code index reads.
     Symbolic links and submodules are left out, so nothing read through them can lie
-    outside the tree."""
+    outside the tree. `since`, an earlier snapshot and its `files`: only what changed between
+    them is read (a Zephyr tree's listing, 29,000 files, is a sixth of a request after a patch);
+    the whole listing where git no longer holds that snapshot."""
+    if since is not None:
+        changed = _changed(shadow, since[0], commit)
+        if changed is not None:
+            found = dict(since[1])
+            for path, (mode, blob) in changed.items():
+                if mode in _REGULAR:
+                    found[path] = blob
+                else:
+                    found.pop(path, None)
+            return found
     listed = shadow._git("ls-tree", "-r", "-z", "--full-tree", shadow._commit(commit)).stdout
-    files = {}
+    found = {}
     for entry in split_z(listed):
         meta, _, path = entry.partition("\t")
         mode, kind, blob = meta.split(" ")
-        if kind == "blob" and mode in ("100644", "100755"):
-            files[path] = blob
-    return files
+        if kind == "blob" and mode in _REGULAR:
+            found[path] = blob
+    return found
+
+
+def _changed(shadow: ShadowRepo, before: str, after: str) -> dict[str, tuple[str, str]] | None:
+    """The paths whose entries differ between two snapshots, with the new mode and id (mode
+    `000000` for a deleted one); None when git cannot compare them."""
+    raw = shadow._git("diff-tree", "-r", "-z", "--raw", "--no-renames", before, after, check=False)
+    if raw.returncode != 0:
+        return None
+    fields = split_z(raw.stdout)
+    changed = {}
+    for meta, path in zip(fields[::2], fields[1::2], strict=True):
+        _, new_mode, _, new_blob = meta.lstrip(":").split(" ")[:4]
+        changed[path] = (new_mode, new_blob)
+    return changed
 
 
 def patched_files(shadow: ShadowRepo, commit: str, patch: str) -> dict[str, str]:

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pytest_fwloop.core.change.loose_diff import header_modes
 from pytest_fwloop.core.change.posix_paths import (
-    glob_match,
+    matching_glob,
     normalize_path,
     root_problem,
     show_path,
@@ -115,7 +115,7 @@ def protection(path: str, policy: PatchPolicy) -> str | None:
     normal = normalize_path(path)
     if normal in policy.test_files:
         return "the suite collects tests from it"
-    glob = next((g for g in policy.protected if glob_match(normal, g)), None)
+    glob = matching_glob(normal, policy.protected)
     return None if glob is None else f"matches {glob!r}"
 
 
@@ -226,7 +226,7 @@ def path_violations(path: str, policy: PatchPolicy) -> list[Violation]:
                 "test or CI configuration, or other protected paths",
             )
         ]
-    if policy.allow_paths and not any(glob_match(normal, g) for g in policy.allow_paths):
+    if policy.allow_paths and matching_glob(normal, policy.allow_paths) is None:
         allowed = ", ".join(repr(g) for g in policy.allow_paths)
         return [
             Violation(

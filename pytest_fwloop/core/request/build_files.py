@@ -106,9 +106,11 @@ def build_files(
     files: set[str] = set()
     origins: list[str] = []
     for origin, entries in listed:
+        # Each distinct entry once: ninja's deps name each header once per object that
+        # includes it (Zephyr native_sim: 10,188 entries, 378 paths).
         here = {
             path
-            for base, name in entries
+            for base, name in set(entries)
             if (path := inside(name, base, root)) is not None and path in known
         }
         if here:

@@ -4,7 +4,7 @@ configuration imports it before the baseline's child is forked)."""
 
 from __future__ import annotations
 
-from pytest_fwloop.core.change.posix_paths import glob_match
+from pytest_fwloop.core.change.posix_paths import matching_glob
 
 #: Folders no tool enters: version control and the loop's own records.
 HIDDEN_PARTS = frozenset({".git", ".fwloop", ".hg", ".svn"})
@@ -26,4 +26,4 @@ SECRET_FILES = (
 
 
 def is_secret(path: str) -> bool:
-    return any(glob_match(path, pattern) for pattern in SECRET_FILES)
+    return matching_glob(path, SECRET_FILES) is not None

@@ -9,7 +9,6 @@ sends.
 from __future__ import annotations
 
 import sqlite3
-import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,19 +48,20 @@ from pytest_fwloop.core.request.ranking_audit import audit
 from pytest_fwloop.core.request.source_pack import failing_test_code, pack_sources, repo_map
 from pytest_fwloop.core.suite.results import TestRecord
 from pytest_fwloop.core.suite.signature import signature
+from pytest_fwloop.loop.request.background_index import BackgroundReading
 from pytest_fwloop.loop.request.spectrum_files import SpectrumReader
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import LoopState
 from pytest_fwloop.workspace import Workspace
-from pytest_fwloop.workspace.git_run import WorkspaceError, git_env, run_git, user_git_dir
+from pytest_fwloop.workspace.checkout_reads import recently_changed
+from pytest_fwloop.workspace.git_run import WorkspaceError
 
 #: Files whose text is read to pick chunks from: the best-ranked ones only.
 _FILES_READ = 48
-#: What a request may spend reading and parsing files beyond those it must read first: a tree
-#: of 30,000 files is indexed over several requests, never all before the first (issue 44).
+#: What the first request may spend reading and parsing files beyond those it must read first
+#: (a tree of 30,000 files is never indexed whole before the first coder call, issue 44); the
+#: rest is read in the background (`background_index.py`), so a later request stays quick.
 PARSE_SECONDS = 5.0
-#: The same for each later request of a run, which must stay quick after a patch.
-LATER_PARSE_SECONDS = 0.3
 #: Files in a tree from which, when the build has a file list, unbuilt C is never indexed.
 BIG_TREE = 5000
 #: Files the frames point into whose lines are read for the names they call.
@@ -84,6 +84,8 @@ class Localization:
     #: What the build uses of the tree's C, as its own file lists say
     #: (`core/request/build_files.py`).
     build: str
+    #: Indexable files not read yet: the background reads them before the next request.
+    unread: int = 0
 
 
 @dataclass
@@ -109,6 +111,8 @@ class Localizer:
     #: The symbols sent to the coder in an iteration (its number, their keys): asked again in
     #: it, the coder is shown the ranking's next page.
     _shown: tuple[int, set[tuple[str, int]]] = (0, set())
+    #: What the last request left unindexed, read while the loop waits on other things.
+    background: BackgroundReading = field(default_factory=BackgroundReading)
 
     def __post_init__(self) -> None:
         self.index = CodeIndex(self.workspace.shadow.state_dir / "index" / INDEX_NAME)
@@ -128,14 +132,15 @@ class Localizer:
         coder was unsure of what it was sent in this iteration; it gets the code ranked next.
         `passed_in_suite`: the tests that passed in the latest whole-suite results, of which the
         spectrum may hold a sample (`core/request/spectrum_sample.py`)."""
+        self.background.stop()
         started = time.perf_counter()
         _, files = self.workspace.source_files()
         built = self.build_inputs.files(files)
         first = self._read_first(request, failing, earlier_patches, files, built)
-        seconds = PARSE_SECONDS if not self.tree.files else LATER_PARSE_SECONDS
-        symbols = self.index.symbols(
-            _index_order(files, built), self.workspace.read_blobs, first, seconds
-        )
+        seconds = PARSE_SECONDS if not self.tree.files else 0.0
+        order = _index_order(files, built)
+        symbols = self.index.symbols(order, self.workspace.read_blobs, first, seconds)
+        unread = self.index.unread
         parsed = self.tree.update(symbols)
         policy = self.policy()
         if policy != self._judged_by:
@@ -174,7 +179,10 @@ class Localizer:
             sources_bytes=sum(len(c.text.encode()) for c in sources),
             ranking=record,
             build=build_share(symbols, built),
+            unread=unread,
         )
+        if unread:
+            self.background.start(self.index, order, self.workspace.read_blobs)
         return done, report
 
     def _pick(
@@ -356,27 +364,10 @@ class Localizer:
         }
 
     def _recent_files(self) -> dict[str, tuple[float, str]]:
-        """Files the user's last commits changed (read-only: `git log`, no lock taken)."""
-        if self._recent is not None:
-            return self._recent
-        self._recent = {}
-        checkout = user_git_dir(self.workspace.root)
-        if checkout is None:
-            return self._recent
-        env = git_env(checkout, self.workspace.root)
-        env["GIT_OPTIONAL_LOCKS"] = "0"
-        try:
-            log = run_git(
-                ["log", f"-n{_RECENT_COMMITS}", "--name-only", "--format=", "--relative", "--"],
-                env=env,
-                cwd=self.workspace.root,
-            )
-        except (OSError, subprocess.SubprocessError):
-            return self._recent
-        if log.returncode == 0:
-            for line in log.stdout.decode("utf-8", "replace").splitlines():
-                if line and line not in self._recent:
-                    self._recent[line] = (0.5, "changed in a recent commit")
+        """Files the user's last commits changed, once a run."""
+        if self._recent is None:
+            changed = recently_changed(self.workspace.root, _RECENT_COMMITS)
+            self._recent = dict.fromkeys(changed, (0.5, "changed in a recent commit"))
         return self._recent
 
 
@@ -456,10 +447,10 @@ def localize(
         services.substate(number, SubState.LOCALIZATION, reason[:300])
         return request
     notice = f"; {localizer.index.notice}" if localizer.index.notice else ""
-    if localizer.index.unread:
+    if report.unread:
         notice += (
-            f"; {localizer.index.unread} file(s) not indexed yet: later requests read them, "
-            f"{PARSE_SECONDS:g} s each beyond what the build and the failures name"
+            f"; {report.unread} file(s) not indexed yet: read in the background before the "
+            "next request"
         )
     localizer.index.notice = ""
     folder = services.recorder.round_path(number)
