@@ -537,3 +537,57 @@ def test_a_wrapper_is_named_with_whole_words_of_its_shell() -> None:
     assert not _wraps("read", "thread_create")  # a word inside a word
     assert not _wraps("test_mount", "lfs_test_mount_impl")  # a test names what it tests
     assert not _wraps("get", "get_value")  # too short to say anything
+
+
+SHELL_CORE = "".join(
+    f"int shell_step{n}(int x)\n{{\n    return x + {n};\n}}\n\n" for n in range(12)
+)
+KERNEL_CMDS = """\
+static int cmd_kernel_cycles(int argc) { return print("cycles"); }
+static int cmd_kernel_version(int argc) { return print("Zephyr version"); }
+static int cmd_kernel_uptime(int argc) { return print("uptime"); }
+
+SHELL_STATIC_SUBCMD_SET_CREATE(sub_kernel,
+    SHELL_CMD(cycles, NULL, "Kernel cycles.", cmd_kernel_cycles),
+    SHELL_CMD(verison, NULL, "Kernel version.", cmd_kernel_version),
+    SHELL_CMD(uptime, NULL, "Kernel uptime.", cmd_kernel_uptime),
+    SHELL_SUBCMD_SET_END
+);
+"""
+
+
+def test_what_the_spectrum_cannot_count_keeps_a_place_near_the_top() -> None:
+    """A misspelt command in a table (Zephyr's `verison`): the failing test ran a dozen shell
+    functions no passing test ran, each above the table on points, but no line of a table is
+    counted; the output lists the table's entries, so the table takes the third place."""
+    files = {"shell/core.c": SHELL_CORE, "shell/kernel_cmds.c": KERNEL_CMDS}
+    tree = tree_of(files)
+    failing, passing = "t::test_version", "t::test_boot"
+    failure = FailureText(
+        failing,
+        "uart:~$ kernel version\nkernel - Kernel commands\nSubcommands:\n"
+        "cycles   :Kernel cycles.\nverison  :Kernel version.\nuptime   :Kernel uptime.\n"
+        "E   AssertionError: expected response not found\n",
+    )
+    evidence = gather_evidence([failure], [], "", "", tree.files, {})
+    steps = {3 + 5 * n: [failing] for n in range(12)}
+    spectrum = read_spectrum(
+        {
+            "tests": [failing, passing],
+            "sets": [[0], [0, 1]],
+            "files": {
+                "shell/core.c": {str(line): 0 for line in steps},
+                "shell/kernel_cmds.c": {"1": 1},
+            },
+            "measured": {"shell/core.c": "gcov", "shell/kernel_cmds.c": "gcov"},
+        }
+    )
+    suspicions = suspicious_lines(spectrum, {failing}, {passing})
+    ranked = rank(tree, evidence, files, suspicions)
+    names = [tree.symbol((r.path, r.index)).name for r in ranked]
+    by_score = sorted(ranked, key=lambda r: -r.score)
+    table = next(r for r in ranked if tree.symbol((r.path, r.index)).name == "sub_kernel")
+    assert by_score.index(table) >= 12  # every shell step has more points
+    assert names.index("sub_kernel") <= 2
+    # What the spectrum judged unrun keeps no place of its own: the handlers stay below.
+    assert names.index("cmd_kernel_version") > names.index("sub_kernel")

@@ -204,14 +204,13 @@ def check_git_reading(text: str, reading: GitReading, policy: PatchPolicy) -> li
 
 def path_violations(path: str, policy: PatchPolicy) -> list[Violation]:
     """The rules one path breaks: outside the root, protected, or not under the allowed paths."""
-    shown = show_path(path)
     problem = root_problem(path)
     if problem is not None:
         return [
             Violation(
                 path,
                 "outside_root",
-                f"{shown}: path outside the workspace root ({problem}); "
+                f"{show_path(path)}: path outside the workspace root ({problem}); "
                 "patch only files inside the root, by relative path",
             )
         ]
@@ -222,7 +221,7 @@ def path_violations(path: str, policy: PatchPolicy) -> list[Violation]:
             Violation(
                 path,
                 "protected",
-                f"{shown}: protected path ({why}); the coder may not edit tests, "
+                f"{show_path(path)}: protected path ({why}); the coder may not edit tests, "
                 "test or CI configuration, or other protected paths",
             )
         ]
@@ -232,7 +231,7 @@ def path_violations(path: str, policy: PatchPolicy) -> list[Violation]:
             Violation(
                 path,
                 "not_allowed",
-                f"{shown}: not under the allowed paths ({allowed}); "
+                f"{show_path(path)}: not under the allowed paths ({allowed}); "
                 "edit only files that fwloop_allow_paths allows",
             )
         ]

@@ -286,7 +286,9 @@ def ranking(
     every = [r for r in every if r.score > 0]
     every.sort(key=lambda r: (-r.score, r.path, tree.files[r.path].symbols[r.index].start_line))
     found = {(r.path, r.index): r for r in every if r.path in allowed}
-    turns = [found[key] for key in taking_turns(list(found), suspicious)]
+    unmeasured = [k for k in found if _unmeasured_points(found[k]) > 0]
+    by_text = sorted(unmeasured, key=lambda k: -_unmeasured_points(found[k]))
+    turns = [found[key] for key in taking_turns(list(found), suspicious, by_text)]
     for item in turns:
         if unbuilt(item.path, tree.files, built):
             item.unbuilt = True
@@ -295,6 +297,20 @@ def ranking(
         [r for r in turns if not r.unbuilt] + [r for r in turns if r.unbuilt],
         [r for r in every if r.path not in allowed],
     )
+
+
+#: The evidence that shows a symbol's own text: a literal of it in the output, a frame in it.
+_VERBATIM = ("literal", "frame")
+
+
+def _unmeasured_points(item: Ranked) -> float:
+    """What the failing output shows verbatim of `item` (its literals, a frame in it) where
+    the spectrum says nothing of it (no line of it counted, run or unrun: a table, a macro, a
+    type); 0 for what the spectrum judged. Names alone (a macro the output's words name) do
+    not count: they would fill the places with every header's macros."""
+    if item.factor != 1.0 or any(kind.endswith("spectrum") for kind in item.signals):
+        return 0.0
+    return sum(item.signals.get(kind, 0.0) for kind in _VERBATIM)
 
 
 def _frame_matches(scored: _Scores, evidence: FailureClues) -> None:

@@ -118,11 +118,16 @@ def unrun_damping(
     return factors
 
 
-def taking_turns(ranked: Sequence[Key], best: Mapping[Key, Suspect]) -> list[Key]:
-    """`ranked` with the spectrum's own order taking every other place: where many failures
-    share much code, the suspicion of the line at fault is only a little above the rest, and
-    all the evidence summed can bury it; by the spectrum alone it stays near the top (as in
-    Agentless, the candidates of each way of localizing go forward)."""
+def taking_turns(
+    ranked: Sequence[Key], best: Mapping[Key, Suspect], by_text: Sequence[Key] = ()
+) -> list[Key]:
+    """`ranked` with the spectrum's own order and `by_text` (what the spectrum says nothing
+    of, by the evidence of the failures' text) taking turns with it, place by place: where many
+    failures share much code, the suspicion of the line at fault is only a little above the
+    rest, and all the evidence summed can bury it; by the spectrum alone it stays near the top.
+    And what the spectrum cannot count (a command table, a macro, a type: no line of them runs)
+    keeps a voice through what the output shows of it. As in Agentless, the candidates of each
+    way of localizing go forward. Without a spectrum, `ranked` as it is."""
     present = set(ranked)
     by_spectrum = sorted(
         (key for key, (_, s) in best.items() if s.score >= MIN_SUSPICION and key in present),
@@ -131,10 +136,11 @@ def taking_turns(ranked: Sequence[Key], best: Mapping[Key, Suspect]) -> list[Key
     if not by_spectrum:
         return list(ranked)
     turns: dict[Key, None] = {}
-    second = iter(by_spectrum)
+    others = [iter(by_spectrum), iter(k for k in by_text if k in present)]
     for key in ranked:
         turns.setdefault(key)
-        other = next(second, None)
-        if other is not None:
-            turns.setdefault(other)
+        for way in others:
+            other = next(way, None)
+            if other is not None:
+                turns.setdefault(other)
     return list(turns)
