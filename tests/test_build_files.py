@@ -215,6 +215,7 @@ def test_with_no_time_to_spare_the_index_reads_what_the_build_compiles_first(
     localizer.background.stop()
     assert later.unread == 0
     assert later.files == report.files + 2  # what the background read, in this request's map
+    assert later.parsed == 0  # and learned there too: the request itself learned nothing
     assert not localizer.background.running
 
 

@@ -2,8 +2,9 @@
 
 A big tree's first request indexes what the build and the failures name and what else its time
 allows; the rest waits. It is read here, in a thread, while the loop waits on other things (the
-model's answer, the firmware's build, the tests), so a later request parses only what it must:
-on a Zephyr tree of 29,000 files, a request after a patch stays under a second. The thread runs
+model's answer, the firmware's build, the tests), and learned into the tree's map, so a later
+request parses and learns only what it must: on a Zephyr tree of 29,000 files, a request after
+a patch stays under a second. The thread runs
 at the lowest priority (Linux gives a thread its own nice value), stops within one file's parse
 when asked, and never outlives the run. The index is a cache: whatever goes wrong in the
 thread only leaves files for a later read.
@@ -15,10 +16,11 @@ import contextlib
 import os
 import sqlite3
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from pytest_fwloop.codemap.index import CodeIndex, ReadBlobs
+from pytest_fwloop.core.request.code_symbols import FileSymbols
 
 #: The longest one background reading runs: a tree's rest is normally read well within it.
 BACKGROUND_SECONDS = 60.0
@@ -33,9 +35,16 @@ class BackgroundReading:
     _thread: threading.Thread | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
 
-    def start(self, index: CodeIndex, files: Mapping[str, str], read: ReadBlobs) -> None:
-        """Read `files`' unindexed ones (in their order) into `index`; call after `stop`, and
-        touch `index` again only after the next `stop`."""
+    def start(
+        self,
+        index: CodeIndex,
+        files: Mapping[str, str],
+        read: ReadBlobs,
+        then: Callable[[dict[str, FileSymbols]], None],
+    ) -> None:
+        """Read `files`' unindexed ones (in their order) into `index`, then hand `then` the
+        symbols of all of them it holds (to learn them before the next request needs them),
+        unless stopped first. Touch `index`, and whatever `then` writes, only after `stop`."""
         self.stop()
         self._stop.clear()
 
@@ -43,7 +52,9 @@ class BackgroundReading:
             with contextlib.suppress(OSError, AttributeError):  # no per-thread nice outside Linux
                 os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
             with contextlib.suppress(*_CACHE_ERRORS):
-                index.symbols(files, read, seconds=BACKGROUND_SECONDS, stop=self._stop)
+                known = index.symbols(files, read, seconds=BACKGROUND_SECONDS, stop=self._stop)
+                if not self._stop.is_set():
+                    then(known)
 
         self._thread = threading.Thread(target=reading, name="fwloop-index", daemon=True)
         self._thread.start()

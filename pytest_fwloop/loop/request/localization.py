@@ -182,8 +182,16 @@ class Localizer:
             unread=unread,
         )
         if unread:
-            self.background.start(self.index, order, self.workspace.read_blobs)
+            self.background.start(self.index, order, self.workspace.read_blobs, self._learn)
         return done, report
+
+    def _learn(self, symbols: dict[str, FileSymbols]) -> None:
+        """What the background read, learned and judged before the next request needs it (in
+        its thread): that request then finds these very objects and does neither again."""
+        self.tree.update(symbols)
+        if self._judged_by is not None:
+            for path in symbols:
+                self._editable(path, self._judged_by)
 
     def _pick(
         self,
