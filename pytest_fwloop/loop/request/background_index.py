@@ -4,10 +4,9 @@ A big tree's first request indexes what the build and the failures name and what
 allows; the rest waits. It is read here, in a thread, while the loop waits on other things (the
 model's answer, the firmware's build, the tests), and learned into the tree's map, so a later
 request parses and learns only what it must: on a Zephyr tree of 29,000 files, a request after
-a patch stays under a second. The thread runs
-at the lowest priority (Linux gives a thread its own nice value), stops within one file's parse
-when asked, and never outlives the run. The index is a cache: whatever goes wrong in the
-thread only leaves files for a later read.
+a patch stays under a second. The thread runs at the lowest priority (Linux gives a thread its
+own nice value), stops within one file's parse when asked, and never outlives the run. The
+index is a cache: whatever goes wrong in the thread only leaves files for a later read.
 """
 
 from __future__ import annotations
