@@ -177,6 +177,15 @@ def test_an_unmerged_index_leaves_the_snapshot_to_the_files(tmp_path: Path) -> N
     assert shadow.read(base, "a.c") == conflicted
 
 
+def packed_checkout(tmp_path: Path) -> Path:
+    """A checkout whose objects are in one pack, as a clone's are."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    make_checkout(root)
+    git(root, "repack", "-a", "-d", "-q")
+    return root
+
+
 def _linked(root: Path) -> list[tuple[Path, Path]]:
     """(the user's pack, the store's) pairs that are one file."""
     user = sorted((root / ".git" / "objects" / "pack").glob("*.pack"))
@@ -188,10 +197,7 @@ def test_a_packed_checkout_is_linked_into_the_store_and_released_when_unshared(
 ) -> None:
     """The user's packs are hard-linked, never copied or written; the store keeps them while
     the user's git shares them and, once it does not, keeps only what its snapshots need."""
-    root = tmp_path / "repo"
-    root.mkdir()
-    make_checkout(root)
-    git(root, "repack", "-a", "-d", "-q")
+    root = packed_checkout(tmp_path)
     history = git(root, "rev-parse", "HEAD").strip()
     original = (root / "src" / "gpio.c").read_bytes()
     before = user_git_state(root)
@@ -233,10 +239,7 @@ def test_a_packed_checkout_is_linked_into_the_store_and_released_when_unshared(
 def test_a_refused_link_copies_the_blobs_into_a_pack_of_the_stores(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = tmp_path / "repo"
-    root.mkdir()
-    make_checkout(root)
-    git(root, "repack", "-a", "-d", "-q")
+    root = packed_checkout(tmp_path)
 
     def other_filesystem(*args: object) -> None:
         raise OSError(errno.EXDEV, "Invalid cross-device link")
