@@ -565,3 +565,23 @@ def test_a_blob_the_store_no_longer_holds_is_read_later_not_remembered_as_empty(
     known = again.symbols(files, lambda ids: {i: blobs[i] for i in ids}, ())
     assert set(known) == set(files)
     assert "d1" in {s.name for s in known["drivers/d1.c"].symbols}
+
+
+def test_each_chunk_is_handed_on_as_it_is_known_and_a_stop_keeps_what_was(
+    tmp_path: Path,
+) -> None:
+    """The background's reading: what it read before it was stopped is learned already."""
+    files, blobs = _tree_of(600)
+    stop = threading.Event()
+    chunks: list[dict[str, FileSymbols]] = []
+
+    def learn(symbols: dict[str, FileSymbols]) -> None:
+        chunks.append(symbols)
+        stop.set()  # the next request arrives as the first chunk is learned
+
+    index = CodeIndex(tmp_path / "code-index.sqlite")
+    read = lambda ids: {i: blobs[i] for i in ids}  # noqa: E731
+    known = index.symbols(files, read, seconds=60.0, stop=stop, learn=learn)
+    assert len(chunks) == 1
+    assert set(chunks[0]) == set(known) == set(list(files)[:256])
+    assert index.unread == 600 - 256

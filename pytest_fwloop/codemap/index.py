@@ -26,6 +26,8 @@ INDEX_VERSION = 4
 INDEX_NAME = "code-index.sqlite"
 
 ReadBlobs = Callable[[Iterable[str]], Mapping[str, bytes]]
+#: Told each chunk's symbols (path → symbols) as soon as they are known.
+Learn = Callable[[dict[str, FileSymbols]], None]
 #: Files read and parsed at a time: what bounds the contents held in memory at once.
 _CHUNK = 256
 
@@ -48,15 +50,17 @@ class CodeIndex:
         first: Collection[str] = (),
         seconds: float | None = None,
         stop: threading.Event | None = None,
+        learn: Learn | None = None,
     ) -> dict[str, FileSymbols]:
         """The symbols of the indexed files of `files` (path → blob id); `read` fetches the
         contents of the blobs neither memory nor the store holds.
 
         With `seconds`, a big tree is read as far as that time allows: `first` (the files the
         build and the failures name) whatever it costs, then the others in `files`' order, in
-        chunks, until `stop` is set; what is left waits for a later call (`unread` says how
-        many). Memory holds one chunk's contents at a time, never the whole tree's. A blob
-        `read` does not give (a snapshot the store has dropped since) is left for later."""
+        chunks, until `stop` is set, each chunk's symbols handed to `learn` as it is known;
+        what is left waits for a later call (`unread` says how many). Memory holds one chunk's
+        contents at a time, never the whole tree's. A blob `read` does not give (a snapshot the
+        store has dropped since) is left for later."""
         keys = {
             path: f"{blob}:{language}"
             for path, blob in files.items()
@@ -70,7 +74,7 @@ class CodeIndex:
             if seconds is not None:
                 rest = [p for p in keys if p not in first and keys[p] not in self._known]
                 deadline = time.monotonic() + seconds
-                self._read_in(db, rest, keys, files, read, deadline, stop)
+                self._read_in(db, rest, keys, files, read, deadline, stop, learn)
         finally:
             if db is not None:
                 db.close()
@@ -87,6 +91,7 @@ class CodeIndex:
         read: ReadBlobs,
         deadline: float | None = None,
         stop: threading.Event | None = None,
+        learn: Learn | None = None,
     ) -> None:
         """Know the symbols of `paths`: from the store, else parsed (and stored), by chunks;
         with a `deadline`, as many as it and `stop` allow (checked before each file)."""
@@ -114,6 +119,9 @@ class CodeIndex:
             self._known.update(parsed)
             if parsed and db is not None:
                 _store(db, parsed)
+            if learn is not None:
+                known = {p: self._known.get(keys[p]) for p in chunk}
+                learn({p: symbols for p, symbols in known.items() if symbols is not None})
 
     def _connect(self) -> sqlite3.Connection | None:
         """A connection to the store, made if missing; one that will not open is replaced once."""

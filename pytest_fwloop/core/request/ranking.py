@@ -95,10 +95,14 @@ class TreeMap:
 
     def update(self, files: Mapping[str, FileSymbols]) -> int:
         """Make the map hold exactly `files`; how many files were (re)read into it."""
-        changed = 0
-        for path in [p for p in self.files if p not in files]:
+        gone = [p for p in self.files if p not in files]
+        for path in gone:
             self._forget(path)
-            changed += 1
+        return len(gone) + self.learn(files)
+
+    def learn(self, files: Mapping[str, FileSymbols]) -> int:
+        """Hold `files` as they are given, the others as they were; how many were (re)read."""
+        changed = 0
         for path, symbols in files.items():
             if self.files.get(path) is not symbols:
                 if path in self.files:

@@ -15,11 +15,10 @@ import contextlib
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pytest_fwloop.codemap.index import CodeIndex, ReadBlobs
-from pytest_fwloop.core.request.code_symbols import FileSymbols
+from pytest_fwloop.codemap.index import CodeIndex, Learn, ReadBlobs
 
 #: The longest one background reading runs: a tree's rest is normally read well within it.
 BACKGROUND_SECONDS = 60.0
@@ -39,11 +38,11 @@ class BackgroundReading:
         index: CodeIndex,
         files: Mapping[str, str],
         read: ReadBlobs,
-        then: Callable[[dict[str, FileSymbols]], None],
+        learn: Learn,
     ) -> None:
-        """Read `files`' unindexed ones (in their order) into `index`, then hand `then` the
-        symbols of all of them it holds (to learn them before the next request needs them),
-        unless stopped first. Touch `index`, and whatever `then` writes, only after `stop`."""
+        """Read `files`' unindexed ones (in their order) into `index`, each chunk handed to
+        `learn` as it is read (what the next request would otherwise learn itself). Touch
+        `index`, and whatever `learn` writes, only after `stop`."""
         self.stop()
         self._stop.clear()
 
@@ -51,9 +50,7 @@ class BackgroundReading:
             with contextlib.suppress(OSError, AttributeError):  # no per-thread nice outside Linux
                 os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
             with contextlib.suppress(*_CACHE_ERRORS):
-                known = index.symbols(files, read, seconds=BACKGROUND_SECONDS, stop=self._stop)
-                if not self._stop.is_set():
-                    then(known)
+                index.symbols(files, read, seconds=BACKGROUND_SECONDS, stop=self._stop, learn=learn)
 
         self._thread = threading.Thread(target=reading, name="fwloop-index", daemon=True)
         self._thread.start()

@@ -188,7 +188,7 @@ class Localizer:
     def _learn(self, symbols: dict[str, FileSymbols]) -> None:
         """What the background read, learned and judged before the next request needs it (in
         its thread): that request then finds these very objects and does neither again."""
-        self.tree.update(symbols)
+        self.tree.learn(symbols)
         if self._judged_by is not None:
             for path in symbols:
                 self._editable(path, self._judged_by)
