@@ -243,3 +243,23 @@ def test_a_cmake_ninja_build_is_read_through_its_database_and_ninja(tmp_path: Pa
     assert found.files == {"boards/a/commands.c", "include/crc8.h"}
     assert found.origins == ("out/compile_commands.json", "ninja -C out")
     assert json.loads((root / "out" / "compile_commands.json").read_text())
+
+
+def test_the_index_s_notice_is_the_request_s_own_taken_before_the_background_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store that would not open is rebuilt: the request's report says so once, whatever
+    the background reading does with the index after it."""
+    root = tmp_path / "tree"
+    root.mkdir()
+    _board_tree(root)
+    monkeypatch.setattr(localization, "PARSE_SECONDS", 0.0)  # a rest left for the background
+    localizer = _localizer(root)
+    localizer.index.path.parent.mkdir(parents=True, exist_ok=True)
+    localizer.index.path.write_bytes(b"not a sqlite database" * 100)
+    failure = TestRecord(nodeid="tests/test_c.py::test_crc8", outcome="failed", phase="call")
+    _, report = _first_request(localizer, root, failure)
+    localizer.background.stop()
+    assert "unreadable" in report.notice
+    assert report.unread
+    assert localizer.index.notice == ""

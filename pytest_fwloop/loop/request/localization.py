@@ -86,6 +86,8 @@ class Localization:
     build: str
     #: Indexable files not read yet: the background reads them before the next request.
     unread: int = 0
+    #: What the index had to say (a store it rebuilt), taken before the background starts.
+    notice: str = ""
 
 
 @dataclass
@@ -180,7 +182,9 @@ class Localizer:
             ranking=record,
             build=build_share(symbols, built),
             unread=unread,
+            notice=self.index.notice,
         )
+        self.index.notice = ""
         if unread:
             self.background.start(self.index, order, self.workspace.read_blobs, self._learn)
         return done, report
@@ -454,13 +458,12 @@ def localize(
         reason = f"no code sent: {type(exc).__name__}: {exc}"
         services.substate(number, SubState.LOCALIZATION, reason[:300])
         return request
-    notice = f"; {localizer.index.notice}" if localizer.index.notice else ""
+    notice = f"; {report.notice}" if report.notice else ""
     if report.unread:
         notice += (
             f"; {report.unread} file(s) not indexed yet: read in the background before the "
             "next request"
         )
-    localizer.index.notice = ""
     folder = services.recorder.round_path(number)
     # Beside the first call made with this request: a re-ask of the same request shares it.
     stem = f"coder-{len(call_files(folder, 'coder', 'meta.json')) + 1}"
