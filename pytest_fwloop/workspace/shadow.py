@@ -79,6 +79,8 @@ class _Change:
     old_mode: str
     new_mode: str
     path: str
+    #: The entry's id after the change (zeros where it is gone).
+    new_id: str
 
 
 class ShadowRepo:
@@ -378,14 +380,17 @@ class ShadowRepo:
 
     def _changes(self, commit: str, target: str | None = None) -> list[_Change]:
         after = self._commit(target) if target is not None else self._current_tree()
-        raw = self._git(
-            "diff-tree", "-r", "-z", "--raw", "--no-renames", self._commit(commit), after
-        ).stdout
+        return self._tree_changes(self._commit(commit), after)
+
+    def _tree_changes(self, before: str, after: str) -> list[_Change]:
+        """Every entry that differs between two trees (or commits); WorkspaceError when git
+        cannot compare them."""
+        raw = self._git("diff-tree", "-r", "-z", "--raw", "--no-renames", before, after).stdout
         fields = split_z(raw)
         changes = []
         for meta, path in zip(fields[::2], fields[1::2], strict=True):
-            old_mode, new_mode = meta.lstrip(":").split(" ")[:2]
-            changes.append(_Change(old_mode, new_mode, path))
+            old_mode, new_mode, _, new_id = meta.lstrip(":").split(" ")[:4]
+            changes.append(_Change(old_mode, new_mode, path, new_id))
         return changes
 
     def _walk(self, directories: list[str]) -> list[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from pytest_fwloop.workspace.git_run import encode, one_line, split_z
+from pytest_fwloop.workspace.git_run import WorkspaceError, encode, one_line, split_z
 from pytest_fwloop.workspace.shadow import ShadowRepo
 
 if TYPE_CHECKING:
@@ -26,14 +26,17 @@ def files(
     them is read (a Zephyr tree's listing, 29,000 files, is a sixth of a request after a patch);
     the whole listing where git no longer holds that snapshot."""
     if since is not None:
-        changed = _changed(shadow, since[0], commit)
-        if changed is not None:
+        try:
+            changed = shadow._tree_changes(since[0], commit)
+        except WorkspaceError:  # that snapshot is gone from the store
+            pass
+        else:
             found = dict(since[1])
-            for path, (mode, blob) in changed.items():
-                if mode in _REGULAR:
-                    found[path] = blob
+            for change in changed:
+                if change.new_mode in _REGULAR:
+                    found[change.path] = change.new_id
                 else:
-                    found.pop(path, None)
+                    found.pop(change.path, None)
             return found
     listed = shadow._git("ls-tree", "-r", "-z", "--full-tree", shadow._commit(commit)).stdout
     found = {}
@@ -43,20 +46,6 @@ def files(
         if kind == "blob" and mode in _REGULAR:
             found[path] = blob
     return found
-
-
-def _changed(shadow: ShadowRepo, before: str, after: str) -> dict[str, tuple[str, str]] | None:
-    """The paths whose entries differ between two snapshots, with the new mode and id (mode
-    `000000` for a deleted one); None when git cannot compare them."""
-    raw = shadow._git("diff-tree", "-r", "-z", "--raw", "--no-renames", before, after, check=False)
-    if raw.returncode != 0:
-        return None
-    fields = split_z(raw.stdout)
-    changed = {}
-    for meta, path in zip(fields[::2], fields[1::2], strict=True):
-        _, new_mode, _, new_blob = meta.lstrip(":").split(" ")[:4]
-        changed[path] = (new_mode, new_blob)
-    return changed
 
 
 def patched_files(shadow: ShadowRepo, commit: str, patch: str) -> dict[str, str]:

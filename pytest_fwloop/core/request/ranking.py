@@ -290,8 +290,8 @@ def ranking(
     every = [r for r in every if r.score > 0]
     every.sort(key=lambda r: (-r.score, r.path, tree.files[r.path].symbols[r.index].start_line))
     found = {(r.path, r.index): r for r in every if r.path in allowed}
-    unmeasured = [k for k in found if _unmeasured_points(found[k]) > 0]
-    by_text = sorted(unmeasured, key=lambda k: -_unmeasured_points(found[k]))
+    unmeasured = {k: points for k, r in found.items() if (points := _unmeasured_points(r)) > 0}
+    by_text = sorted(unmeasured, key=lambda k: -unmeasured[k])
     turns = [found[key] for key in taking_turns(list(found), suspicious, by_text)]
     for item in turns:
         if unbuilt(item.path, tree.files, built):
