@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -585,3 +587,31 @@ def test_each_chunk_is_handed_on_as_it_is_known_and_a_stop_keeps_what_was(
     assert len(chunks) == 1
     assert set(chunks[0]) == set(known) == set(list(files)[:256])
     assert index.unread == 600 - 256
+
+
+def test_a_store_that_git_cannot_read_leaves_the_background_reading_quiet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shadow store refusing a read (a WorkspaceError, as localization's own errors are)
+    leaves the files for later, as any failure of the cache does: nothing escapes the thread."""
+    from pytest_fwloop.loop.request.background_index import BackgroundReading
+    from pytest_fwloop.workspace import WorkspaceError
+
+    escaped: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: escaped.append(args.exc_value))
+
+    def refused(ids: object) -> dict[str, bytes]:
+        raise WorkspaceError("fwloop: git cat-file failed in the shadow repository")
+
+    files, blobs = _tree_of(3)
+    index = CodeIndex(tmp_path / "code-index.sqlite")
+    background = BackgroundReading()
+    background.start(index, files, refused, lambda symbols: None)
+    for _ in range(200):  # let it reach the read and end on its own
+        if not background.running:
+            break
+        time.sleep(0.01)
+    background.stop()
+    assert escaped == []
+    # Nothing was remembered of the refused read: a store that reads again gives all three.
+    assert len(index.symbols(files, lambda ids: {i: blobs[i] for i in ids})) == 3

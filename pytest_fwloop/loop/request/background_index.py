@@ -19,11 +19,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pytest_fwloop.codemap.index import CodeIndex, Learn, ReadBlobs
+from pytest_fwloop.workspace.git_run import WorkspaceError
 
 #: The longest one background reading runs: a tree's rest is normally read well within it.
 BACKGROUND_SECONDS = 60.0
-#: What a failed read leaves for later: the store's disk, git, a file the parser chokes on.
-_CACHE_ERRORS = (OSError, sqlite3.Error, ValueError, RecursionError)
+#: What localization survives (the request goes without code) and the background reading
+#: leaves for later: the shadow store's git, the disk, the index's store, a file the parser
+#: chokes on.
+INDEX_ERRORS = (WorkspaceError, OSError, sqlite3.Error, ValueError, RecursionError)
 
 
 @dataclass
@@ -49,7 +52,7 @@ class BackgroundReading:
         def reading() -> None:
             with contextlib.suppress(OSError, AttributeError):  # no per-thread nice outside Linux
                 os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-            with contextlib.suppress(*_CACHE_ERRORS):
+            with contextlib.suppress(*INDEX_ERRORS):
                 index.symbols(files, read, seconds=BACKGROUND_SECONDS, stop=self._stop, learn=learn)
 
         self._thread = threading.Thread(target=reading, name="fwloop-index", daemon=True)

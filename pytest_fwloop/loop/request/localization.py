@@ -8,7 +8,6 @@ sends.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,13 +47,12 @@ from pytest_fwloop.core.request.ranking_audit import audit
 from pytest_fwloop.core.request.source_pack import failing_test_code, pack_sources, repo_map
 from pytest_fwloop.core.suite.results import TestRecord
 from pytest_fwloop.core.suite.signature import signature
-from pytest_fwloop.loop.request.background_index import BackgroundReading
+from pytest_fwloop.loop.request.background_index import INDEX_ERRORS, BackgroundReading
 from pytest_fwloop.loop.request.spectrum_files import SpectrumReader
 from pytest_fwloop.loop.services import Services
 from pytest_fwloop.loop.state import LoopState
 from pytest_fwloop.workspace import Workspace
 from pytest_fwloop.workspace.checkout_reads import recently_changed
-from pytest_fwloop.workspace.git_run import WorkspaceError
 
 #: Files whose text is read to pick chunks from: the best-ranked ones only.
 _FILES_READ = 48
@@ -418,7 +416,6 @@ def _index_order(files: Mapping[str, str], built: BuildFiles | None) -> dict[str
     return {**kept, **{p: files[p] for p in later}}
 
 
-_LOCALIZATION_ERRORS = (WorkspaceError, OSError, sqlite3.Error, ValueError, RecursionError)
 
 
 def with_code(
@@ -454,7 +451,7 @@ def localize(
     passed = sum(t.outcome == "passed" for t in latest.tests) if latest is not None else None
     try:
         done, report = localizer.coder_request(request, failing, patches, again, passed)
-    except _LOCALIZATION_ERRORS as exc:
+    except INDEX_ERRORS as exc:
         reason = f"no code sent: {type(exc).__name__}: {exc}"
         services.substate(number, SubState.LOCALIZATION, reason[:300])
         return request
@@ -491,7 +488,7 @@ def review_context(
     """The reviewer's request with the whole functions the patch changes, before and after."""
     try:
         functions = localizer.patch_functions(request.patch)
-    except _LOCALIZATION_ERRORS as exc:
+    except INDEX_ERRORS as exc:
         loop.current.notes.append(f"the reviewer was sent no functions: {exc}"[:300])
         return request
     return request.model_copy(update={"patch_functions": functions})
