@@ -416,8 +416,6 @@ def _index_order(files: Mapping[str, str], built: BuildFiles | None) -> dict[str
     return {**kept, **{p: files[p] for p in later}}
 
 
-
-
 def with_code(
     services: Services,
     loop: LoopState,
